@@ -1,0 +1,39 @@
+"""The composition root: settings -> Configurator -> core -> feature modules."""
+
+from __future__ import annotations
+
+from pyramid.config import Configurator
+from pyramid.renderers import JSON
+
+from cmsshop.settings import load_settings
+
+
+def configure(settings: dict | None = None) -> Configurator:
+    settings = load_settings(settings or {})
+    # pyramid_tm: one explicit transaction manager per request (no thread-local
+    # surprises), no user annotation, and a veto so any 4xx/5xx response rolls back.
+    settings.setdefault("tm.manager_hook", "pyramid_tm.explicit_manager")
+    settings.setdefault("tm.annotate_user", "false")
+    settings.setdefault("tm.commit_veto", "pyramid_tm.default_commit_veto")
+
+    config = Configurator(settings=settings)
+    config.add_renderer("json", JSON())
+    # The transaction manager, before anything that uses request.db.
+    config.include("pyramid_tm")
+    # Engine and request.db joined to request.tm.
+    config.include("cmsshop.db")
+    # The add_openapi directive, used by every include below that adds routes.
+    config.include("cmsshop.openapi")
+    # JSON errors everywhere, request ids, body limit, and the execution policy:
+    # pyramid_retry's (a retried request gets a fresh transaction, session and request)
+    # wrapped so that an error escaping every view still answers JSON.
+    config.include("cmsshop.views.errors")
+    # Sessions, security policy and CSRF defaults.
+    config.include("cmsshop.security")
+    # Core routes that are always on.
+    config.include("cmsshop.views.core")
+    config.include("cmsshop.views.auth")
+    # Feature modules named in cmsshop.modules; JSON-404 stubs for the rest.
+    config.include("cmsshop.modules")
+    config.commit()
+    return config

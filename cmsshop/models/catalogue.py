@@ -1,0 +1,110 @@
+"""Catalogue content: currencies, products with prices and release files, articles."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from cmsshop.models.meta import Base, UTCDateTime
+from cmsshop.util import utcnow
+
+
+class Currency(Base):
+    __tablename__ = "currencies"
+
+    code: Mapped[str] = mapped_column(String(3), primary_key=True)  # ISO 4217
+    name: Mapped[str] = mapped_column(String(100))
+    symbol: Mapped[str] = mapped_column(String(8))
+    decimals: Mapped[int] = mapped_column(Integer, default=2)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Product(Base):
+    __tablename__ = "products"
+    __table_args__ = (
+        CheckConstraint("max_activations IS NULL OR max_activations >= 0", name="max_activations"),
+        CheckConstraint("duration_days IS NULL OR duration_days > 0", name="duration_days"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(100), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    summary: Mapped[str] = mapped_column(String(500), default="")
+    description: Mapped[str] = mapped_column(Text, default="")
+    # Rendered and sanitised on write, never accepted from a client.
+    description_html: Mapped[str] = mapped_column(Text, default="")
+    published: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    archived: Mapped[bool] = mapped_column(Boolean, default=False)
+    licensed: Mapped[bool] = mapped_column(Boolean, default=False)
+    max_activations: Mapped[int | None] = mapped_column(Integer)
+    duration_days: Mapped[int | None] = mapped_column(Integer)  # None = perpetual
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    prices: Mapped[list[ProductPrice]] = relationship(
+        back_populates="product", cascade="all, delete-orphan", order_by="ProductPrice.currency"
+    )
+    releases: Mapped[list[Release]] = relationship(
+        back_populates="product", cascade="all, delete-orphan", order_by="Release.released_at"
+    )
+
+
+class ProductPrice(Base):
+    __tablename__ = "product_prices"
+    __table_args__ = (
+        UniqueConstraint("product_id", "currency"),
+        CheckConstraint("amount >= 0", name="amount"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    product_id: Mapped[int] = mapped_column(ForeignKey("products.id", ondelete="CASCADE"))
+    currency: Mapped[str] = mapped_column(ForeignKey("currencies.code"))
+    amount: Mapped[int] = mapped_column(BigInteger)  # minor units, never a float
+
+    product: Mapped[Product] = relationship(back_populates="prices")
+
+
+class Release(Base):
+    __tablename__ = "releases"
+    __table_args__ = (UniqueConstraint("product_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    product_id: Mapped[int] = mapped_column(
+        ForeignKey("products.id", ondelete="CASCADE"), index=True
+    )
+    version: Mapped[str] = mapped_column(String(50))
+    file_name: Mapped[str] = mapped_column(String(255))  # sanitised display name
+    storage_path: Mapped[str] = mapped_column(String(512))  # relative to the storage dir
+    size: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    released_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    product: Mapped[Product] = relationship(back_populates="releases")
+
+
+class Article(Base):
+    __tablename__ = "articles"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    slug: Mapped[str] = mapped_column(String(100), unique=True)
+    title: Mapped[str] = mapped_column(String(200))
+    summary: Mapped[str] = mapped_column(String(500), default="")
+    category: Mapped[str] = mapped_column(String(100), default="general", index=True)
+    body: Mapped[str] = mapped_column(Text, default="")
+    body_html: Mapped[str] = mapped_column(Text, default="")
+    published: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    published_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

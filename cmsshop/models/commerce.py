@@ -1,0 +1,226 @@
+"""Orders, fulfilment and what fulfilment creates: invoices, entitlements, licences.
+
+Every "exactly once" rule of the payment flow is a unique constraint here, so a race
+that slips past a row lock still cannot write a second row (the loser's transaction
+fails with IntegrityError and is retried, and the retry sees the winner's row).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from cmsshop.models.catalogue import Product
+from cmsshop.models.meta import Base, UTCDateTime
+from cmsshop.util import utcnow
+
+ORDER_STATUSES = (
+    "pending",
+    "paid",
+    "refunded",
+    "disputed",
+    "cancelled",
+    "failed",
+    "needs_review",
+)
+ENTITLEMENT_STATUSES = ("active", "on_hold", "revoked")
+LICENCE_STATUSES = ("active", "suspended", "revoked", "expired")
+EVENT_STATUSES = (
+    "received",
+    "processed",
+    "ignored",
+    "duplicate",
+    "pending_order",
+    "confirm_failed",
+    "rejected",
+    "error",
+)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Order(Base):
+    __tablename__ = "orders"
+    __table_args__ = (CheckConstraint(_in("status", ORDER_STATUSES), name="status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    number: Mapped[str] = mapped_column(String(32), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    currency: Mapped[str] = mapped_column(ForeignKey("currencies.code"))
+    total: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(20), default="pending")
+    provider: Mapped[str] = mapped_column(String(40))
+    # The provider's checkout object (Stripe Checkout Session id, PayPal order id).
+    provider_checkout_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    # The provider's payment object once confirmed (PaymentIntent id, capture id).
+    payment_reference: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    paid_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    items: Mapped[list[OrderItem]] = relationship(
+        back_populates="order", cascade="all, delete-orphan", order_by="OrderItem.id"
+    )
+
+
+class OrderItem(Base):
+    __tablename__ = "order_items"
+    __table_args__ = (CheckConstraint("amount >= 0", name="amount"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id", ondelete="CASCADE"), index=True)
+    product_id: Mapped[int] = mapped_column(ForeignKey("products.id"), index=True)
+    # Snapshots: what the customer bought, whatever the product becomes later.
+    product_slug: Mapped[str] = mapped_column(String(100))
+    name: Mapped[str] = mapped_column(String(200))
+    amount: Mapped[int] = mapped_column(BigInteger)
+
+    order: Mapped[Order] = relationship(back_populates="items")
+    product: Mapped[Product] = relationship()
+
+
+class Fulfilment(Base):
+    """The gate of exactly-once fulfilment: one row per order and per provider payment."""
+
+    __tablename__ = "fulfilments"
+    __table_args__ = (UniqueConstraint("provider", "payment_reference"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id"), unique=True)
+    provider: Mapped[str] = mapped_column(String(40))
+    payment_reference: Mapped[str] = mapped_column(String(255))
+    payment_event_id: Mapped[int | None] = mapped_column(ForeignKey("payment_events.id"))
+    manual: Mapped[bool] = mapped_column(Boolean, default=False)
+    admin_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    reason: Mapped[str | None] = mapped_column(Text)
+    confirmed_amount: Mapped[int | None] = mapped_column(BigInteger)
+    confirmed_currency: Mapped[str | None] = mapped_column(String(3))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class InvoiceCounter(Base):
+    """Per-year counter, locked FOR UPDATE while numbering so numbers are gap-free."""
+
+    __tablename__ = "invoice_counters"
+
+    year: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    last_sequence: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Invoice(Base):
+    __tablename__ = "invoices"
+    __table_args__ = (UniqueConstraint("year", "sequence"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    number: Mapped[str] = mapped_column(String(32), unique=True)  # INV-2026-000042
+    year: Mapped[int] = mapped_column(Integer)
+    sequence: Mapped[int] = mapped_column(Integer)
+    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id"), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    issued_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    currency: Mapped[str] = mapped_column(String(3))
+    total: Mapped[int] = mapped_column(BigInteger)
+    # [{"product": slug, "name": ..., "amount": minor units}]
+    lines: Mapped[list] = mapped_column(JSON)
+
+    order: Mapped[Order] = relationship()
+
+
+class Entitlement(Base):
+    __tablename__ = "entitlements"
+    __table_args__ = (CheckConstraint(_in("status", ENTITLEMENT_STATUSES), name="status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    order_item_id: Mapped[int] = mapped_column(ForeignKey("order_items.id"), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    product_id: Mapped[int] = mapped_column(ForeignKey("products.id"), index=True)
+    status: Mapped[str] = mapped_column(String(20), default="active")
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    order_item: Mapped[OrderItem] = relationship()
+    product: Mapped[Product] = relationship()
+
+
+class Licence(Base):
+    __tablename__ = "licences"
+    __table_args__ = (
+        CheckConstraint(_in("status", LICENCE_STATUSES), name="status"),
+        CheckConstraint("max_activations >= 0", name="max_activations"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    # Nullable so an operator can issue a licence by hand; unique when set.
+    order_item_id: Mapped[int | None] = mapped_column(ForeignKey("order_items.id"), unique=True)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), index=True)
+    product_id: Mapped[int] = mapped_column(ForeignKey("products.id"), index=True)
+    status: Mapped[str] = mapped_column(String(20), default="active")
+    max_activations: Mapped[int] = mapped_column(Integer)
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    product: Mapped[Product] = relationship()
+    activations: Mapped[list[Activation]] = relationship(
+        back_populates="licence", order_by="Activation.id"
+    )
+
+
+class Activation(Base):
+    __tablename__ = "activations"
+    __table_args__ = (
+        UniqueConstraint("licence_id", "fingerprint_sha256"),
+        CheckConstraint("environment IN ('production', 'staging', 'local')", name="environment"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    licence_id: Mapped[int] = mapped_column(ForeignKey("licences.id", ondelete="CASCADE"))
+    fingerprint: Mapped[str] = mapped_column(String(256))
+    fingerprint_sha256: Mapped[str] = mapped_column(String(64))
+    domain: Mapped[str] = mapped_column(String(255))
+    environment: Mapped[str] = mapped_column(String(20), default="production")
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    activated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_validated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    deactivated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+    licence: Mapped[Licence] = relationship(back_populates="activations")
+
+
+class PaymentEvent(Base):
+    """The provider event log. Written in its own short transaction so it survives a
+    fulfilment rollback; the unique (provider, event_id) pair makes replays visible."""
+
+    __tablename__ = "payment_events"
+    __table_args__ = (
+        UniqueConstraint("provider", "event_id"),
+        CheckConstraint(_in("status", EVENT_STATUSES), name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    provider: Mapped[str] = mapped_column(String(40))
+    event_id: Mapped[str] = mapped_column(String(255))
+    event_type: Mapped[str] = mapped_column(String(100))
+    received_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    payload_sha256: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="received", index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    order_number: Mapped[str | None] = mapped_column(String(32), index=True)
+    processed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)

@@ -1,0 +1,51 @@
+"""Declarative base, constraint naming convention and portable column types."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import DateTime, MetaData
+from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.types import TypeDecorator
+
+# Named constraints let alembic drop and alter them on every backend (SQLite batch mode
+# needs names to recreate tables), and make IntegrityError messages name the rule broken.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes on every backend.
+
+    PostgreSQL keeps the offset (timestamptz); SQLite drops it, so values are stored as
+    naive UTC and made aware again on the way out.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given; use cmsshop.util.utcnow()")
+        value = value.astimezone(dt.UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.UTC)
+        return value.astimezone(dt.UTC)

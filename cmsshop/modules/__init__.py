@@ -1,0 +1,70 @@
+"""Feature modules: validated against a known list, included after the core.
+
+As in Kinto's ``kinto.includes``, the ini names plugins and this module decides what
+each name means; a raw setting is never imported as a dotted path. A known module that
+is switched off still owns its URL prefixes and answers there with a JSON 404
+``module_disabled`` that tells the operator how to switch it on.
+"""
+
+from __future__ import annotations
+
+from pyramid.exceptions import ConfigurationError
+
+from cmsshop.errors import ApiError
+
+# name -> URL prefixes it owns (its admin routes included).
+KNOWN_MODULES: dict[str, tuple[str, ...]] = {
+    "store": ("/api/store", "/api/admin/products", "/api/admin/currencies"),
+    "docs": ("/api/docs", "/api/admin/articles"),
+    "dashboard": ("/api/dashboard", "/api/downloads", "/api/admin/tickets"),
+    "licensing": ("/api/license",),
+    "webhooks.cardprovider": ("/api/webhooks/cardprovider",),
+    "webhooks.walletprovider": ("/api/webhooks/walletprovider",),
+}
+
+
+class ModuleDisabled(ApiError):
+    status, code = 404, "module_disabled"
+
+
+def enabled_modules(settings) -> list[str]:
+    """The enabled module names in a fixed order; an unknown name stops start-up."""
+    names = settings["cmsshop.modules"]
+    unknown = sorted(set(names) - set(KNOWN_MODULES))
+    if unknown:
+        raise ConfigurationError(
+            f"cmsshop.modules names unknown module(s): {', '.join(unknown)}. "
+            f"Known modules: {', '.join(KNOWN_MODULES)}."
+        )
+    return [name for name in KNOWN_MODULES if name in names]
+
+
+def _disabled_view(name: str):
+    def module_disabled(request):
+        raise ModuleDisabled(
+            f"The {name} module is not enabled on this server.",
+            title=f"Module '{name}' is disabled",
+            hints=[
+                f"Operators: add `{name}` to `cmsshop.modules` in the ini file "
+                "(or CMSSHOP_MODULES) and restart."
+            ],
+        )
+
+    return module_disabled
+
+
+def add_disabled_stub(config, name: str) -> None:
+    for index, prefix in enumerate(KNOWN_MODULES[name]):
+        for suffix, pattern in (("", prefix), ("*", prefix + "/*subpath")):
+            route = f"disabled.{name}.{index}{suffix}"
+            config.add_route(route, pattern)
+            config.add_view(_disabled_view(name), route_name=route, require_csrf=False)
+
+
+def includeme(config) -> None:
+    enabled = enabled_modules(config.get_settings())
+    for name in KNOWN_MODULES:
+        if name in enabled:
+            config.include(f"cmsshop.modules.{name}")
+        else:
+            add_disabled_stub(config, name)

@@ -1,0 +1,5 @@
+"""The docs module (placeholder until its issue lands): routes under its prefixes."""
+
+
+def includeme(config) -> None:
+    pass

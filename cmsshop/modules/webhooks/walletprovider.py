@@ -1,0 +1,5 @@
+"""The walletprovider webhook plugin (placeholder until its issue lands)."""
+
+
+def includeme(config) -> None:
+    pass

@@ -1,0 +1,5 @@
+"""cmsshop-admin subcommands of the licensing area (placeholder until that issue lands)."""
+
+
+def register(subparsers) -> None:
+    """Add this area's subcommands to the cmsshop-admin parser."""

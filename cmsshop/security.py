@@ -1,0 +1,181 @@
+"""Server-side login sessions, the security policy and CSRF.
+
+The session cookie holds a random token; the database holds its SHA-256 and the CSRF
+token of that session. Anonymous visitors get a token too (no database row): their CSRF
+token is an HMAC of it under the server secret, so login and registration are protected
+without writing a row for every visitor. Processes share nothing but the database, so
+any number of them can run behind a load balancer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import secrets
+
+from pyramid.interfaces import ICSRFStoragePolicy, ISecurityPolicy
+from pyramid.security import Allowed, Denied
+from sqlalchemy import delete, select
+from zope.interface import implementer
+
+from cmsshop.models import User, UserSession
+from cmsshop.util import utcnow
+
+COOKIE_NAME = "cmsshop_session"
+CSRF_HEADER = "X-CSRF-Token"
+
+# Permissions used in view_config(permission=...).
+CUSTOMER = "customer"  # any logged-in user
+ADMIN = "admin"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _cookie_token(request) -> str | None:
+    token = request.cookies.get(COOKIE_NAME)
+    if token and 20 <= len(token) <= 128 and token.isascii():
+        return token
+    return None
+
+
+def get_user_session(request) -> UserSession | None:
+    """``request.user_session``: the live session of the cookie, or None."""
+    token = _cookie_token(request)
+    if token is None:
+        return None
+    session = request.db.scalar(select(UserSession).where(UserSession.id == hash_token(token)))
+    if session is None or session.expires_at <= utcnow():
+        return None
+    return session
+
+
+def get_user(request) -> User | None:
+    session = request.user_session
+    return session.user if session is not None else None
+
+
+def _set_cookie(request, token: str | None) -> None:
+    settings = request.registry.settings
+
+    def callback(request, response):
+        if token is None:
+            response.delete_cookie(COOKIE_NAME, path="/")
+            return
+        response.set_cookie(
+            COOKIE_NAME,
+            token,
+            max_age=settings["cmsshop.session_max_age"],
+            path="/",
+            httponly=True,
+            samesite="Lax",
+            secure=settings["cmsshop.session_cookie_secure"],
+        )
+
+    request.add_response_callback(callback)
+
+
+def start_session(request, user: User) -> UserSession:
+    """Log ``user`` in with a brand-new session (never reuse the pre-login token)."""
+    end_session(request, clear_cookie=False)
+    token = secrets.token_urlsafe(32)
+    max_age = request.registry.settings["cmsshop.session_max_age"]
+    session = UserSession(
+        id=hash_token(token),
+        user_id=user.id,
+        csrf_token=secrets.token_urlsafe(32),
+        expires_at=utcnow() + dt.timedelta(seconds=max_age),
+    )
+    session.user = user
+    request.db.add(session)
+    request.db.flush()
+    request.user_session = session
+    request.user = user
+    request.environ["cmsshop.anon_token"] = None
+    _set_cookie(request, token)
+    return session
+
+
+def end_session(request, clear_cookie: bool = True) -> None:
+    """Delete the session row: every copy of the old cookie stops working."""
+    token = _cookie_token(request)
+    if token is not None:
+        request.db.execute(delete(UserSession).where(UserSession.id == hash_token(token)))
+    request.user_session = None
+    request.user = None
+    if clear_cookie:
+        _set_cookie(request, None)
+
+
+def _anonymous_token(request) -> str:
+    token = request.environ.get("cmsshop.anon_token")
+    if token:
+        return token
+    token = _cookie_token(request)
+    if token is None:
+        token = secrets.token_urlsafe(32)
+        _set_cookie(request, token)
+    request.environ["cmsshop.anon_token"] = token
+    return token
+
+
+@implementer(ICSRFStoragePolicy)
+class SessionCSRFStoragePolicy:
+    """CSRF tokens bound to the login session (or, before login, to the anonymous token)."""
+
+    def new_csrf_token(self, request) -> str:
+        return self.get_csrf_token(request)
+
+    def get_csrf_token(self, request) -> str:
+        session = request.user_session
+        if session is not None:
+            return session.csrf_token
+        secret = request.registry.settings["cmsshop.secret"].encode()
+        message = b"anonymous-csrf:" + _anonymous_token(request).encode()
+        return hmac.new(secret, message, hashlib.sha256).hexdigest()
+
+    def check_csrf_token(self, request, supplied_token) -> bool:
+        if not supplied_token or not isinstance(supplied_token, str):
+            return False
+        if request.user_session is None and _cookie_token(request) is None:
+            return False
+        expected = self.get_csrf_token(request)
+        return hmac.compare_digest(expected.encode(), supplied_token.encode())
+
+
+@implementer(ISecurityPolicy)
+class SessionSecurityPolicy:
+    def identity(self, request):
+        return request.user
+
+    def authenticated_userid(self, request):
+        user = request.user
+        return user.id if user is not None else None
+
+    def permits(self, request, context, permission):
+        user = request.user
+        if user is None:
+            return Denied("not logged in")
+        if permission == ADMIN and not user.is_admin:
+            return Denied("admin role required")
+        if permission in (CUSTOMER, ADMIN):
+            return Allowed("ok")
+        return Denied(f"unknown permission {permission}")
+
+    def remember(self, request, userid, **kw):
+        return []
+
+    def forget(self, request, **kw):
+        return []
+
+
+def includeme(config) -> None:
+    config.add_request_method(get_user_session, "user_session", reify=True)
+    config.add_request_method(get_user, "user", reify=True)
+    config.set_security_policy(SessionSecurityPolicy())
+    config.set_csrf_storage_policy(SessionCSRFStoragePolicy())
+    # Every unsafe method needs the token in the header unless the view opts out
+    # (require_csrf=False: licensing and webhooks authenticate by key or signature).
+    config.set_default_csrf_options(require_csrf=True, token=None, header=CSRF_HEADER)

@@ -1,0 +1,178 @@
+"""Registration, login, logout and the current session."""
+
+from __future__ import annotations
+
+import colander
+from pyramid.csrf import get_csrf_token
+from pyramid.view import view_config
+
+from cmsshop import openapi as oa
+from cmsshop.errors import ApiError, Conflict, RateLimited
+from cmsshop.security import end_session, start_session
+from cmsshop.services import accounts, ratelimit
+from cmsshop.views.common import StrictMapping, StrictString, read_json
+from cmsshop.views.core import user_body
+
+EMAIL = colander.All(colander.Email(), colander.Length(max=320))
+
+
+class LoginSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    email = colander.SchemaNode(StrictString(), validator=colander.Length(min=3, max=320))
+    password = colander.SchemaNode(StrictString(), validator=colander.Length(min=1, max=1024))
+
+
+class RegisterSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    email = colander.SchemaNode(StrictString(), validator=EMAIL)
+    password = colander.SchemaNode(StrictString(), validator=colander.Length(min=10, max=1024))
+    name = colander.SchemaNode(
+        StrictString(), validator=colander.Length(min=1, max=200), missing=""
+    )
+
+
+def session_body(request) -> dict:
+    return {"user": user_body(request.user), "csrfToken": get_csrf_token(request)}
+
+
+def _client_ip(request) -> str:
+    return request.client_addr or "unknown"
+
+
+@view_config(route_name="auth.register", request_method="POST", renderer="json")
+def register(request):
+    if not request.registry.settings["cmsshop.registration_open"]:
+        raise ApiError(
+            "Registration is closed on this site.",
+            status=403,
+            code="registration_closed",
+            title="Registration closed",
+            hints=["Ask the site operator for an account."],
+        )
+    data = read_json(request, RegisterSchema())
+    try:
+        user = accounts.create_user(request.db, data["email"], data["password"], data["name"])
+    except accounts.EmailTaken:
+        raise Conflict(
+            "An account with this email exists.",
+            code="email_taken",
+            title="Email taken",
+            hints=["Log in, or use another email."],
+        ) from None
+    start_session(request, user)
+    request.response.status = 201
+    return session_body(request)
+
+
+@view_config(route_name="auth.login", request_method="POST", renderer="json")
+def login(request):
+    data = read_json(request, LoginSchema())
+    settings = request.registry.settings
+    limit = settings["cmsshop.login_max_failures"]
+    window = settings["cmsshop.login_failure_window"]
+    keys = [
+        f"login-fail:email:{accounts.normalise_email(data['email'])}",
+        f"login-fail:ip:{_client_ip(request)}",
+    ]
+    for key in keys:
+        decision = ratelimit.peek(request.db, key, limit if "email" in key else limit * 4, window)
+        if not decision.allowed:
+            raise RateLimited(
+                decision.retry_after, "Too many failed logins; wait before trying again."
+            )
+    user = accounts.authenticate(request.db, data["email"], data["password"])
+    if user is None:
+        # Counted in transactions of their own: this request's transaction is rolled
+        # back (401), and it has written nothing that could hold a lock against them.
+        for key in keys:
+            ratelimit.hit(request.registry, key, limit, window)
+        raise ApiError(
+            "The email or password is wrong.",
+            status=401,
+            code="invalid_credentials",
+            title="Login failed",
+            hints=["Check both and try again."],
+        )
+    start_session(request, user)
+    return session_body(request)
+
+
+@view_config(route_name="auth.logout", request_method="POST", renderer="json")
+def logout(request):
+    end_session(request)
+    return {"user": None}
+
+
+@view_config(route_name="auth.session", request_method="GET", renderer="json")
+def current_session(request):
+    return session_body(request)
+
+
+CREDENTIALS = {
+    "type": "object",
+    "required": ["email", "password"],
+    "additionalProperties": False,
+    "properties": {"email": {"type": "string"}, "password": {"type": "string"}},
+}
+SESSION = {
+    "type": "object",
+    "required": ["user", "csrfToken"],
+    "properties": {"user": oa.ref("User"), "csrfToken": {"type": "string"}},
+}
+
+OPENAPI_PATHS = {
+    "/api/auth/register": {
+        "post": oa.operation(
+            "Create a customer account and log in",
+            {**oa.ok(oa.ref("Session"), "Created", 201), **oa.errors(403, 409, 415, 422)},
+            body={
+                "type": "object",
+                "required": ["email", "password"],
+                "additionalProperties": False,
+                "properties": {
+                    "email": {"type": "string", "format": "email"},
+                    "password": {"type": "string", "minLength": 10},
+                    "name": {"type": "string"},
+                },
+            },
+            csrf=True,
+            tags=["auth"],
+        )
+    },
+    "/api/auth/login": {
+        "post": oa.operation(
+            "Log in (starts a new session)",
+            {**oa.ok(oa.ref("Session")), **oa.errors(401, 403, 415, 422, 429)},
+            body=CREDENTIALS,
+            csrf=True,
+            tags=["auth"],
+        )
+    },
+    "/api/auth/logout": {
+        "post": oa.operation(
+            "Log out (the session cookie stops working everywhere)",
+            {
+                **oa.ok({"type": "object", "properties": {"user": {"type": "null"}}}),
+                **oa.errors(403),
+            },
+            csrf=True,
+            tags=["auth"],
+        )
+    },
+    "/api/auth/session": {
+        "get": oa.operation(
+            "The current user (or null) and CSRF token",
+            {**oa.ok(oa.ref("Session")), **oa.errors()},
+            tags=["auth"],
+        )
+    },
+}
+
+
+def includeme(config) -> None:
+    config.add_route("auth.register", "/api/auth/register")
+    config.add_route("auth.login", "/api/auth/login")
+    config.add_route("auth.logout", "/api/auth/logout")
+    config.add_route("auth.session", "/api/auth/session")
+    config.add_openapi(paths=OPENAPI_PATHS, schemas={"Session": SESSION})
+    config.scan("cmsshop.views.auth")

@@ -1,0 +1,158 @@
+"""Helpers every view uses: strict JSON parsing, colander validation, paging, ETags."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import colander
+
+from cmsshop.errors import MalformedJson, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+
+# --- strict colander types ---------------------------------------------------------------
+# colander's own String/Int/Bool coerce (123 -> "123", 1.9 -> 1, "yes" -> True). A JSON API
+# should refuse a wrong type instead of guessing, so views use these.
+
+
+class StrictString(colander.String):
+    def deserialize(self, node, cstruct):
+        if cstruct is not colander.null and not isinstance(cstruct, str):
+            raise colander.Invalid(node, "must be a string")
+        return super().deserialize(node, cstruct)
+
+
+class StrictInt(colander.Int):
+    def deserialize(self, node, cstruct):
+        if cstruct is colander.null:
+            return cstruct
+        if isinstance(cstruct, bool) or not isinstance(cstruct, int):
+            raise colander.Invalid(node, "must be an integer")
+        return cstruct
+
+
+class StrictBool(colander.Boolean):
+    def deserialize(self, node, cstruct):
+        if cstruct is colander.null:
+            return cstruct
+        if not isinstance(cstruct, bool):
+            raise colander.Invalid(node, "must be true or false")
+        return cstruct
+
+
+class StrictMapping(colander.Mapping):
+    """A JSON object; unknown fields are an error, not silently dropped."""
+
+    def __init__(self, unknown="raise"):
+        super().__init__(unknown=unknown)
+
+    def _validate(self, node, value):
+        if not isinstance(value, dict):
+            raise colander.Invalid(node, "must be an object")
+        return super()._validate(node, value)
+
+
+class StrictSequence(colander.Sequence):
+    def _validate(self, node, value, accept_scalar):
+        if not isinstance(value, list):
+            raise colander.Invalid(node, "must be an array")
+        return super()._validate(node, value, accept_scalar)
+
+
+def flatten_errors(exc: colander.Invalid) -> dict[str, str]:
+    """colander's error dict with a readable name for whole-body errors."""
+    errors = {}
+    for key, message in exc.asdict().items():
+        errors[key or "body"] = message
+    return errors
+
+
+def validate(schema: colander.SchemaNode, data: Any) -> Any:
+    """Deserialize ``data`` with ``schema`` or raise a 422 with per-field errors."""
+    try:
+        return schema.deserialize(data)
+    except colander.Invalid as exc:
+        raise ValidationFailed(flatten_errors(exc)) from None
+
+
+# --- bodies ------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def read_body(request, limit: int | None = None) -> bytes:
+    """The raw body, refusing more than ``limit`` bytes even without Content-Length."""
+    limit = limit or request.registry.settings["cmsshop.max_body_bytes"]
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
+    data = request.body_file.read(limit + 1)
+    if len(data) > limit:
+        raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
+    return data
+
+
+def decode_json(raw: bytes) -> Any:
+    try:
+        text = raw.decode("utf-8")
+        return json.loads(text, parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise MalformedJson() from None
+
+
+def read_json(request, schema: colander.SchemaNode | None = None) -> Any:
+    """Parse a JSON request body (415 for another type, 400 if malformed, 413 if too big)
+    and validate it with ``schema`` (422)."""
+    if not is_json_content_type(request.content_type):
+        raise UnsupportedMediaType()
+    data = decode_json(read_body(request))
+    return validate(schema, data) if schema is not None else data
+
+
+def is_json_content_type(content_type: str | None) -> bool:
+    content_type = (content_type or "").lower()
+    return content_type == "application/json" or (
+        content_type.startswith("application/") and content_type.endswith("+json")
+    )
+
+
+# --- lists -------------------------------------------------------------------------------
+
+
+class PagingSchema(colander.MappingSchema):
+    page = colander.SchemaNode(colander.Int(), missing=1, validator=colander.Range(min=1))
+    perPage = colander.SchemaNode(  # noqa: N815 - JSON name
+        colander.Int(), missing=20, validator=colander.Range(min=1, max=100)
+    )
+
+
+def read_paging(request) -> tuple[int, int]:
+    """``page`` (from 1) and ``perPage`` (1-100, default 20) from the query string; 422 if bad."""
+    raw = {k: request.GET[k] for k in ("page", "perPage") if k in request.GET}
+    data = validate(PagingSchema(), raw)
+    return data["page"], data["perPage"]
+
+
+def page_body(items: list, page: int, per_page: int, total: int) -> dict:
+    return {"items": items, "page": page, "perPage": per_page, "total": total}
+
+
+# --- caching -----------------------------------------------------------------------------
+
+
+def json_with_etag(request, body: Any, max_age: int = 60):
+    """Render ``body`` as JSON with a strong ETag; answer 304 to a matching If-None-Match."""
+    payload = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+    etag = hashlib.sha256(payload).hexdigest()[:32]
+    response = request.response
+    response.cache_control = f"public, max-age={max_age}"
+    response.etag = etag
+    if etag in request.if_none_match:
+        response.status = 304
+        response.content_type = None
+        response.body = b""
+        return response
+    response.content_type = "application/json"
+    response.body = payload
+    return response

@@ -1,0 +1,155 @@
+"""Core routes: bootstrap, health, the OpenAPI document, and admin error lookup."""
+
+from __future__ import annotations
+
+from pyramid.csrf import get_csrf_token
+from pyramid.view import view_config
+from sqlalchemy import select
+
+from cmsshop import openapi as oa
+from cmsshop.db import ping
+from cmsshop.errors import NotFound, ServiceUnavailable
+from cmsshop.models import Currency
+from cmsshop.security import ADMIN
+from cmsshop.services.support import error_record_body, find_error_record
+
+
+def user_body(user) -> dict | None:
+    if user is None:
+        return None
+    return {"id": user.id, "email": user.email, "name": user.name, "role": user.role}
+
+
+@view_config(route_name="core.bootstrap", request_method="GET", renderer="json")
+def bootstrap(request):
+    settings = request.registry.settings
+    default_currency = request.db.scalar(
+        select(Currency.code).where(Currency.is_default.is_(True), Currency.enabled.is_(True))
+    )
+    return {
+        "siteName": settings["cmsshop.site_name"],
+        "baseUrl": settings["cmsshop.base_url"],
+        "modules": sorted(settings["cmsshop.modules"]),
+        "defaultCurrency": default_currency,
+        "user": user_body(request.user),
+        "csrfToken": get_csrf_token(request),
+    }
+
+
+@view_config(route_name="core.health", request_method="GET", renderer="json")
+def health(request):
+    try:
+        ping(request.registry["cmsshop.engine"])
+    except Exception:  # noqa: BLE001 - any failure means "not healthy"
+        raise ServiceUnavailable(
+            "The database does not answer.",
+            code="database_unavailable",
+            title="Database unavailable",
+            retry_after=10,
+        ) from None
+    return {"status": "ok", "database": "ok"}
+
+
+@view_config(route_name="core.openapi", request_method="GET", renderer="json")
+def openapi_document(request):
+    return oa.build_document(request.registry)
+
+
+@view_config(route_name="core.admin_error", request_method="GET", renderer="json", permission=ADMIN)
+def admin_error(request):
+    record = find_error_record(request.db, request.matchdict["support_code"])
+    if record is None:
+        raise NotFound(
+            "No server error was recorded with this support code.", code="support_code_not_found"
+        )
+    return error_record_body(record)
+
+
+USER = {
+    "type": ["object", "null"],
+    "required": ["id", "email", "name", "role"],
+    "properties": {
+        "id": {"type": "integer"},
+        "email": {"type": "string"},
+        "name": {"type": "string"},
+        "role": {"type": "string", "enum": ["customer", "admin"]},
+    },
+}
+
+OPENAPI_PATHS = {
+    "/api/bootstrap": {
+        "get": oa.operation(
+            "Site configuration, enabled modules, current user and CSRF token",
+            {**oa.ok(oa.ref("Bootstrap")), **oa.errors()},
+            tags=["core"],
+        )
+    },
+    "/api/health": {
+        "get": oa.operation(
+            "Liveness and database check",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "properties": {"status": {"const": "ok"}, "database": {"const": "ok"}},
+                    }
+                ),
+                **oa.errors(503),
+            },
+            tags=["core"],
+        )
+    },
+    "/api/openapi.json": {
+        "get": oa.operation(
+            "This document", {**oa.ok({"type": "object"}), **oa.errors()}, tags=["core"]
+        )
+    },
+    "/api/admin/errors/{support_code}": {
+        "get": oa.operation(
+            "The stored record of a server error (admin)",
+            {**oa.ok(oa.ref("ErrorRecord")), **oa.errors(401, 403, 404)},
+            params=[oa.path_param("support_code")],
+            tags=["admin"],
+        )
+    },
+}
+
+OPENAPI_SCHEMAS = {
+    "User": USER,
+    "Bootstrap": {
+        "type": "object",
+        "required": ["siteName", "baseUrl", "modules", "defaultCurrency", "user", "csrfToken"],
+        "properties": {
+            "siteName": {"type": "string"},
+            "baseUrl": {"type": "string"},
+            "modules": {"type": "array", "items": {"type": "string"}},
+            "defaultCurrency": {"type": ["string", "null"]},
+            "user": oa.ref("User"),
+            "csrfToken": {"type": "string"},
+        },
+    },
+    "ErrorRecord": {
+        "type": "object",
+        "required": ["supportCode", "createdAt", "method", "path", "status", "code"],
+        "properties": {
+            "supportCode": {"type": "string"},
+            "createdAt": {"type": "string", "format": "date-time"},
+            "requestId": {"type": ["string", "null"]},
+            "method": {"type": "string"},
+            "path": {"type": "string"},
+            "status": {"type": "integer"},
+            "code": {"type": "string"},
+            "exceptionType": {"type": ["string", "null"]},
+            "traceback": {"type": ["string", "null"]},
+        },
+    },
+}
+
+
+def includeme(config) -> None:
+    config.add_route("core.bootstrap", "/api/bootstrap")
+    config.add_route("core.health", "/api/health")
+    config.add_route("core.openapi", "/api/openapi.json")
+    config.add_route("core.admin_error", "/api/admin/errors/{support_code}")
+    config.add_openapi(paths=OPENAPI_PATHS, schemas=OPENAPI_SCHEMAS)
+    config.scan("cmsshop.views.core")

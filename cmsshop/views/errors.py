@@ -1,0 +1,229 @@
+"""The single JSON exception view, the request-id/log tween and the last-resort policy.
+
+Every response under /api, errors included, is JSON with code, title, message, hints and
+supportCode. The view is registered for both Exception and HTTPException: with Exception
+alone Pyramid's own 404/403 would still render as text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import traceback
+import uuid
+
+from pyramid.exceptions import BadCSRFOrigin, BadCSRFToken, PredicateMismatch
+from pyramid.httpexceptions import HTTPException, HTTPForbidden, HTTPNotFound
+from pyramid.response import Response
+from pyramid.tweens import MAIN
+from pyramid_retry import RetryableExecutionPolicy, is_last_attempt, mark_error_retryable
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from cmsshop import errors as E
+from cmsshop.db import is_retryable_db_error
+from cmsshop.services.support import new_support_code, record_server_error
+
+log = logging.getLogger("cmsshop.request")
+REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+def request_id(request) -> str:
+    """The X-Request-ID of the client (if sane) or a new one; stable across retries."""
+    rid = request.environ.get("cmsshop.request_id")
+    if rid is None:
+        supplied = request.headers.get("X-Request-ID", "")
+        rid = supplied if REQUEST_ID.match(supplied) else uuid.uuid4().hex
+        request.environ["cmsshop.request_id"] = rid
+    return rid
+
+
+def _allowed_methods(request) -> list[str]:
+    """Methods that some view of the matched route accepts (for 405 + Allow)."""
+    route = getattr(request, "matched_route", None)
+    if route is None:
+        return []
+    methods: set[str] = set()
+    for intr in request.registry.introspector.get_category("views") or []:
+        view = intr["introspectable"]
+        if view.get("route_name") == route.name and not view.get("context"):
+            view_methods = view.get("request_methods") or ()
+            methods.update([view_methods] if isinstance(view_methods, str) else view_methods)
+    return sorted(methods)
+
+
+def to_api_error(request, exc: BaseException) -> E.ApiError:
+    """Map any exception to an ApiError; unknown ones become a generic 500."""
+    if isinstance(exc, E.ApiError):
+        return exc
+    if isinstance(exc, BadCSRFToken | BadCSRFOrigin):
+        return E.CsrfFailed()
+    if isinstance(exc, HTTPForbidden):
+        return E.NotAuthenticated() if request.user is None else E.Forbidden()
+    if isinstance(exc, PredicateMismatch):
+        allowed = _allowed_methods(request)
+        if allowed and request.method not in allowed:
+            return E.ApiError(
+                f"{request.method} is not allowed here; use {', '.join(allowed)}.",
+                status=405,
+                code="method_not_allowed",
+                title="Method not allowed",
+                headers={"Allow": ", ".join(allowed)},
+            )
+        return E.NotFound("No route matches this request.", code="not_found")
+    if isinstance(exc, HTTPNotFound):
+        return E.NotFound("No route matches this path.", code="not_found")
+    if isinstance(exc, HTTPException):
+        # Use .code as a status only for HTTPException: SQLAlchemy errors carry a
+        # string .code too.
+        title = exc.title or "Error"
+        code = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_") or "error"
+        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return E.ApiError(
+            exc.explanation or title, status=exc.code, code=code, title=title, headers=headers
+        )
+    if isinstance(exc, OperationalError | InterfaceError) and not is_retryable_db_error(exc):
+        return E.ServiceUnavailable(
+            "The database is unavailable; try again shortly.",
+            code="database_unavailable",
+            title="Database unavailable",
+        )
+    return E.ApiError(
+        "An unexpected error occurred. Quote the support code when you contact us.",
+        status=500,
+        code="internal_error",
+        title="Internal server error",
+        hints=["Try again later; if it persists, send us the support code."],
+    )
+
+
+def error_response(request, exc: BaseException) -> Response:
+    error = to_api_error(request, exc)
+    support_code = new_support_code()
+    body = {
+        "code": error.code,
+        "title": error.title,
+        "message": error.message,
+        "hints": list(error.hints),
+        "supportCode": support_code,
+        **error.extra,
+    }
+    response = Response(
+        json.dumps(body).encode(),
+        status=error.status,
+        content_type="application/json",
+        charset=None,
+    )
+    for name, value in error.headers.items():
+        response.headers[name] = value
+    response.headers["Cache-Control"] = "no-store"
+    request.environ["cmsshop.support_code"] = support_code
+    if error.status >= 500:
+        tb = "".join(traceback.format_exception(exc)) if not isinstance(exc, E.ApiError) else None
+        log.error(
+            "server error %s %s %s -> %s (%s)%s",
+            support_code,
+            request.method,
+            request.path,
+            error.status,
+            type(exc).__name__,
+            "\n" + tb if tb else "",
+        )
+        record_server_error(
+            request.registry,
+            support_code=support_code,
+            request_id=request_id(request),
+            method=request.method,
+            path=request.path[:2048],
+            status=error.status,
+            error_code=error.code,
+            exception_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
+            traceback=tb,
+        )
+    return response
+
+
+def exception_view(exc, request):
+    if is_retryable_db_error(exc) and not is_last_attempt(request):
+        # pyramid_retry discards this response and runs the request again.
+        mark_error_retryable(exc)
+        return Response(status=500)
+    if isinstance(exc, HTTPException) and exc.code < 400:
+        return exc  # redirects and 304s pass through untouched
+    return error_response(request, exc)
+
+
+def request_log_tween_factory(handler, registry):
+    """One log line per request with its id; the id is echoed in X-Request-ID."""
+
+    def request_log_tween(request):
+        started = time.perf_counter()
+        rid = request_id(request)
+        status = 500
+        try:
+            response = handler(request)
+            status = response.status_code
+            response.headers["X-Request-ID"] = rid
+            return response
+        finally:
+            log.info(
+                "%s %s %s %d %.1fms%s",
+                rid,
+                request.method,
+                request.path_qs[:300],
+                status,
+                (time.perf_counter() - started) * 1000,
+                f" support={request.environ['cmsshop.support_code']}"
+                if request.environ.get("cmsshop.support_code")
+                else "",
+            )
+
+    return request_log_tween
+
+
+def body_limit_tween_factory(handler, registry):
+    """Refuse an oversized declared body before a view reads it (413)."""
+    settings = registry.settings
+
+    def body_limit_tween(request):
+        length = request.content_length
+        if length is not None:
+            is_upload = (request.content_type or "").startswith("multipart/form-data")
+            limit = settings.get("cmsshop.max_upload_bytes") if is_upload else None
+            limit = limit or settings["cmsshop.max_body_bytes"]
+            if length > limit:
+                raise E.PayloadTooLarge(f"The body is larger than {limit} bytes.")
+        return handler(request)
+
+    return body_limit_tween
+
+
+def execution_policy(attempts: int):
+    """pyramid_retry's policy, plus a JSON answer for what escapes every view.
+
+    Errors raised while pyramid_tm commits (after the view returned) pass no exception
+    view; on the last attempt pyramid_retry re-raises them to the WSGI server, which would
+    answer with a text page. Here they become the usual JSON error instead.
+    """
+    retry_policy = RetryableExecutionPolicy(attempts=attempts)
+
+    def policy(environ, router):
+        try:
+            return retry_policy(environ, router)
+        except Exception as exc:  # noqa: BLE001 - last resort, logged with a support code
+            with router.request_context(environ) as request:
+                response = error_response(request, exc)
+                response.headers["X-Request-ID"] = request_id(request)
+                return response
+
+    return policy
+
+
+def includeme(config) -> None:
+    for context in (Exception, HTTPException):
+        config.add_exception_view(exception_view, context=context)
+    config.add_tween("cmsshop.views.errors.request_log_tween_factory")
+    # Inside the exception view tween, so a 413 renders like any other error.
+    config.add_tween("cmsshop.views.errors.body_limit_tween_factory", over=MAIN)
+    config.set_execution_policy(execution_policy(config.get_settings()["retry.attempts"]))
