@@ -1,0 +1,1 @@
+"""Payment providers: the provider-neutral interface (base) and one module per provider."""

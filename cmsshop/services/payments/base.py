@@ -1,0 +1,110 @@
+"""The contract between the shared payment machinery and each provider plugin.
+
+The machinery (checkout, event log, exactly-once fulfilment, admin settings) knows
+nothing provider-specific; a provider is one object implementing ``PaymentProvider``,
+registered by its webhook plugin module. A third provider is one more such object.
+
+Flow of a webhook: ``verify`` (before any write) -> event logged in its own transaction
+-> ``interpret`` -> for ``fulfil``: ``confirm`` with the provider's API (unless the
+operator trusts verified events, development only) -> shared fulfilment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+# What an event asks the machinery to do.
+FULFIL = "fulfil"  # the payment is final: mark paid, invoice, entitlements, licences
+FAIL = "fail"  # payment failed: pending -> failed
+CANCEL = "cancel"  # checkout abandoned/expired: pending -> cancelled
+REFUND = "refund"  # full refund: paid -> refunded, revoke
+DISPUTE_OPENED = "dispute_opened"  # paid -> disputed, put on hold
+DISPUTE_WON = "dispute_won"  # disputed -> paid, restore
+DISPUTE_LOST = "dispute_lost"  # disputed -> refunded, revoke
+IGNORE = "ignore"  # nothing to do (200 "ignored")
+ACTIONS = (FULFIL, FAIL, CANCEL, REFUND, DISPUTE_OPENED, DISPUTE_WON, DISPUTE_LOST, IGNORE)
+
+
+class SignatureInvalid(Exception):
+    """The webhook failed verification; ``str(exc)`` is a reason safe to log (no secrets)."""
+
+
+class ProviderUnavailable(Exception):
+    """The provider's API could not be reached or answered with a server error."""
+
+
+class NotConfigured(Exception):
+    """A setting the provider needs (e.g. the webhook secret) is missing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifiedEvent:
+    provider: str
+    event_id: str
+    event_type: str
+    payload: dict[str, Any]  # the parsed JSON body
+    raw: bytes  # the exact bytes that were verified
+
+
+@dataclasses.dataclass(frozen=True)
+class EventAction:
+    action: str  # one of ACTIONS
+    order_number: str | None = None  # our order number, when the event carries it
+    payment_reference: str | None = None  # provider payment id (PaymentIntent, capture)
+    provider_object_id: str | None = None  # object to confirm (Checkout Session, capture)
+    amount: int | None = None  # minor units as stated by the event
+    currency: str | None = None  # upper-case ISO 4217
+    reason: str = ""  # why (for ignore / logs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Confirmation:
+    """The provider API's own account of a payment, fetched server-side."""
+
+    final: bool  # the payment is complete (paid / COMPLETED)
+    amount: int  # minor units
+    currency: str  # upper-case ISO 4217
+    order_number: str | None  # our reference as the provider holds it
+    payment_reference: str  # the provider's payment id
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckoutSession:
+    redirect_url: str
+    provider_checkout_id: str
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckoutRequest:
+    order_number: str
+    currency: str
+    total: int
+    items: list[dict[str, Any]]  # [{"product", "name", "amount"}]
+    customer_email: str
+    success_url: str
+    cancel_url: str
+
+
+class PaymentProvider(Protocol):
+    name: str  # "cardprovider", "walletprovider": also the URL segment and settings key
+    # Admin settings fields: JSON name -> True if the value is a secret (encrypted at
+    # rest, shown as its last 4 characters only).
+    settings_fields: Mapping[str, bool]
+
+    def verify(
+        self, headers: Mapping[str, str], raw_body: bytes, config: Mapping[str, Any]
+    ) -> VerifiedEvent:
+        """Check the signature of a delivery; raise SignatureInvalid or NotConfigured."""
+
+    def interpret(self, event: VerifiedEvent) -> EventAction:
+        """What this event means for our orders (no I/O)."""
+
+    def confirm(self, action: EventAction, config: Mapping[str, Any]) -> Confirmation:
+        """Ask the provider API for the payment's final state; raise ProviderUnavailable."""
+
+    def create_checkout(
+        self, checkout: CheckoutRequest, config: Mapping[str, Any]
+    ) -> CheckoutSession:
+        """Create the provider-side checkout; raise ProviderUnavailable."""
