@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyramid.config import Configurator
 from pyramid.renderers import JSON
 
+from cmsshop.services.accounts import configure_hasher
 from cmsshop.settings import load_settings
 
 
@@ -16,6 +17,7 @@ def configure(settings: dict | None = None) -> Configurator:
     settings.setdefault("tm.annotate_user", "false")
     settings.setdefault("tm.commit_veto", "pyramid_tm.default_commit_veto")
 
+    configure_hasher(settings["cmsshop.password_hashing"])
     config = Configurator(settings=settings)
     config.add_renderer("json", JSON())
     # The transaction manager, before anything that uses request.db.

@@ -58,6 +58,7 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.login_failure_window": (as_int, 300, None),
     "cmsshop.storage_dir": (as_str, "var/files", "CMSSHOP_STORAGE_DIR"),
     "cmsshop.demo_data": (as_bool, False, None),
+    "cmsshop.password_hashing": (as_str, "default", None),
     "retry.attempts": (as_int, 3, None),
 }
 
@@ -103,6 +104,8 @@ def check_secret(settings: Mapping[str, Any]) -> None:
             f"string of at least {MIN_SECRET_LENGTH} characters, e.g. "
             "`python -c 'import secrets; print(secrets.token_urlsafe(48))'`"
         )
+    if production and settings.get("cmsshop.password_hashing") != "default":
+        raise ConfigurationError("cmsshop.password_hashing must be 'default' in production")
     if not secret:
         # Only reachable outside production: a stable development secret.
         settings["cmsshop.secret"] = DEVELOPMENT_SECRET  # type: ignore[index]

@@ -24,6 +24,9 @@ from cmsshop.db import make_engine
 from cmsshop.models import Base
 from cmsshop.services import accounts
 
+# argon2 at full cost takes ~0.1-1 s a hash; the suite hashes hundreds of passwords.
+accounts.configure_hasher("cheapest")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TEST_SECRET = "test-secret-0123456789-abcdefghijklmnopqrstuvwxyz"
@@ -92,6 +95,7 @@ def settings(database_url, storage_dir) -> dict:
         "cmsshop.base_url": "http://localhost",
         "cmsshop.modules": ALL_MODULES,
         "cmsshop.storage_dir": str(storage_dir),
+        "cmsshop.password_hashing": "cheapest",
     }
 
 

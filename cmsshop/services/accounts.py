@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from argon2 import PasswordHasher
+from argon2 import PasswordHasher, profiles
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import User
 
-_hasher = PasswordHasher()
+# argon2id with argon2-cffi's defaults (RFC 9106 low-memory profile). The "cheapest"
+# profile exists for the test suite only; production refuses it (cmsshop.settings).
+HASHING_PROFILES = {"default": profiles.RFC_9106_LOW_MEMORY, "cheapest": profiles.CHEAPEST}
+_hasher = PasswordHasher.from_parameters(HASHING_PROFILES["default"])
 # Verified against when the email is unknown, so both failures take the same time.
 _DUMMY_HASH = _hasher.hash("not-a-real-password")
+
+
+def configure_hasher(profile: str) -> None:
+    """Select the argon2 cost profile for this process (``cmsshop.password_hashing``)."""
+    global _hasher, _DUMMY_HASH
+    if profile not in HASHING_PROFILES:
+        raise ValueError(f"unknown password hashing profile {profile!r}")
+    _hasher = PasswordHasher.from_parameters(HASHING_PROFILES[profile])
+    _DUMMY_HASH = _hasher.hash("not-a-real-password")
 
 
 class EmailTaken(Exception):

@@ -164,7 +164,26 @@ def seed_demo(session: Session, settings: dict) -> list[str]:
         )
         report.append(f"article {slug}")
     session.flush()
+    report.extend(seed_demo_order(session))
     return report
+
+
+def seed_demo_order(session: Session) -> list[str]:
+    """A pending order of the demo customer, ready for ``simulate-payment``."""
+    from cmsshop.models import Order
+    from cmsshop.services.checkout import create_demo_order
+
+    customer = accounts.find_user(session, "demo@example.com")
+    product = session.scalar(select(Product).where(Product.slug == "site-guard-pro"))
+    if customer is None or product is None:
+        return []
+    if session.scalar(select(Order.id).where(Order.user_id == customer.id)) is not None:
+        return []
+    order = create_demo_order(session, customer, product, "EUR")
+    return [
+        f"pending order {order.number} of demo@example.com; pay it with "
+        f"`cmsshop-admin development.ini simulate-payment {order.number}`"
+    ]
 
 
 def write_demo_release(storage_dir: str, slug: str, version: str, file_name: str) -> Release:

@@ -7,6 +7,8 @@ Rendering never trusts its input: raw HTML in the source is escaped by the rende
 
 from __future__ import annotations
 
+import re
+
 import nh3
 from markdown_it import MarkdownIt
 
@@ -48,6 +50,18 @@ ALLOWED_ATTRIBUTES = {
     "td": {"style"},
 }
 ALLOWED_SCHEMES = {"http", "https", "mailto"}
+# Table cells carry the column alignment as inline style; nothing else may pass, so a
+# style attribute can never smuggle in url(...) or positioning tricks.
+ALLOWED_STYLE_PROPERTIES = {"text-align"}
+# A fenced block's info string becomes ``class="language-..."``; keep only plain language
+# names so an author cannot borrow the site's own CSS classes.
+CODE_CLASS = re.compile(r"^language-[A-Za-z0-9_+#.-]{1,40}\Z")
+
+
+def _filter_attribute(element: str, attribute: str, value: str) -> str | None:
+    if element == "code" and attribute == "class":
+        return value if CODE_CLASS.match(value) else None
+    return value
 
 
 def render_markdown(source: str) -> str:
@@ -58,5 +72,7 @@ def render_markdown(source: str) -> str:
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes=ALLOWED_SCHEMES,
+        filter_style_properties=ALLOWED_STYLE_PROPERTIES,
+        attribute_filter=_filter_attribute,
         link_rel="nofollow noopener noreferrer",
     )

@@ -7,6 +7,7 @@ alone Pyramid's own 404/403 would still render as text.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -98,7 +99,7 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
     )
 
 
-def error_response(request, exc: BaseException) -> Response:
+def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> Response:
     error = to_api_error(request, exc)
     support_code = new_support_code()
     body = {
@@ -130,7 +131,8 @@ def error_response(request, exc: BaseException) -> Response:
             type(exc).__name__,
             "\n" + tb if tb else "",
         )
-        record_server_error(
+        record = functools.partial(
+            record_server_error,
             request.registry,
             support_code=support_code,
             request_id=request_id(request),
@@ -141,6 +143,12 @@ def error_response(request, exc: BaseException) -> Response:
             exception_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
             traceback=tb,
         )
+        if in_pipeline:
+            # After pyramid_tm has aborted the request's transaction: on SQLite its
+            # write lock would otherwise block the record's own transaction.
+            request.add_finished_callback(lambda _request: record())
+        else:
+            record()
     return response
 
 
@@ -213,7 +221,7 @@ def execution_policy(attempts: int):
             return retry_policy(environ, router)
         except Exception as exc:  # noqa: BLE001 - last resort, logged with a support code
             with router.request_context(environ) as request:
-                response = error_response(request, exc)
+                response = error_response(request, exc, in_pipeline=False)
                 response.headers["X-Request-ID"] = request_id(request)
                 return response
 

@@ -1,0 +1,124 @@
+"""The cmsshop-admin console script, run as operators run it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def ini(tmp_path, database_url, storage_dir):
+    """An ini like development.ini pointing at the test database."""
+    path = tmp_path / "test.ini"
+    path.write_text(
+        f"""[app:main]
+use = egg:cmsshop
+cmsshop.environment = development
+cmsshop.database_url = {database_url}
+cmsshop.secret = test-secret-0123456789-abcdefghijklmnopqrstuvwxyz
+cmsshop.storage_dir = {storage_dir}
+cmsshop.password_hashing = cheapest
+cmsshop.modules = store docs dashboard licensing webhooks.cardprovider webhooks.walletprovider
+
+[alembic]
+script_location = {ROOT}/alembic
+"""
+    )
+    return str(path)
+
+
+def admin(ini, *args, stdin: str | None = None):
+    return subprocess.run(
+        [sys.executable, "-m", "cmsshop.scripts.admin", ini, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+def test_initdb_is_idempotent(ini):
+    result = admin(ini, "initdb")
+    assert result.returncode == 0, result.stderr
+    assert "newest schema" in result.stdout
+
+
+def test_create_user_reads_password_from_stdin(ini, dbsession):
+    from cmsshop.services.accounts import authenticate
+
+    result = admin(
+        ini,
+        "create-user",
+        "Ops@Example.com",
+        "--admin",
+        "--password-stdin",
+        stdin="a long admin password\n",
+    )
+    assert result.returncode == 0, result.stderr
+    user = authenticate(dbsession, "ops@example.com", "a long admin password")
+    assert user is not None and user.role == "admin"
+    again = admin(
+        ini, "create-user", "ops@example.com", "--password-stdin", stdin="a long admin password\n"
+    )
+    assert again.returncode == 1 and "already exists" in again.stderr
+
+
+def test_create_user_refuses_short_password(ini):
+    result = admin(ini, "create-user", "x@example.com", "--password-stdin", stdin="short\n")
+    assert result.returncode == 2
+
+
+def test_seed_demo_then_log_in_as_demo_users(ini, app):
+    from conftest import new_client
+
+    result = admin(ini, "seed-demo", "--if-empty")
+    assert result.returncode == 0, result.stderr
+    assert "demo@example.com" in result.stdout
+    second = admin(ini, "seed-demo", "--if-empty")
+    assert "not empty" in second.stdout
+    for email, role in (("admin@example.com", "admin"), ("demo@example.com", "customer")):
+        client = new_client(app)
+        body = client.login(email, "demo-password").json
+        assert body["user"]["role"] == role
+
+
+def test_seed_demo_refused_in_production(tmp_path, ini):
+    from pathlib import Path
+
+    text = Path(ini).read_text()
+    text = text.replace("cmsshop.environment = development", "cmsshop.environment = production")
+    text = text.replace("cmsshop.password_hashing = cheapest", "")
+    prod = tmp_path / "prod.ini"
+    prod.write_text(text)
+    result = admin(str(prod), "seed-demo")
+    assert result.returncode == 2 and "production" in result.stderr
+
+
+def test_support_code_prints_the_record(ini, dbsession):
+    from cmsshop.models import ErrorRecord
+    from cmsshop.util import utcnow
+
+    dbsession.add(
+        ErrorRecord(
+            support_code="CS-TEST-0001",
+            created_at=utcnow(),
+            method="POST",
+            path="/api/x",
+            status=500,
+            error_code="internal_error",
+            exception_type="builtins.ValueError",
+            traceback="Traceback ...\nValueError: boom",
+        )
+    )
+    dbsession.commit()
+    result = admin(ini, "support-code", "cs-test-0001")
+    assert result.returncode == 0, result.stderr
+    assert '"status": 500' in result.stdout and "ValueError: boom" in result.stdout
+    missing = admin(ini, "support-code", "CS-NONE-0000")
+    assert missing.returncode == 1
