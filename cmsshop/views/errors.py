@@ -19,7 +19,12 @@ from pyramid.exceptions import BadCSRFOrigin, BadCSRFToken, PredicateMismatch
 from pyramid.httpexceptions import HTTPException, HTTPForbidden, HTTPNotFound
 from pyramid.response import Response
 from pyramid.tweens import MAIN
-from pyramid_retry import RetryableExecutionPolicy, is_last_attempt, mark_error_retryable
+from pyramid_retry import (
+    RetryableExecutionPolicy,
+    is_error_retryable,
+    is_last_attempt,
+    mark_error_retryable,
+)
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from cmsshop import errors as E
@@ -152,9 +157,27 @@ def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> 
     return response
 
 
+def _will_retry(request, exc) -> bool:
+    """Whether pyramid_retry will run this request again for ``exc``.
+
+    This view runs inside pyramid_tm, so exceptions have not yet passed the place where
+    pyramid_tm asks the transaction (and zope.sqlalchemy) whether they are transient
+    (PostgreSQL serialization failures, deadlocks): ask here.
+    """
+    if is_last_attempt(request):
+        return False
+    if is_error_retryable(request, exc) or is_retryable_db_error(exc):
+        return True
+    try:
+        return bool(request.tm.get().isRetryableError(exc))
+    except Exception:  # noqa: BLE001 - no transaction: nothing to retry
+        return False
+
+
 def exception_view(exc, request):
-    if is_retryable_db_error(exc) and not is_last_attempt(request):
-        # pyramid_retry discards this response and runs the request again.
+    if _will_retry(request, exc):
+        # pyramid_retry discards this response and runs the request again; no support
+        # code and no record for an attempt nobody sees.
         mark_error_retryable(exc)
         return Response(status=500)
     if isinstance(exc, HTTPException) and exc.code < 400:
