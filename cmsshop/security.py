@@ -80,6 +80,8 @@ def _set_cookie(request, token: str | None) -> None:
 def start_session(request, user: User) -> UserSession:
     """Log ``user`` in with a brand-new session (never reuse the pre-login token)."""
     end_session(request, clear_cookie=False)
+    if secrets.randbelow(100) == 0:  # purge expired sessions now and then
+        request.db.execute(delete(UserSession).where(UserSession.expires_at < utcnow()))
     token = secrets.token_urlsafe(32)
     max_age = request.registry.settings["cmsshop.session_max_age"]
     session = UserSession(

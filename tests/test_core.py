@@ -101,3 +101,12 @@ def test_production_ini_refuses_to_start_without_secret(monkeypatch):
 def test_bad_setting_value_fails_fast():
     with pytest.raises(ConfigurationError, match="cmsshop.max_body_bytes"):
         load_settings({"cmsshop.max_body_bytes": "lots"}, environ={})
+
+
+def test_one_log_line_per_request_with_request_id_and_support_code(testapp, caplog):
+    caplog.set_level("INFO", logger="cmsshop.request")
+    response = testapp.get("/api/nope", status=404, headers={"X-Request-ID": "trace-7"})
+    lines = [r.getMessage() for r in caplog.records if r.name == "cmsshop.request"]
+    assert len(lines) == 1
+    assert lines[0].startswith("trace-7 GET /api/nope 404")
+    assert f"support={response.json['supportCode']}" in lines[0]
