@@ -87,6 +87,10 @@ def read_body(request, limit: int | None = None) -> bytes:
     limit = limit or request.registry.settings["cmsshop.max_body_bytes"]
     if request.content_length is not None and request.content_length > limit:
         raise PayloadTooLarge(f"The body is larger than {limit} bytes.")
+    if request.is_body_seekable:
+        # pyramid_retry made the body seekable once, before the first attempt; a retried
+        # request must read it again from the start.
+        request.body_file_raw.seek(0)
     data = request.body_file.read(limit + 1)
     if len(data) > limit:
         raise PayloadTooLarge(f"The body is larger than {limit} bytes.")

@@ -1,0 +1,246 @@
+"""A customer's own records: orders, invoices, download entitlements and their licences.
+
+Every lookup here is scoped to one user: a record of another customer is "not found",
+exactly like one that does not exist, so ids never leak whether they exist.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, joinedload, selectinload
+
+from cmsshop.errors import ApiError
+from cmsshop.models import (
+    DownloadLog,
+    Entitlement,
+    Invoice,
+    Licence,
+    Order,
+    OrderItem,
+    Release,
+)
+from cmsshop.services.downloads import (
+    Delivery,
+    DownloadClaims,
+    DownloadNotFound,
+    DownloadOnHold,
+    DownloadRevoked,
+    DownloadTokenSigner,
+    ReleaseNotAvailable,
+)
+from cmsshop.services.licences import issue_licence
+from cmsshop.util import utcnow
+
+# Ids are 32-bit on PostgreSQL; a larger number would be a DataError (500), not a 404.
+MAX_ID = 2**31 - 1
+
+
+class LicenceNotAvailable(ApiError):
+    status, code, title = 404, "license_not_available", "No licence for this product"
+    message = "This product is used without a licence key."
+
+
+def take_write_lock(session: Session) -> None:
+    """On SQLite, swap the request's read snapshot for the database write lock, now.
+
+    The request transaction began with a plain (deferred) BEGIN and has already read
+    (the login session at least). SQLite cannot upgrade such a snapshot to a writer
+    while another connection writes or has written since: it fails at once with
+    "database is locked", without waiting, and a few parallel writers (a download
+    manager's parallel range requests, two licence clicks) can exhaust every retry.
+    Ending the read-only transaction and starting a ``BEGIN IMMEDIATE`` one makes
+    writers queue on the busy timeout instead, and what is read next is current.
+    Call it before the request's first write; nothing is lost, as nothing was written.
+    PostgreSQL needs none of this (row locks and unique constraints do the work).
+    """
+    if session.get_bind().dialect.name != "sqlite" or session.info.get("write_lock"):
+        return  # once per transaction: a second COMMIT would commit this one's writes
+    connection = session.connection()
+    connection.exec_driver_sql("COMMIT")
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    session.info["write_lock"] = True
+
+
+def parse_id(raw: str) -> int | None:
+    """A positive 32-bit id from a path segment, or None for anything else."""
+    if not raw or len(raw) > 10 or not raw.isascii() or not raw.isdigit():
+        return None
+    value = int(raw)
+    return value if 1 <= value <= MAX_ID else None
+
+
+def _page(session: Session, query, count_query, page: int, per_page: int) -> tuple[list, int]:
+    total = session.scalar(count_query) or 0
+    items = session.scalars(query.limit(per_page).offset((page - 1) * per_page)).unique().all()
+    return list(items), total
+
+
+def list_orders(session: Session, user_id: int, page: int, per_page: int):
+    """The user's orders, newest first, with their items."""
+    query = (
+        select(Order)
+        .where(Order.user_id == user_id)
+        .options(selectinload(Order.items))
+        .order_by(Order.created_at.desc(), Order.id.desc())
+    )
+    count = select(func.count()).select_from(Order).where(Order.user_id == user_id)
+    return _page(session, query, count, page, per_page)
+
+
+def list_invoices(session: Session, user_id: int, page: int, per_page: int):
+    """The user's invoices, newest first."""
+    query = (
+        select(Invoice)
+        .where(Invoice.user_id == user_id)
+        .options(joinedload(Invoice.order))
+        .order_by(Invoice.issued_at.desc(), Invoice.id.desc())
+    )
+    count = select(func.count()).select_from(Invoice).where(Invoice.user_id == user_id)
+    return _page(session, query, count, page, per_page)
+
+
+def list_entitlements(session: Session, user_id: int, page: int, per_page: int):
+    """The user's download entitlements (revoked ones too, flagged), newest first."""
+    query = (
+        select(Entitlement)
+        .where(Entitlement.user_id == user_id)
+        .options(joinedload(Entitlement.product))
+        .order_by(Entitlement.created_at.desc(), Entitlement.id.desc())
+    )
+    count = select(func.count()).select_from(Entitlement).where(Entitlement.user_id == user_id)
+    return _page(session, query, count, page, per_page)
+
+
+def latest_releases(session: Session, product_ids: list[int]) -> dict[int, Release]:
+    """The newest release of each product (by release date, then id)."""
+    latest: dict[int, Release] = {}
+    if not product_ids:
+        return latest
+    releases = session.scalars(
+        select(Release)
+        .where(Release.product_id.in_(set(product_ids)))
+        .order_by(Release.product_id, Release.released_at.desc(), Release.id.desc())
+    )
+    for release in releases:
+        latest.setdefault(release.product_id, release)
+    return latest
+
+
+def latest_release(session: Session, product_id: int) -> Release | None:
+    return latest_releases(session, [product_id]).get(product_id)
+
+
+def find_entitlement(session: Session, user_id: int, raw_id: str) -> Entitlement:
+    """The user's entitlement ``raw_id`` or DownloadNotFound (also for someone else's)."""
+    entitlement_id = parse_id(raw_id)
+    entitlement = None
+    if entitlement_id is not None:
+        entitlement = session.scalar(
+            select(Entitlement).where(
+                Entitlement.id == entitlement_id, Entitlement.user_id == user_id
+            )
+        )
+    if entitlement is None:
+        raise DownloadNotFound()
+    return entitlement
+
+
+def ensure_usable(entitlement: Entitlement) -> None:
+    """Revoked: 410 ``download_revoked``; on hold (e.g. a dispute): 403 ``download_on_hold``."""
+    if entitlement.status == "revoked":
+        raise DownloadRevoked()
+    if entitlement.status != "active":
+        raise DownloadOnHold()
+
+
+def sign_download(
+    session: Session, signer: DownloadTokenSigner, entitlement: Entitlement
+) -> tuple[str, DownloadClaims]:
+    """A fresh token for the newest release file of the entitlement's product."""
+    ensure_usable(entitlement)
+    release = latest_release(session, entitlement.product_id)
+    if release is None:
+        raise ReleaseNotAvailable()
+    return signer.sign(entitlement.id, release.id)
+
+
+def resolve_download(session: Session, claims: DownloadClaims) -> tuple[Entitlement, Release]:
+    """The entitlement and release a verified token names, if still downloadable."""
+    if not (1 <= claims.entitlement_id <= MAX_ID and 1 <= claims.release_id <= MAX_ID):
+        raise DownloadNotFound("This file is no longer available.")
+    entitlement = session.get(Entitlement, claims.entitlement_id)
+    release = session.get(Release, claims.release_id)
+    if entitlement is None or release is None or release.product_id != entitlement.product_id:
+        raise DownloadNotFound("This file is no longer available.")
+    ensure_usable(entitlement)
+    return entitlement, release
+
+
+def log_download(
+    session: Session,
+    entitlement: Entitlement,
+    release: Release,
+    delivery: Delivery,
+    ip: str,
+    user_agent: str | None,
+) -> DownloadLog:
+    entry = DownloadLog(
+        entitlement_id=entitlement.id,
+        release_id=release.id,
+        version=release.version,
+        created_at=utcnow(),
+        ip=(ip or "unknown")[:64],
+        user_agent=user_agent[:255] if user_agent else None,
+        status=delivery.response.status_code,
+        range_start=delivery.byte_range.start if delivery.byte_range else None,
+        range_end=delivery.byte_range.end if delivery.byte_range else None,
+        content_length=delivery.content_length,
+        delivery=delivery.mode,
+    )
+    take_write_lock(session)
+    session.add(entry)
+    # Written now, inside the view: a database error here is retried by pyramid_retry,
+    # while one raised at commit time would not be.
+    session.flush()
+    return entry
+
+
+def licence_for(session: Session, entitlement: Entitlement) -> Licence:
+    """The entitlement's licence; issued now (exactly once) if the product is licensed,
+    the order is paid and fulfilment has not issued it yet."""
+    ensure_usable(entitlement)
+    existing = _licence_of(session, entitlement)
+    if existing is not None:
+        return existing
+    # About to write: on SQLite, queue behind any other writer and look again.
+    take_write_lock(session)
+    existing = _licence_of(session, entitlement)
+    if existing is not None:
+        return existing
+    item = session.scalar(
+        select(OrderItem)
+        .where(OrderItem.id == entitlement.order_item_id)
+        .options(joinedload(OrderItem.order), joinedload(OrderItem.product))
+    )
+    if item is None or not item.product.licensed:
+        raise LicenceNotAvailable()
+    if item.order.status != "paid":
+        raise LicenceNotAvailable(
+            "The licence is issued once the payment of this order is confirmed.",
+            hints=["Try again after the order shows as paid."],
+        )
+    licence = issue_licence(session, item, entitlement.user_id)
+    if licence is None:  # the product stopped being licensed in between
+        raise LicenceNotAvailable()
+    return licence
+
+
+def _licence_of(session: Session, entitlement: Entitlement) -> Licence | None:
+    return session.scalar(select(Licence).where(Licence.order_item_id == entitlement.order_item_id))
+
+
+def effective_licence_status(licence: Licence) -> str:
+    """The stored status, except that an active licence past its expiry reads "expired"."""
+    if licence.status == "active" and licence.expires_at and licence.expires_at <= utcnow():
+        return "expired"
+    return licence.status

@@ -1,0 +1,94 @@
+"""Support tickets: opening them (with an hourly per-customer limit), listing, status."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, joinedload
+
+from cmsshop.models import Order, SupportTicket, User
+from cmsshop.models.dashboard import TICKET_STATUSES
+from cmsshop.services import ratelimit
+from cmsshop.services.dashboard import take_write_lock
+from cmsshop.util import readable_token, utcnow
+
+TICKET_WINDOW = 3600  # the limit is "tickets per hour"
+
+
+def count_ticket(registry, user_id: int, limit: int) -> ratelimit.RateDecision:
+    """Count one ticket of ``user_id`` in this hour's window (shared, own transaction).
+
+    Called after validation, so a typo does not use up the allowance, and before the
+    request's first write, as ``ratelimit.hit`` requires.
+    """
+    return ratelimit.hit(registry, f"tickets:user:{user_id}", limit, TICKET_WINDOW)
+
+
+def find_customer_order(session: Session, user_id: int, number: str) -> Order | None:
+    return session.scalar(select(Order).where(Order.number == number, Order.user_id == user_id))
+
+
+def new_ticket_number() -> str:
+    """``TCK-7KQ2M9``: 30 random bits of readable characters (a rare collision fails on
+    the unique constraint and the request is retried with a new number)."""
+    return readable_token(1, 6, prefix="TCK")
+
+
+def open_ticket(
+    session: Session, user: User, subject: str, body: str, order: Order | None
+) -> SupportTicket:
+    now = utcnow()
+    ticket = SupportTicket(
+        number=new_ticket_number(),
+        user_id=user.id,
+        order_id=order.id if order is not None else None,
+        subject=subject,
+        body=body,
+        status="open",
+        created_at=now,
+        updated_at=now,
+    )
+    ticket.user = user
+    ticket.order = order
+    take_write_lock(session)
+    session.add(ticket)
+    session.flush()
+    return ticket
+
+
+def _page(session: Session, where, page: int, per_page: int) -> tuple[list[SupportTicket], int]:
+    total = session.scalar(select(func.count()).select_from(SupportTicket).where(*where)) or 0
+    tickets = session.scalars(
+        select(SupportTicket)
+        .where(*where)
+        .options(joinedload(SupportTicket.order), joinedload(SupportTicket.user))
+        .order_by(SupportTicket.created_at.desc(), SupportTicket.id.desc())
+        .limit(per_page)
+        .offset((page - 1) * per_page)
+    ).all()
+    return list(tickets), total
+
+
+def list_customer_tickets(session: Session, user_id: int, page: int, per_page: int):
+    """The user's tickets, newest first."""
+    return _page(session, [SupportTicket.user_id == user_id], page, per_page)
+
+
+def list_all_tickets(session: Session, status: str | None, page: int, per_page: int):
+    """Every ticket (optionally of one status), newest first: the admin queue."""
+    where = [SupportTicket.status == status] if status else []
+    return _page(session, where, page, per_page)
+
+
+def find_ticket(session: Session, ticket_id: int) -> SupportTicket | None:
+    return session.get(SupportTicket, ticket_id)
+
+
+def set_ticket_status(session: Session, ticket: SupportTicket, status: str) -> SupportTicket:
+    if status not in TICKET_STATUSES:
+        raise ValueError(f"unknown ticket status {status!r}")
+    if ticket.status != status:
+        take_write_lock(session)
+        ticket.status = status
+        ticket.updated_at = utcnow()
+        session.flush()
+    return ticket

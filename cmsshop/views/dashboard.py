@@ -1,0 +1,230 @@
+"""The customer dashboard: orders, invoices, downloads, licences and support tickets."""
+
+from __future__ import annotations
+
+import colander
+from pyramid.view import view_config
+
+from cmsshop.errors import RateLimited, ValidationFailed
+from cmsshop.security import CUSTOMER
+from cmsshop.services import dashboard, tickets
+from cmsshop.services.downloads import DownloadClaims
+from cmsshop.util import isoformat_z
+from cmsshop.views.common import (
+    StrictMapping,
+    StrictString,
+    page_body,
+    read_json,
+    read_paging,
+)
+
+# --- serialisation -----------------------------------------------------------------------
+
+
+def order_body(order) -> dict:
+    return {
+        "number": order.number,
+        "status": order.status,
+        "currency": order.currency,
+        "total": order.total,
+        "items": [
+            {"product": item.product_slug, "name": item.name, "amount": item.amount}
+            for item in order.items
+        ],
+        "provider": order.provider,
+        "createdAt": isoformat_z(order.created_at),
+        "paidAt": isoformat_z(order.paid_at),
+    }
+
+
+def invoice_body(invoice) -> dict:
+    return {
+        "number": invoice.number,
+        "orderNumber": invoice.order.number,
+        "issuedAt": isoformat_z(invoice.issued_at),
+        "currency": invoice.currency,
+        "total": invoice.total,
+        "lines": list(invoice.lines or []),
+    }
+
+
+def release_body(release) -> dict | None:
+    if release is None:
+        return None
+    return {
+        "version": release.version,
+        "fileName": release.file_name,
+        "size": release.size,
+        "sha256": release.sha256,
+        "releasedAt": isoformat_z(release.released_at),
+    }
+
+
+def download_body(entitlement, release) -> dict:
+    return {
+        "id": entitlement.id,
+        "product": entitlement.product.slug,
+        "name": entitlement.product.name,
+        "latestRelease": release_body(release),
+        "licensed": entitlement.product.licensed,
+        "revoked": entitlement.status == "revoked",
+        "status": entitlement.status,
+        "createdAt": isoformat_z(entitlement.created_at),
+    }
+
+
+def licence_body(licence) -> dict:
+    return {
+        "key": licence.key,
+        "product": licence.product.slug,
+        "status": dashboard.effective_licence_status(licence),
+        "expiresAt": isoformat_z(licence.expires_at),
+        "maxActivations": licence.max_activations,
+        "activations": [
+            {
+                "domain": activation.domain,
+                "fingerprint": activation.fingerprint,
+                "activatedAt": isoformat_z(activation.activated_at),
+                "lastValidatedAt": isoformat_z(activation.last_validated_at),
+            }
+            for activation in licence.activations
+            if activation.active
+        ],
+    }
+
+
+def signed_url_body(base_url: str, token: str, claims: DownloadClaims) -> dict:
+    return {
+        "url": f"{base_url.rstrip('/')}/api/downloads/{token}",
+        "expiresAt": isoformat_z(claims.expires_at),
+    }
+
+
+def ticket_body(ticket) -> dict:
+    return {
+        "id": ticket.id,
+        "number": ticket.number,
+        "subject": ticket.subject,
+        "body": ticket.body,
+        "status": ticket.status,
+        "orderNumber": ticket.order.number if ticket.order is not None else None,
+        "createdAt": isoformat_z(ticket.created_at),
+        "updatedAt": isoformat_z(ticket.updated_at),
+    }
+
+
+# --- input -------------------------------------------------------------------------------
+
+
+def text_validator(min_length: int, max_length: int, blank_ok: bool = False):
+    """Length in characters, real Unicode text (no NUL, no lone surrogates), not blank."""
+    length = colander.Length(min=min_length, max=max_length)
+
+    def validator(node, value):
+        length(node, value)
+        if "\x00" in value:
+            raise colander.Invalid(node, "must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise colander.Invalid(node, "must be valid Unicode text") from None
+        if not blank_ok and not value.strip():
+            raise colander.Invalid(node, "must not be blank")
+
+    return validator
+
+
+class TicketSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    subject = colander.SchemaNode(StrictString(), validator=text_validator(3, 200))
+    body = colander.SchemaNode(StrictString(), validator=text_validator(1, 20000))
+    orderNumber = colander.SchemaNode(  # noqa: N815 - JSON name
+        StrictString(), missing=None, validator=text_validator(1, 32, blank_ok=True)
+    )
+
+
+# --- views -------------------------------------------------------------------------------
+
+
+@view_config(
+    route_name="dashboard.orders", request_method="GET", renderer="json", permission=CUSTOMER
+)
+def list_orders(request):
+    page, per_page = read_paging(request)
+    orders, total = dashboard.list_orders(request.db, request.user.id, page, per_page)
+    return page_body([order_body(o) for o in orders], page, per_page, total)
+
+
+@view_config(
+    route_name="dashboard.invoices", request_method="GET", renderer="json", permission=CUSTOMER
+)
+def list_invoices(request):
+    page, per_page = read_paging(request)
+    invoices, total = dashboard.list_invoices(request.db, request.user.id, page, per_page)
+    return page_body([invoice_body(i) for i in invoices], page, per_page, total)
+
+
+@view_config(
+    route_name="dashboard.downloads", request_method="GET", renderer="json", permission=CUSTOMER
+)
+def list_downloads(request):
+    page, per_page = read_paging(request)
+    entitlements, total = dashboard.list_entitlements(request.db, request.user.id, page, per_page)
+    latest = dashboard.latest_releases(request.db, [e.product_id for e in entitlements])
+    items = [download_body(e, latest.get(e.product_id)) for e in entitlements]
+    return page_body(items, page, per_page, total)
+
+
+@view_config(
+    route_name="dashboard.signed_url", request_method="POST", renderer="json", permission=CUSTOMER
+)
+def create_signed_url(request):
+    entitlement = dashboard.find_entitlement(request.db, request.user.id, request.matchdict["id"])
+    signer = request.registry["cmsshop.download_signer"]
+    token, claims = dashboard.sign_download(request.db, signer, entitlement)
+    # The URL is a short-lived credential: no cache may keep it.
+    request.response.cache_control = "no-store"
+    return signed_url_body(request.registry.settings["cmsshop.base_url"], token, claims)
+
+
+@view_config(
+    route_name="dashboard.license", request_method="POST", renderer="json", permission=CUSTOMER
+)
+def get_licence(request):
+    entitlement = dashboard.find_entitlement(request.db, request.user.id, request.matchdict["id"])
+    licence = dashboard.licence_for(request.db, entitlement)
+    request.response.cache_control = "no-store"
+    return licence_body(licence)
+
+
+@view_config(
+    route_name="dashboard.tickets", request_method="GET", renderer="json", permission=CUSTOMER
+)
+def list_tickets(request):
+    page, per_page = read_paging(request)
+    found, total = tickets.list_customer_tickets(request.db, request.user.id, page, per_page)
+    return page_body([ticket_body(t) for t in found], page, per_page, total)
+
+
+@view_config(
+    route_name="dashboard.tickets", request_method="POST", renderer="json", permission=CUSTOMER
+)
+def open_ticket(request):
+    data = read_json(request, TicketSchema())
+    user = request.user
+    order = None
+    if data["orderNumber"] is not None:
+        order = tickets.find_customer_order(request.db, user.id, data["orderNumber"])
+        if order is None:
+            raise ValidationFailed({"orderNumber": "is not one of your orders"})
+    limit = request.registry.settings["cmsshop.tickets_per_hour"]
+    decision = tickets.count_ticket(request.registry, user.id, limit)
+    if not decision.allowed:
+        raise RateLimited(
+            decision.retry_after,
+            f"You can open at most {limit} tickets per hour.",
+            code="ticket_rate_limited",
+        )
+    ticket = tickets.open_ticket(request.db, user, data["subject"], data["body"], order)
+    request.response.status = 201
+    return ticket_body(ticket)
