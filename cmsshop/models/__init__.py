@@ -14,7 +14,10 @@ from cmsshop.models.commerce import (
     OrderItem,
     PaymentEvent,
 )
+from cmsshop.models.dashboard import DownloadLog, SupportTicket
+from cmsshop.models.licensing import LicenceAuditEntry, LicenceNonce
 from cmsshop.models.meta import Base
+from cmsshop.models.payments import PaymentSetting
 from cmsshop.models.support import ErrorRecord, RateCounter
 
 __all__ = [
@@ -22,19 +25,24 @@ __all__ = [
     "Article",
     "Base",
     "Currency",
+    "DownloadLog",
     "Entitlement",
     "ErrorRecord",
     "Fulfilment",
     "Invoice",
     "InvoiceCounter",
     "Licence",
+    "LicenceAuditEntry",
+    "LicenceNonce",
     "Order",
     "OrderItem",
     "PaymentEvent",
+    "PaymentSetting",
     "Product",
     "ProductPrice",
     "RateCounter",
     "Release",
+    "SupportTicket",
     "User",
     "UserSession",
 ]

@@ -66,8 +66,9 @@ class Order(Base):
     provider: Mapped[str] = mapped_column(String(40))
     # The provider's checkout object (Stripe Checkout Session id, PayPal order id).
     provider_checkout_id: Mapped[str | None] = mapped_column(String(255), index=True)
-    # The provider's payment object once confirmed (PaymentIntent id, capture id).
-    payment_reference: Mapped[str | None] = mapped_column(String(255))
+    # The provider's payment object once confirmed (PaymentIntent id, capture id); indexed
+    # because refund and dispute events name the payment, not the order.
+    payment_reference: Mapped[str | None] = mapped_column(String(255), index=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     paid_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
@@ -224,3 +225,6 @@ class PaymentEvent(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     order_number: Mapped[str | None] = mapped_column(String(32), index=True)
     processed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    # The delivery's headers (JSON, cookies and credentials removed): a delivery rejected
+    # for a reason since fixed (a wrong secret) is re-verified from them on reprocess.
+    headers: Mapped[str | None] = mapped_column(Text)

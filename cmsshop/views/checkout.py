@@ -1,5 +1,230 @@
-"""Checkout routes (placeholder until the payments issue lands); included by the store module."""
+"""POST /api/store/checkout and the development sandbox page; included by the store
+module (checkout sells what the store lists), served by the payment machinery."""
+
+from __future__ import annotations
+
+import colander
+from pyramid.view import view_config
+
+from cmsshop import openapi as oa
+from cmsshop.errors import ApiError, NotFound, ServiceUnavailable, ValidationFailed
+from cmsshop.security import CUSTOMER
+from cmsshop.services import checkout as co
+from cmsshop.services.payment_settings import find_provider, providers
+from cmsshop.views.common import StrictMapping, StrictSequence, StrictString, read_json
+
+INCLUDED_KEY = "cmsshop.views.checkout.included"
+
+
+class ItemSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    product = colander.SchemaNode(StrictString(), validator=colander.Length(min=1, max=100))
+
+
+class ItemsSchema(colander.SequenceSchema):
+    schema_type = StrictSequence
+    item = ItemSchema()
+
+
+class CheckoutSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    items = ItemsSchema(validator=colander.Length(min=1, max=co.MAX_ITEMS))
+    currency = colander.SchemaNode(
+        StrictString(), missing=None, validator=colander.Regex(r"^[A-Z]{3}$", "an ISO 4217 code")
+    )
+    provider = colander.SchemaNode(
+        StrictString(), missing=None, validator=colander.Length(min=1, max=40)
+    )
+
+
+def _provider(request, name: str | None):
+    known = providers(request.registry)
+    if name is None:
+        name = "cardprovider" if "cardprovider" in known else next(iter(sorted(known)), None)
+    spec = find_provider(request.registry, name) if name else None
+    if spec is None:
+        enabled = ", ".join(sorted(known)) or "none"
+        raise ValidationFailed(
+            {"provider": f"not an enabled payment provider (enabled: {enabled})"}
+        )
+    return spec
+
+
+@view_config(
+    route_name="store.checkout", request_method="POST", renderer="json", permission=CUSTOMER
+)
+def checkout(request):
+    data = read_json(request, CheckoutSchema())
+    spec = _provider(request, data["provider"])
+    try:
+        placed = co.place_order(
+            request.registry,
+            request.db,
+            user=request.user,
+            slugs=[item["product"] for item in data["items"]],
+            currency=data["currency"],
+            spec=spec,
+        )
+    except co.CheckoutInvalid as exc:
+        raise ValidationFailed(exc.errors) from None
+    except co.CheckoutUnavailable as exc:
+        raise ServiceUnavailable(str(exc), code=exc.code, title="Checkout unavailable") from None
+    request.response.status = 201
+    return {"order": placed.order, "redirectUrl": placed.redirect_url, "sandbox": placed.sandbox}
+
+
+@view_config(
+    route_name="store.checkout_sandbox", request_method="GET", renderer="json", permission=CUSTOMER
+)
+def sandbox(request):
+    """Where checkout sends the buyer when no provider account is configured."""
+    number = request.matchdict["number"]
+    order = co.find_customer_order(request.db, request.user.id, number[:64])
+    if order is None:
+        raise NotFound("You have no order with this number.", code="order_not_found")
+    if request.registry.settings["cmsshop.environment"] == "production":
+        raise ApiError(
+            "The payment sandbox is not available on a production site.",
+            status=404,
+            code="sandbox_disabled",
+            title="No sandbox",
+        )
+    return {
+        "order": co.order_body(order),
+        "sandbox": True,
+        "message": "No payment provider account is configured, so no real payment page "
+        "exists. Simulate the provider's webhook from a shell; the order becomes paid only "
+        "when that signed webhook arrives.",
+        "command": f"cmsshop-admin development.ini simulate-payment {order.number} "
+        f"--provider {order.provider}",
+    }
+
+
+ORDER = {
+    "type": "object",
+    "required": [
+        "number",
+        "status",
+        "currency",
+        "total",
+        "items",
+        "provider",
+        "createdAt",
+        "paidAt",
+    ],
+    "properties": {
+        "number": {"type": "string"},
+        "status": {
+            "type": "string",
+            "enum": [
+                "pending",
+                "paid",
+                "refunded",
+                "disputed",
+                "cancelled",
+                "failed",
+                "needs_review",
+            ],
+        },
+        "currency": {"type": "string"},
+        "total": {"type": "integer"},
+        "items": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["product", "name", "amount"],
+                "properties": {
+                    "product": {"type": "string"},
+                    "name": {"type": "string"},
+                    "amount": {"type": "integer"},
+                },
+            },
+        },
+        "provider": {"type": "string"},
+        "createdAt": {"type": "string", "format": "date-time"},
+        "paidAt": {"type": ["string", "null"], "format": "date-time"},
+    },
+}
+
+OPENAPI_SCHEMAS = {"CheckoutOrder": ORDER}
+
+OPENAPI_PATHS = {
+    "/api/store/checkout": {
+        "post": oa.operation(
+            "Place an order (priced from the database, committed as pending) and get the "
+            "provider's payment page",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["order", "redirectUrl", "sandbox"],
+                        "properties": {
+                            "order": oa.ref("CheckoutOrder"),
+                            "redirectUrl": {"type": "string"},
+                            "sandbox": {"type": "boolean"},
+                        },
+                    },
+                    "Created",
+                    201,
+                ),
+                **oa.errors(401, 403, 415, 422, 503),
+            },
+            body={
+                "type": "object",
+                "required": ["items"],
+                "additionalProperties": False,
+                "properties": {
+                    "items": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": co.MAX_ITEMS,
+                        "items": {
+                            "type": "object",
+                            "required": ["product"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "product": {"type": "string", "minLength": 1, "maxLength": 100}
+                            },
+                        },
+                    },
+                    "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                    "provider": {"type": "string", "minLength": 1, "maxLength": 40},
+                },
+            },
+            csrf=True,
+            tags=["store", "payments"],
+        )
+    },
+    "/api/store/checkout/sandbox/{number}": {
+        "get": oa.operation(
+            "Development payment sandbox: how to simulate the provider's webhook",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["order", "sandbox", "message", "command"],
+                        "properties": {
+                            "order": oa.ref("CheckoutOrder"),
+                            "sandbox": {"const": True},
+                            "message": {"type": "string"},
+                            "command": {"type": "string"},
+                        },
+                    }
+                ),
+                **oa.errors(401, 404),
+            },
+            params=[oa.path_param("number")],
+            tags=["store", "payments"],
+        )
+    },
+}
 
 
 def includeme(config) -> None:
-    pass
+    if config.registry.get(INCLUDED_KEY):
+        return
+    config.registry[INCLUDED_KEY] = True
+    config.add_route("store.checkout", "/api/store/checkout")
+    config.add_route("store.checkout_sandbox", "/api/store/checkout/sandbox/{number}")
+    config.add_openapi(paths=OPENAPI_PATHS, schemas=OPENAPI_SCHEMAS)
+    config.scan("cmsshop.views.checkout")

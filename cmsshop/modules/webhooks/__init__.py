@@ -1,1 +1,153 @@
-"""Shared webhook machinery; each provider is one small plugin module beside this file."""
+"""Shared webhook machinery; each provider is one small plugin module beside this file.
+
+A plugin module (``cmsshop/modules/webhooks/<name>.py``, listed in KNOWN_MODULES and
+switched on in ``cmsshop.modules``) only registers its provider object::
+
+    from cmsshop.services.payments.myprovider import MyProvider
+
+    def includeme(config):
+        config.include("cmsshop.modules.webhooks")
+        config.add_payment_provider(
+            MyProvider(),                        # implements services.payments.base
+            list_fields=("webhookSecrets",),     # settings fields holding lists
+            extra_settings={"timeout": (float, 10.0)},   # ini-only config keys
+            validators={"apiBase": api_base_validator},  # admin PUT checks
+            simulator=simulate_payment,          # cmsshop-admin simulate-payment
+        )
+
+Everything else is shared and appears with the first registered provider: the route
+``POST /api/webhooks/<name>``, its ini settings (``cmsshop.<name>.<snake_field>``, env
+``CMSSHOP_<NAME>_<SNAKE_FIELD>``, plus ``cmsshop.<name>.signature_tolerance``), checkout
+with ``"provider": "<name>"``, the event log, exactly-once fulfilment, the admin settings
+area, the event log admin routes, manual fulfilment and simulate-payment.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pyramid.exceptions import ConfigurationError
+
+from cmsshop.services.payment_settings import (
+    DEFAULT_SIGNATURE_TOLERANCE,
+    REGISTRY_KEY,
+    FieldValidator,
+    ProviderSpec,
+    Simulator,
+    env_name,
+    ini_name,
+)
+from cmsshop.services.payments.base import PaymentProvider
+from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
+
+MACHINERY_KEY = "cmsshop.payments.machinery_included"
+
+SETTINGS = {
+    # Skip the provider API check of a payment and trust the verified event's own
+    # object (development only: production refuses to start with it on).
+    "cmsshop.payments.trust_verified_events": (
+        as_bool,
+        False,
+        "CMSSHOP_PAYMENTS_TRUST_VERIFIED_EVENTS",
+    ),
+    # Where the provider sends the buyer back; {order} becomes the order number. Only a
+    # webhook ever marks an order paid, never this return.
+    "cmsshop.payments.success_url": (as_str, "", None),
+    "cmsshop.payments.cancel_url": (as_str, "", None),
+}
+
+
+def add_payment_provider(
+    config,
+    provider: PaymentProvider,
+    *,
+    list_fields: Iterable[str] = (),
+    extra_settings: Mapping[str, tuple[Callable[[Any], Any], Any]] | None = None,
+    validators: Mapping[str, FieldValidator] | None = None,
+    simulator: Simulator | None = None,
+) -> None:
+    """Config directive: register ``provider`` with the shared payment machinery.
+
+    ``list_fields``: settings fields whose value is a list of strings (ini: whitespace
+    separated). ``extra_settings``: config keys read only from the ini/environment,
+    ``{jsonName: (coercer, default)}``. ``validators``: ``{field: callable(value)}``
+    raising ValueError for the admin settings PUT. ``simulator``: ``(SimulatedOrder,
+    config) -> (headers, body)`` building a signed "payment completed" delivery.
+    """
+    name = provider.name
+    if not name.isidentifier() or name != name.lower():
+        raise ConfigurationError(f"payment provider name {name!r} must be lower-case letters")
+    registered = config.registry.setdefault(REGISTRY_KEY, {})
+    if name in registered:
+        raise ConfigurationError(f"payment provider {name!r} is registered twice")
+    list_fields = frozenset(list_fields)
+    unknown = list_fields - set(provider.settings_fields)
+    if unknown:
+        raise ConfigurationError(f"{name}: list_fields not in settings_fields: {sorted(unknown)}")
+    extra_settings = dict(extra_settings or {})
+    spec = {
+        ini_name(name, field): (
+            as_list if field in list_fields else as_str,
+            [] if field in list_fields else "",
+            env_name(name, field),
+        )
+        for field in provider.settings_fields
+    }
+    spec[ini_name(name, "signatureTolerance")] = (
+        as_int,
+        DEFAULT_SIGNATURE_TOLERANCE,
+        env_name(name, "signatureTolerance"),
+    )
+    for field, (coercer, default) in extra_settings.items():
+        spec[ini_name(name, field)] = (coercer, default, env_name(name, field))
+    declare(config.get_settings(), spec)
+    registered[name] = ProviderSpec(
+        provider=provider,
+        list_fields=list_fields,
+        extra_settings=extra_settings,
+        validators=dict(validators or {}),
+        simulator=simulator,
+    )
+
+    from cmsshop.views import admin_payments, webhooks
+
+    route = f"webhooks.{name}"
+    config.add_route(route, f"/api/webhooks/{name}")
+    config.add_view(
+        webhooks.receive_webhook,
+        route_name=route,
+        request_method="POST",
+        renderer="json",
+        require_csrf=False,
+    )
+    config.add_openapi(paths=webhooks.openapi_paths(name))
+    # The settings schema lists every registered provider's fields.
+    schemas = config.registry.setdefault("cmsshop.payments.settings_schemas", {})
+    schemas[name] = admin_payments.provider_settings_schema(provider, list_fields)
+    config.add_openapi(schemas=admin_payments.settings_schemas(copy.deepcopy(schemas)))
+
+
+def check_production(settings) -> None:
+    if (
+        settings["cmsshop.environment"] == "production"
+        and settings["cmsshop.payments.trust_verified_events"]
+    ):
+        raise ConfigurationError(
+            "cmsshop.payments.trust_verified_events is on in production: payments must be "
+            "confirmed with the provider API. Remove the setting (or set it to false)."
+        )
+
+
+def includeme(config) -> None:
+    """The shared part, included once by whichever provider plugin comes first."""
+    if config.registry.get(MACHINERY_KEY):
+        return
+    config.registry[MACHINERY_KEY] = True
+    settings = config.get_settings()
+    declare(settings, SETTINGS)
+    check_production(settings)
+    config.registry.setdefault(REGISTRY_KEY, {})
+    config.add_directive("add_payment_provider", add_payment_provider)
+    config.include("cmsshop.views.admin_payments")

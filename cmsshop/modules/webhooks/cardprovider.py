@@ -1,5 +1,37 @@
-"""The cardprovider webhook plugin (placeholder until its issue lands)."""
+"""The card provider plugin (Stripe's webhook scheme): registers its provider object;
+the route POST /api/webhooks/cardprovider and everything else come from the shared
+machinery in this package."""
+
+from __future__ import annotations
+
+from cmsshop.modules.webhooks.common import api_base_validator, prefix_validator
+from cmsshop.services.payments.cardprovider import (
+    DEFAULT_API_BASE,
+    DEFAULT_TIMEOUT,
+    CardProvider,
+    simulate_payment,
+)
+
+
+def _timeout(value) -> float:
+    number = float(value)
+    if not 0 < number <= 120:
+        raise ValueError("between 0 and 120 seconds")
+    return number
 
 
 def includeme(config) -> None:
-    pass
+    config.include("cmsshop.modules.webhooks")
+    config.add_payment_provider(
+        CardProvider(),
+        list_fields=("webhookSecrets",),
+        extra_settings={"timeout": (_timeout, DEFAULT_TIMEOUT)},
+        validators={
+            "webhookSecrets": prefix_validator("whsec_", "webhook secret"),
+            "apiBase": api_base_validator,
+        },
+        simulator=simulate_payment,
+    )
+    settings = config.get_settings()
+    if not settings.get("cmsshop.cardprovider.api_base"):
+        settings["cmsshop.cardprovider.api_base"] = DEFAULT_API_BASE

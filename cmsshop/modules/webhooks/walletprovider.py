@@ -1,5 +1,49 @@
-"""The walletprovider webhook plugin (placeholder until its issue lands)."""
+"""The wallet provider plugin (PayPal's webhook scheme): registers its provider object
+and its settings; the route POST /api/webhooks/walletprovider and everything else come
+from the shared machinery in this package (see docs/walletprovider.md)."""
+
+from __future__ import annotations
+
+from cmsshop.modules.webhooks.common import api_base_validator
+from cmsshop.services.payments.walletprovider import (
+    DEFAULT_API_BASE,
+    DEFAULT_CERT_HOSTS,
+    DEFAULT_TIMEOUT,
+    DEFAULT_TOLERANCE,
+    WalletProvider,
+    simulate_payment,
+    validate_cert_hosts,
+)
+from cmsshop.settings import as_list, as_str
+
+
+def _timeout(value) -> float:
+    number = float(value)
+    if not 0 < number <= 120:
+        raise ValueError("between 0 and 120 seconds")
+    return number
 
 
 def includeme(config) -> None:
-    pass
+    config.include("cmsshop.modules.webhooks")
+    settings = config.get_settings()
+    # Days, not the card provider's minutes: PayPal redelivers for up to 3 days (the
+    # ini or CMSSHOP_WALLETPROVIDER_SIGNATURE_TOLERANCE still override this default).
+    settings.setdefault("cmsshop.walletprovider.signature_tolerance", DEFAULT_TOLERANCE)
+    config.add_payment_provider(
+        WalletProvider(),
+        list_fields=("certHosts",),
+        extra_settings={
+            # Trusted roots (chain and TLS); empty: certifi's bundle.
+            "caBundle": (as_str, ""),
+            # Names the signing certificate may be issued for; empty: PayPal's two.
+            "certSubjects": (as_list, []),
+            "timeout": (_timeout, DEFAULT_TIMEOUT),
+        },
+        validators={"apiBase": api_base_validator, "certHosts": validate_cert_hosts},
+        simulator=simulate_payment,
+    )
+    if not settings.get("cmsshop.walletprovider.api_base"):
+        settings["cmsshop.walletprovider.api_base"] = DEFAULT_API_BASE
+    if not settings.get("cmsshop.walletprovider.cert_hosts"):
+        settings["cmsshop.walletprovider.cert_hosts"] = list(DEFAULT_CERT_HOSTS)

@@ -1,0 +1,43 @@
+"""Validators provider plugins pass to ``config.add_payment_provider(validators=...)``."""
+
+from __future__ import annotations
+
+import ipaddress
+import urllib.parse
+
+LOOPBACK_NAMES = {"localhost"}
+
+
+def _is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def api_base_validator(value: str) -> None:
+    """An API base URL: https (plain http only on loopback, for fakes), no credentials,
+    query or fragment. An empty string means the provider's default."""
+    if value == "":
+        return
+    parts = urllib.parse.urlsplit(value)
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("https", "http") or not host:
+        raise ValueError("must be an http(s) URL such as https://api.example.com")
+    if parts.scheme == "http" and not _is_loopback(host):
+        raise ValueError("must use https (plain http is allowed on loopback only)")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError("must not contain credentials, a query or a fragment")
+
+
+def prefix_validator(prefix: str, what: str):
+    """Every item of a list field starts with ``prefix`` (e.g. Stripe's ``whsec_``)."""
+
+    def validate(value) -> None:
+        for item in value if isinstance(value, list) else [value]:
+            if not item.startswith(prefix) or len(item) < len(prefix) + 8:
+                raise ValueError(f"each {what} starts with {prefix} and is longer")
+
+    return validate

@@ -1,0 +1,259 @@
+"""Checkout: price an order from the database, commit it as pending, then ask the
+provider for a checkout session.
+
+The order is committed (a transaction of its own) BEFORE the provider is asked, so a
+webhook arriving faster than our response always finds it. Without API credentials
+outside production, the redirect URL is our own sandbox route instead and the order stays
+pending until a (simulated) webhook arrives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, selectinload
+
+from cmsshop.db import own_transaction
+from cmsshop.models import Currency, Order, OrderItem, Product, User
+from cmsshop.services.payment_settings import ProviderSpec, provider_config
+from cmsshop.services.payments.base import (
+    CheckoutRequest,
+    NotConfigured,
+    ProviderUnavailable,
+)
+from cmsshop.util import isoformat_z, readable_token, utcnow
+
+log = logging.getLogger(__name__)
+
+MAX_ITEMS = 20
+
+
+class CheckoutInvalid(Exception):
+    def __init__(self, errors: dict[str, str]):
+        super().__init__("checkout is invalid")
+        self.errors = errors
+
+
+class CheckoutUnavailable(Exception):
+    """The provider could not create a checkout; the order was cancelled."""
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacedOrder:
+    order: dict  # order_body()
+    redirect_url: str
+    sandbox: bool
+
+
+def new_order_number() -> str:
+    """``ORD-XXXXX-XXXXX``: 50 random bits, so numbers reveal nothing about volume."""
+    return readable_token(2, 5, prefix="ORD")
+
+
+def order_body(order: Order) -> dict:
+    return {
+        "number": order.number,
+        "status": order.status,
+        "currency": order.currency,
+        "total": order.total,
+        "items": [
+            {"product": item.product_slug, "name": item.name, "amount": item.amount}
+            for item in order.items
+        ],
+        "provider": order.provider,
+        "createdAt": isoformat_z(order.created_at),
+        "paidAt": isoformat_z(order.paid_at),
+    }
+
+
+def price_items(session: Session, slugs: list[str], currency: str) -> list[dict]:
+    """``[{"product_id", "slug", "name", "amount"}]`` from the database; raise
+    CheckoutInvalid naming each bad item."""
+    errors: dict[str, str] = {}
+    row = session.get(Currency, currency)
+    if row is None or not row.enabled:
+        errors["currency"] = f"{currency} is not a currency this shop sells in"
+    seen: set[str] = set()
+    for index, slug in enumerate(slugs):
+        if slug in seen:
+            errors[f"items.{index}.product"] = "listed twice; each product once per order"
+        seen.add(slug)
+    if errors:
+        raise CheckoutInvalid(errors)
+    products = {
+        p.slug: p
+        for p in session.scalars(
+            select(Product).where(Product.slug.in_(slugs)).options(selectinload(Product.prices))
+        )
+    }
+    lines = []
+    for index, slug in enumerate(slugs):
+        product = products.get(slug)
+        if product is None or not product.published or product.archived:
+            errors[f"items.{index}.product"] = "no such product for sale"
+            continue
+        price = next((p for p in product.prices if p.currency == currency), None)
+        if price is None:
+            errors[f"items.{index}.product"] = f"not sold in {currency}"
+            continue
+        lines.append(
+            {"product_id": product.id, "slug": slug, "name": product.name, "amount": price.amount}
+        )
+    if errors:
+        raise CheckoutInvalid(errors)
+    return lines
+
+
+def default_currency(session: Session) -> str | None:
+    return session.scalar(
+        select(Currency.code).where(Currency.is_default.is_(True), Currency.enabled.is_(True))
+    )
+
+
+def insert_order(session: Session, user_id: int, currency: str, provider: str, lines) -> Order:
+    order = Order(
+        number=new_order_number(),
+        user_id=user_id,
+        currency=currency,
+        total=sum(line["amount"] for line in lines),
+        status="pending",
+        provider=provider,
+        created_at=utcnow(),
+    )
+    order.items = [
+        OrderItem(
+            product_id=line["product_id"],
+            product_slug=line["slug"],
+            name=line["name"],
+            amount=line["amount"],
+        )
+        for line in lines
+    ]
+    session.add(order)
+    session.flush()
+    return order
+
+
+def _commit_new_order(registry, user_id: int, currency: str, provider: str, lines) -> dict:
+    for _attempt in range(3):
+        try:
+            with own_transaction(registry) as session:
+                order = insert_order(session, user_id, currency, provider, lines)
+                return order_body(order)
+        except IntegrityError:  # an order number collided (50 random bits): draw again
+            continue
+    raise CheckoutUnavailable("could not allocate an order number", "checkout_failed")
+
+
+def _set_order(registry, number: str, **values) -> dict:
+    with own_transaction(registry) as session:
+        order = session.scalar(select(Order).where(Order.number == number))
+        for name, value in values.items():
+            setattr(order, name, value)
+        order.updated_at = utcnow()
+        session.flush()
+        return order_body(order)
+
+
+def checkout_urls(settings, number: str) -> tuple[str, str]:
+    base = settings["cmsshop.base_url"].rstrip("/")
+    success = (
+        settings.get("cmsshop.payments.success_url") or f"{base}/checkout/success?order={{order}}"
+    )
+    cancel = (
+        settings.get("cmsshop.payments.cancel_url") or f"{base}/checkout/cancel?order={{order}}"
+    )
+    return success.replace("{order}", number), cancel.replace("{order}", number)
+
+
+def sandbox_url(settings, number: str) -> str:
+    return f"{settings['cmsshop.base_url'].rstrip('/')}/api/store/checkout/sandbox/{number}"
+
+
+def place_order(
+    registry,
+    session: Session,
+    *,
+    user: User,
+    slugs: list[str],
+    currency: str | None,
+    spec: ProviderSpec,
+) -> PlacedOrder:
+    """Price, commit as pending, then create the provider checkout (see module doc).
+
+    ``session`` (the request's) is only read; the order is written in transactions of
+    its own, so it is committed before the provider is called.
+    """
+    settings = registry.settings
+    if not slugs or len(slugs) > MAX_ITEMS:
+        raise CheckoutInvalid({"items": f"between 1 and {MAX_ITEMS} items"})
+    if currency is None:
+        currency = default_currency(session)
+        if currency is None:
+            raise CheckoutInvalid({"currency": "this shop has no default currency; name one"})
+    lines = price_items(session, slugs, currency)
+    order = _commit_new_order(registry, user.id, currency, spec.name, lines)
+    number = order["number"]
+    success_url, cancel_url = checkout_urls(settings, number)
+    request = CheckoutRequest(
+        order_number=number,
+        currency=currency,
+        total=order["total"],
+        items=[
+            {"product": i["product"], "name": i["name"], "amount": i["amount"]}
+            for i in order["items"]
+        ],
+        customer_email=user.email,
+        success_url=success_url,
+        cancel_url=cancel_url,
+    )
+    try:
+        checkout = spec.provider.create_checkout(request, provider_config(registry, spec))
+    except NotConfigured as exc:
+        if settings["cmsshop.environment"] == "production":
+            _set_order(registry, number, status="cancelled")
+            log.error("checkout with %s refused: %s", spec.name, exc)
+            raise CheckoutUnavailable(
+                f"Payments with {spec.name} are not configured on this site.",
+                "payments_not_configured",
+            ) from None
+        # Development without a provider account: pay with simulate-payment.
+        return PlacedOrder(order, sandbox_url(settings, number), sandbox=True)
+    except ProviderUnavailable as exc:
+        _set_order(registry, number, status="cancelled")
+        log.warning("checkout with %s failed for %s: %s", spec.name, number, exc)
+        raise CheckoutUnavailable(
+            f"{spec.name} could not start the payment; nothing was charged. Try again shortly.",
+            "provider_unavailable",
+        ) from None
+    order = _set_order(registry, number, provider_checkout_id=checkout.provider_checkout_id[:255])
+    return PlacedOrder(order, checkout.redirect_url, sandbox=False)
+
+
+def find_customer_order(session: Session, user_id: int, number: str) -> Order | None:
+    return session.scalar(
+        select(Order)
+        .where(Order.number == number, Order.user_id == user_id)
+        .options(selectinload(Order.items))
+    )
+
+
+def create_demo_order(session: Session, user: User, product: Product, currency: str) -> Order:
+    """A pending order for the demo customer, so ``simulate-payment`` can be tried at once."""
+    price = next(p for p in product.prices if p.currency == currency)
+    lines = [
+        {
+            "product_id": product.id,
+            "slug": product.slug,
+            "name": product.name,
+            "amount": price.amount,
+        }
+    ]
+    return insert_order(session, user.id, currency, "cardprovider", lines)

@@ -1,0 +1,396 @@
+"""Exactly-once fulfilment and the order state machine.
+
+Order states and the only moves allowed (see docs/payments.md):
+
+    pending      -> paid (fulfilled) | needs_review | failed | cancelled
+    paid         -> refunded | disputed
+    needs_review -> paid (manual fulfilment) | refunded | disputed
+    disputed     -> paid (dispute won) | refunded (dispute lost)
+                    | needs_review (dispute won on an order that was never delivered)
+    failed       -> needs_review (a confirmed payment arrived after all)
+    cancelled    -> needs_review (idem)
+    refunded     -> (final)
+
+Everything here runs in the caller's transaction (the request's, via pyramid_tm) with the
+order row locked (``lock_order``), so two deliveries for the same payment are serialised
+on that lock and the second sees the first one's committed result. The unique constraints
+on fulfilments (order_id; provider + payment_reference), invoices (order_id), entitlements
+and licences (order_item_id) back this up: a race that slips past the lock fails with
+IntegrityError, which is retried (cmsshop.db) and then finds the winner's rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, selectinload
+
+from cmsshop.models import (
+    Entitlement,
+    Fulfilment,
+    Invoice,
+    InvoiceCounter,
+    Licence,
+    Order,
+    OrderItem,
+    PaymentEvent,
+)
+from cmsshop.services.licences import issue_licence
+from cmsshop.services.payments.base import Confirmation
+from cmsshop.util import utcnow
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "pending": frozenset({"paid", "needs_review", "failed", "cancelled"}),
+    "paid": frozenset({"refunded", "disputed"}),
+    "needs_review": frozenset({"paid", "refunded", "disputed"}),
+    "disputed": frozenset({"paid", "refunded", "needs_review"}),
+    "failed": frozenset({"needs_review"}),
+    "cancelled": frozenset({"needs_review"}),
+    "refunded": frozenset(),
+}
+# Orders a manual fulfilment may deliver (an admin has seen the money arrive).
+MANUALLY_FULFILLABLE = ("pending", "needs_review", "failed", "cancelled")
+
+
+class TransitionRefused(Exception):
+    """A move the state machine does not allow (states only move forward)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What an action did: ``status`` is processed / duplicate / ignored / needs_review."""
+
+    status: str
+    note: str = ""
+    fulfilment: Fulfilment | None = None
+
+
+def move(order: Order, new_status: str) -> None:
+    if new_status not in TRANSITIONS[order.status]:
+        raise TransitionRefused(
+            f"order {order.number} cannot go from {order.status} to {new_status}"
+        )
+    order.status = new_status
+    order.updated_at = utcnow()
+
+
+def lock_order(session: Session, order_id: int) -> Order:
+    """The order, re-read and locked FOR UPDATE (PostgreSQL; SQLite has one writer anyway).
+
+    populate_existing: an earlier unlocked read left a stale copy in the identity map.
+    """
+    return session.scalars(
+        select(Order)
+        .where(Order.id == order_id)
+        .options(selectinload(Order.items).selectinload(OrderItem.product))
+        .with_for_update(of=Order)
+        .execution_options(populate_existing=True)
+    ).one()
+
+
+def fulfilment_of(session: Session, order_id: int) -> Fulfilment | None:
+    return session.scalar(select(Fulfilment).where(Fulfilment.order_id == order_id))
+
+
+def fulfilment_by_payment(session: Session, provider: str, reference: str) -> Fulfilment | None:
+    return session.scalar(
+        select(Fulfilment).where(
+            Fulfilment.provider == provider, Fulfilment.payment_reference == reference
+        )
+    )
+
+
+def confirmation_problems(order: Order, confirmation: Confirmation) -> list[str]:
+    """Why a confirmed payment does not match the order (empty: it matches)."""
+    problems = []
+    if confirmation.amount != order.total:
+        problems.append(f"amount {confirmation.amount} != order total {order.total}")
+    if (confirmation.currency or "").upper() != order.currency:
+        problems.append(f"currency {confirmation.currency} != order currency {order.currency}")
+    if confirmation.order_number != order.number:
+        problems.append(f"order reference {confirmation.order_number!r} != {order.number!r}")
+    return problems
+
+
+# --- fulfilment ----------------------------------------------------------------------------
+
+
+def next_invoice_number(session: Session, year: int) -> tuple[int, str]:
+    """The next gap-free number of ``year``: the counter row is incremented in this
+    transaction (and locked until it ends), so a rollback gives the number back."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    session.execute(
+        insert(InvoiceCounter)
+        .values(year=year, last_sequence=0)
+        .on_conflict_do_nothing(index_elements=[InvoiceCounter.year])
+    )
+    sequence = session.execute(
+        update(InvoiceCounter)
+        .where(InvoiceCounter.year == year)
+        .values(last_sequence=InvoiceCounter.last_sequence + 1)
+        .returning(InvoiceCounter.last_sequence)
+    ).scalar_one()
+    return sequence, f"INV-{year}-{sequence:06d}"
+
+
+def write_invoice(session: Session, order: Order) -> Invoice:
+    """The order's invoice (called once, right after the fulfilment gate row was
+    inserted: none can exist yet, and invoices.order_id is unique should one)."""
+    now = utcnow()
+    sequence, number = next_invoice_number(session, now.year)
+    invoice = Invoice(
+        number=number,
+        year=now.year,
+        sequence=sequence,
+        order_id=order.id,
+        user_id=order.user_id,
+        issued_at=now,
+        currency=order.currency,
+        total=order.total,
+        lines=[
+            {"product": item.product_slug, "name": item.name, "amount": item.amount}
+            for item in order.items
+        ],
+    )
+    session.add(invoice)
+    return invoice
+
+
+def grant_items(session: Session, order: Order) -> None:
+    """One active entitlement per item, one licence per item of a licensed product
+    (right after the gate row, like the invoice; both tables are unique per item)."""
+    for item in order.items:
+        session.add(
+            Entitlement(
+                order_item_id=item.id,
+                user_id=order.user_id,
+                product_id=item.product_id,
+                status="active",
+            )
+        )
+        issue_licence(session, item, order.user_id)
+
+
+def fulfil_order(
+    session: Session,
+    order: Order,
+    *,
+    provider: str,
+    payment_reference: str,
+    payment_event_id: int | None = None,
+    confirmed_amount: int | None = None,
+    confirmed_currency: str | None = None,
+    manual: bool = False,
+    admin_id: int | None = None,
+    reason: str | None = None,
+) -> Fulfilment:
+    """Mark a locked order paid and deliver it: the fulfilment gate row first (its unique
+    constraints stop a second delivery), then entitlements, licences and the invoice.
+
+    The invoice comes last on purpose: numbering locks the year's counter row until the
+    transaction ends, and every fulfilment in the shop queues on that lock, so it is
+    taken as close to the commit as possible."""
+    now = utcnow()
+    fulfilment = Fulfilment(
+        order_id=order.id,
+        provider=provider,
+        payment_reference=payment_reference,
+        payment_event_id=payment_event_id,
+        manual=manual,
+        admin_id=admin_id,
+        reason=reason,
+        confirmed_amount=confirmed_amount,
+        confirmed_currency=confirmed_currency,
+        created_at=now,
+    )
+    session.add(fulfilment)
+    session.flush()
+    move(order, "paid")
+    order.paid_at = now
+    order.payment_reference = payment_reference
+    grant_items(session, order)
+    session.flush()
+    write_invoice(session, order)
+    return fulfilment
+
+
+def fulfil_confirmed_payment(
+    session: Session,
+    order: Order,
+    *,
+    provider: str,
+    confirmation: Confirmation,
+    payment_event_id: int | None,
+) -> Result:
+    """A provider-confirmed, final payment for a locked ``order``."""
+    reference = confirmation.payment_reference
+    existing = fulfilment_of(session, order.id)
+    if existing is not None:
+        same = (
+            existing.payment_event_id is not None and existing.payment_event_id == payment_event_id
+        )
+        return Result("processed" if same else "duplicate", "already fulfilled", existing)
+    if order.status not in ("pending", "failed", "cancelled"):
+        # paid/refunded/disputed/needs_review: a late "paid" event never moves an order back.
+        return Result("duplicate", f"order is {order.status}")
+    problems = confirmation_problems(order, confirmation)
+    if order.provider != provider:
+        problems.append(f"order was placed with {order.provider}")
+    if order.status in ("failed", "cancelled"):
+        problems.append(f"order was {order.status} when the payment arrived")
+    other = fulfilment_by_payment(session, provider, reference)
+    if other is not None:
+        problems.append(f"payment {reference} already fulfilled another order")
+    if problems:
+        # The money is there but something does not add up: hold the order for a human
+        # (nothing is delivered); an admin resolves it with a refund or manual fulfilment.
+        move(order, "needs_review")
+        if other is None:
+            order.payment_reference = reference
+        return Result("needs_review", "; ".join(problems))
+    fulfilment = fulfil_order(
+        session,
+        order,
+        provider=provider,
+        payment_reference=reference,
+        payment_event_id=payment_event_id,
+        confirmed_amount=confirmation.amount,
+        confirmed_currency=confirmation.currency,
+    )
+    return Result("processed", "", fulfilment)
+
+
+# --- the other events ------------------------------------------------------------------------
+
+
+def _set_grants(session: Session, order: Order, entitlement: str, licence: str | None) -> None:
+    """Entitlements of ``order`` to ``entitlement``; licences to ``licence`` (revoked ones
+    stay revoked, expired ones stay expired)."""
+    item_ids = [item.id for item in order.items]
+    now = utcnow()
+    session.execute(
+        update(Entitlement)
+        .where(Entitlement.order_item_id.in_(item_ids), Entitlement.status != "revoked")
+        .values(status=entitlement, updated_at=now)
+    )
+    if licence is not None:
+        session.execute(
+            update(Licence)
+            .where(
+                Licence.order_item_id.in_(item_ids),
+                Licence.status.in_(("active", "suspended")),
+            )
+            .values(status=licence, updated_at=now)
+        )
+
+
+def close_order(session: Session, order: Order, status: str) -> Result:
+    """pending -> failed / cancelled."""
+    if order.status == status:
+        return Result("duplicate", f"order is already {status}")
+    if order.status != "pending":
+        return Result("ignored", f"order is {order.status}")
+    move(order, status)
+    return Result("processed")
+
+
+def refund(session: Session, order: Order) -> Result:
+    if order.status == "refunded":
+        return Result("duplicate", "order is already refunded")
+    if "refunded" not in TRANSITIONS[order.status]:
+        return Result("ignored", f"order is {order.status}")
+    move(order, "refunded")
+    _set_grants(session, order, "revoked", "revoked")
+    return Result("processed")
+
+
+def open_dispute(session: Session, order: Order) -> Result:
+    if order.status == "disputed":
+        return Result("duplicate", "order is already disputed")
+    if "disputed" not in TRANSITIONS[order.status]:
+        return Result("ignored", f"order is {order.status}")
+    move(order, "disputed")
+    _set_grants(session, order, "on_hold", "suspended")
+    return Result("processed")
+
+
+def close_dispute(session: Session, order: Order, won: bool) -> Result:
+    if order.status != "disputed":
+        wanted = "paid" if won else "refunded"
+        if order.status == wanted:
+            return Result("duplicate", f"order is already {wanted}")
+        return Result("ignored", f"order is {order.status}")
+    if won and fulfilment_of(session, order.id) is None:
+        # Disputed while held in review: it goes back there, nothing is delivered.
+        move(order, "needs_review")
+    elif won:
+        move(order, "paid")
+        _set_grants(session, order, "active", "active")
+    else:
+        move(order, "refunded")
+        _set_grants(session, order, "revoked", "revoked")
+    return Result("processed")
+
+
+# --- manual fulfilment (admin) ---------------------------------------------------------------
+
+
+class OrderMissing(Exception):
+    pass
+
+
+class AlreadyFulfilled(Exception):
+    def __init__(self, existing: Fulfilment, event: PaymentEvent | None):
+        super().__init__("already fulfilled")
+        self.fulfilment = existing
+        self.event = event
+
+
+class NotFulfillable(Exception):
+    pass
+
+
+def manual_fulfil(
+    session: Session,
+    number: str,
+    *,
+    admin_id: int,
+    reason: str,
+    payment_reference: str | None,
+) -> tuple[Order, Fulfilment]:
+    """Deliver an order an admin has seen paid. First checks whether the payment was
+    already processed (AlreadyFulfilled names the fulfilment and its event), then
+    fulfils exactly as a confirmed payment would, recorded with the admin and reason."""
+    order_id = session.scalar(select(Order.id).where(Order.number == number))
+    if order_id is None:
+        raise OrderMissing(number)
+    order = lock_order(session, order_id)
+    existing = fulfilment_of(session, order.id)
+    if existing is None and payment_reference:
+        existing = fulfilment_by_payment(session, order.provider, payment_reference)
+    if existing is not None:
+        event = (
+            session.get(PaymentEvent, existing.payment_event_id)
+            if existing.payment_event_id
+            else None
+        )
+        raise AlreadyFulfilled(existing, event)
+    if order.status not in MANUALLY_FULFILLABLE:
+        raise NotFulfillable(f"order {number} is {order.status}")
+    reference = payment_reference or order.payment_reference or f"manual-{order.number}"
+    if fulfilment_by_payment(session, order.provider, reference) is not None:
+        reference = f"manual-{order.number}"
+    if order.status in ("failed", "cancelled"):
+        move(order, "needs_review")  # the only way forward from a closed order
+    return order, fulfil_order(
+        session,
+        order,
+        provider=order.provider,
+        payment_reference=reference,
+        manual=True,
+        admin_id=admin_id,
+        reason=reason,
+    )

@@ -1,0 +1,328 @@
+"""Provider registrations and their settings: ini defaults, admin overrides, encryption.
+
+A provider's *config* (the mapping handed to ``verify``/``confirm``/``create_checkout``)
+is built here: every admin-editable field (``provider.settings_fields``, camelCase JSON
+names) from the admin's saved value or else the ini default, the ini-only extra settings
+the plugin declared, and ``signatureTolerance`` (seconds; 0 = no age check, used only when
+an admin reprocesses a stored delivery).
+
+Secrets are encrypted at rest with Fernet (AES-128-CBC + HMAC-SHA256, from
+``cryptography``) under a key derived by HKDF-SHA256 from ``cmsshop.secret``. Changing the
+server secret makes saved secrets unreadable: they are then treated as unset (the ini
+default applies) and logged, and an admin saves them again.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cmsshop.db import own_transaction
+from cmsshop.models.payments import PaymentSetting
+from cmsshop.services.payments.base import PaymentProvider
+from cmsshop.util import utcnow
+
+log = logging.getLogger(__name__)
+
+REGISTRY_KEY = "cmsshop.payment_providers"
+DEFAULT_SIGNATURE_TOLERANCE = 300
+MAX_VALUE_LENGTH = 2000
+MAX_LIST_ITEMS = 10
+
+# (value, config) -> headers, body: builds and signs a realistic "payment completed"
+# delivery for a pending order (cmsshop-admin simulate-payment).
+Simulator = Callable[["SimulatedOrder", Mapping[str, Any]], tuple[dict[str, str], bytes]]
+# value -> None or raise ValueError(message for the admin)
+FieldValidator = Callable[[Any], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulatedOrder:
+    """What a simulator needs to know about the pending order it pays."""
+
+    number: str
+    currency: str
+    total: int
+    provider_checkout_id: str | None
+    customer_email: str
+    items: list[dict[str, Any]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderSpec:
+    """One registered provider and what the shared machinery needs to know about it."""
+
+    provider: PaymentProvider
+    list_fields: frozenset[str] = frozenset()
+    extra_settings: Mapping[str, tuple[Callable[[Any], Any], Any]] = dataclasses.field(
+        default_factory=dict
+    )
+    validators: Mapping[str, FieldValidator] = dataclasses.field(default_factory=dict)
+    simulator: Simulator | None = None
+
+    @property
+    def name(self) -> str:
+        return self.provider.name
+
+    @property
+    def fields(self) -> Mapping[str, bool]:
+        return self.provider.settings_fields
+
+
+def snake(name: str) -> str:
+    """``webhookSecrets`` -> ``webhook_secrets`` (ini and environment names)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def ini_name(provider: str, field: str) -> str:
+    return f"cmsshop.{provider}.{snake(field)}"
+
+
+def env_name(provider: str, field: str) -> str:
+    return f"CMSSHOP_{provider.upper()}_{snake(field).upper()}"
+
+
+def providers(registry) -> dict[str, ProviderSpec]:
+    """The registered providers by name (empty when no payment module is on)."""
+    return registry.get(REGISTRY_KEY, {})
+
+
+def find_provider(registry, name: str) -> ProviderSpec | None:
+    return providers(registry).get(name)
+
+
+# --- encryption --------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=8)
+def _fernet(server_secret: str) -> Fernet:
+    key = HKDF(
+        algorithm=hashes.SHA256(),
+        length=32,
+        salt=b"cmsshop payment settings",
+        info=b"fernet key v1",
+    ).derive(server_secret.encode())
+    return Fernet(base64.urlsafe_b64encode(key))
+
+
+def encrypt_value(server_secret: str, value: Any) -> str:
+    return _fernet(server_secret).encrypt(json.dumps(value).encode()).decode()
+
+
+def decrypt_value(server_secret: str, token: str) -> Any:
+    """Raise InvalidToken when the token was made under another server secret."""
+    return json.loads(_fernet(server_secret).decrypt(token.encode()))
+
+
+def mask_secret(value: str) -> str:
+    """Never the whole secret: the last 4 characters of a long one, nothing of a short one."""
+    if not value:
+        return ""
+    return "****" + value[-4:] if len(value) >= 12 else "****"
+
+
+# --- reading -----------------------------------------------------------------------------
+
+
+def ini_default(settings: Mapping[str, Any], spec: ProviderSpec, field: str) -> Any:
+    value = settings.get(ini_name(spec.name, field))
+    if field in spec.list_fields:
+        return list(value or [])
+    return value or ""
+
+
+def saved_values(session: Session, settings: Mapping[str, Any], spec: ProviderSpec) -> dict:
+    """The admin-saved values of ``spec`` (decrypted); unreadable ones are left out."""
+    rows = session.scalars(select(PaymentSetting).where(PaymentSetting.provider == spec.name))
+    values = {}
+    for row in rows:
+        if row.field not in spec.fields:
+            continue  # a field the provider no longer has
+        try:
+            if row.encrypted:
+                values[row.field] = decrypt_value(settings["cmsshop.secret"], row.value)
+            else:
+                values[row.field] = json.loads(row.value)
+        except (InvalidToken, ValueError):
+            log.warning(
+                "saved %s.%s cannot be decrypted (was cmsshop.secret changed?); "
+                "using the ini default until an admin saves it again",
+                spec.name,
+                row.field,
+            )
+    return values
+
+
+def effective_values(
+    session: Session, settings: Mapping[str, Any], spec: ProviderSpec
+) -> tuple[dict, dict]:
+    """(values, sources): each field's value and where it came from (admin/ini/unset)."""
+    saved = saved_values(session, settings, spec)
+    values, sources = {}, {}
+    for field in spec.fields:
+        if field in saved:
+            values[field], sources[field] = saved[field], "admin"
+        else:
+            default = ini_default(settings, spec, field)
+            values[field] = default
+            sources[field] = "ini" if default else "unset"
+    return values, sources
+
+
+def provider_config(
+    registry, spec: ProviderSpec, session: Session | None = None, *, tolerance: int | None = None
+) -> dict[str, Any]:
+    """The config mapping handed to the provider (see the module docstring).
+
+    Without ``session`` the saved values are read in a short session of their own, so a
+    webhook reads nothing through request.db before its first write (on SQLite a read
+    snapshot taken earlier could not be upgraded to a write after our own commits).
+    """
+    settings = registry.settings
+    if session is None:
+        with own_transaction(registry) as own:
+            values, _ = effective_values(own, settings, spec)
+    else:
+        values, _ = effective_values(session, settings, spec)
+    for name in spec.extra_settings:
+        values[name] = settings.get(ini_name(spec.name, name))
+    if tolerance is None:
+        tolerance = settings.get(
+            ini_name(spec.name, "signatureTolerance"), DEFAULT_SIGNATURE_TOLERANCE
+        )
+    values["signatureTolerance"] = tolerance
+    return values
+
+
+def masked_settings(session: Session, registry) -> dict:
+    """The admin view of every provider's settings: secrets masked, plus sources."""
+    body = {}
+    for name, spec in sorted(providers(registry).items()):
+        values, sources = effective_values(session, registry.settings, spec)
+        shown: dict[str, Any] = {}
+        for field, is_secret in spec.fields.items():
+            value = values[field]
+            if is_secret:
+                value = (
+                    [mask_secret(str(v)) for v in value]
+                    if isinstance(value, list)
+                    else (mask_secret(str(value)) if value else "")
+                )
+            shown[field] = value
+        shown["sources"] = sources
+        body[name] = shown
+    return body
+
+
+# --- writing -----------------------------------------------------------------------------
+
+
+class SettingsInvalid(Exception):
+    def __init__(self, errors: dict[str, str]):
+        super().__init__("invalid payment settings")
+        self.errors = errors
+
+
+def validate_update(registry, data: Any) -> dict[str, dict[str, Any]]:
+    """Check a partial update body; raise SettingsInvalid with one message per field."""
+    errors: dict[str, str] = {}
+    if not isinstance(data, dict):
+        raise SettingsInvalid({"body": "must be an object"})
+    known = providers(registry)
+    result: dict[str, dict[str, Any]] = {}
+    for name, fields in data.items():
+        spec = known.get(name)
+        if spec is None:
+            errors[name] = f"unknown provider; known: {', '.join(sorted(known)) or 'none'}"
+            continue
+        if not isinstance(fields, dict):
+            errors[name] = "must be an object"
+            continue
+        result[name] = {}
+        for field, value in fields.items():
+            key = f"{name}.{field}"
+            if field not in spec.fields:
+                errors[key] = f"unknown field; known: {', '.join(spec.fields)}"
+                continue
+            message = _check_value(spec, field, value)
+            if message:
+                errors[key] = message
+                continue
+            result[name][field] = value
+    if errors:
+        raise SettingsInvalid(errors)
+    return result
+
+
+def _check_value(spec: ProviderSpec, field: str, value: Any) -> str | None:
+    if value is None:
+        return None  # remove the saved value: the ini default applies again
+    if field in spec.list_fields:
+        if not isinstance(value, list):
+            return "must be an array of strings or null"
+        if len(value) > MAX_LIST_ITEMS:
+            return f"at most {MAX_LIST_ITEMS} items"
+        for item in value:
+            if not isinstance(item, str) or not item.strip():
+                return "every item must be a non-empty string"
+            if len(item) > MAX_VALUE_LENGTH or not item.isprintable():
+                return f"items must be printable and at most {MAX_VALUE_LENGTH} characters"
+    else:
+        if not isinstance(value, str):
+            return "must be a string or null"
+        if len(value) > MAX_VALUE_LENGTH or not value.isprintable():
+            return f"must be printable and at most {MAX_VALUE_LENGTH} characters"
+    validator = spec.validators.get(field)
+    if validator is not None:
+        try:
+            validator(value)
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
+def save_settings(
+    session: Session, registry, update: dict[str, dict[str, Any]], admin_id: int | None
+) -> None:
+    """Apply a validated partial update: null deletes the saved value, anything else
+    replaces it (encrypted when the field is a secret)."""
+    secret = registry.settings["cmsshop.secret"]
+    known = providers(registry)
+    for name, fields in update.items():
+        spec = known[name]
+        for field, value in fields.items():
+            row = session.scalar(
+                select(PaymentSetting).where(
+                    PaymentSetting.provider == name, PaymentSetting.field == field
+                )
+            )
+            if value is None:
+                if row is not None:
+                    session.delete(row)
+                continue
+            if isinstance(value, list):
+                value = [item.strip() for item in value]
+            elif isinstance(value, str):
+                value = value.strip()
+            encrypted = spec.fields[field]
+            stored = encrypt_value(secret, value) if encrypted else json.dumps(value)
+            if row is None:
+                row = PaymentSetting(provider=name, field=field)
+                session.add(row)
+            row.value = stored
+            row.encrypted = encrypted
+            row.updated_at = utcnow()
+            row.updated_by = admin_id
+    session.flush()

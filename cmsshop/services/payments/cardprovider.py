@@ -1,0 +1,458 @@
+"""The card provider: Stripe's webhook scheme, event format and API.
+
+Everything Stripe-specific lives here, behind the provider-neutral contract of
+``cmsshop.services.payments.base``; the shared machinery does the rest.
+
+Verification (before any write), as Stripe documents it:
+
+* header ``Stripe-Signature: t=<unix time>,v1=<hex>[,v1=<hex>...][,v0=...]``;
+* the signed payload is ``<t>.`` followed by the raw body bytes, HMAC-SHA256 keyed with
+  the whole ``whsec_...`` string; every ``v1`` is compared with every configured secret
+  (current and previous, during a rotation) in constant time; ``v0`` (Stripe's test-mode
+  legacy scheme) and unknown schemes are ignored;
+* ``t`` further than ``signatureTolerance`` seconds (default 300) from now is rejected,
+  in the past (replay) or in the future (a clock that cannot be trusted).
+
+We verify the raw bytes ourselves rather than through ``stripe.WebhookSignature``: that
+helper decodes the body as UTF-8 first (a non-UTF-8 body raises instead of failing
+verification) and accepts timestamps from the future. The tests produce signatures
+with the stripe library's own ``WebhookSignature.generate_signature_header`` and check
+the result against ``stripe.Webhook.construct_event``.
+
+Config keys read: ``webhookSecrets`` (list), ``apiKey``, ``apiBase`` (default
+https://api.stripe.com), ``timeout`` (seconds), ``signatureTolerance``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import stripe
+
+from cmsshop.services.payments.base import (
+    CANCEL,
+    DISPUTE_LOST,
+    DISPUTE_OPENED,
+    DISPUTE_WON,
+    FAIL,
+    FULFIL,
+    IGNORE,
+    REFUND,
+    CheckoutRequest,
+    CheckoutSession,
+    Confirmation,
+    EventAction,
+    NotConfigured,
+    ProviderUnavailable,
+    SignatureInvalid,
+    VerifiedEvent,
+)
+
+NAME = "cardprovider"
+SIGNATURE_HEADER = "Stripe-Signature"
+DEFAULT_API_BASE = "https://api.stripe.com"
+DEFAULT_TIMEOUT = 10.0
+MAX_HEADER_LENGTH = 4096
+MAX_SIGNATURES = 16
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_OBJECT_ID = re.compile(r"^[A-Za-z0-9_]{1,255}$")
+# The API version our event builder imitates (simulate-payment, tests, bench).
+SIMULATED_API_VERSION = "2024-06-20"
+
+
+# --- signatures --------------------------------------------------------------------------
+
+
+def compute_signature(secret: str, timestamp: int, raw_body: bytes) -> str:
+    """HMAC-SHA256 of ``<t>.<raw body>`` keyed with the whole ``whsec_...`` string."""
+    signed = str(timestamp).encode() + b"." + raw_body
+    return hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def signature_header(secret: str, raw_body: bytes, timestamp: int | None = None) -> str:
+    """A ``Stripe-Signature`` header value, as Stripe would send it."""
+    timestamp = int(time.time()) if timestamp is None else timestamp
+    return f"t={timestamp},v1={compute_signature(secret, timestamp, raw_body)}"
+
+
+def parse_signature_header(header: str) -> tuple[int, list[str]]:
+    """``(timestamp, [v1 signatures])``; raise SignatureInvalid when unusable."""
+    if len(header) > MAX_HEADER_LENGTH:
+        raise SignatureInvalid("Stripe-Signature header is too long")
+    timestamps, signatures = [], []
+    for item in header.split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep:
+            continue
+        if key == "t":
+            timestamps.append(value)
+        elif key == "v1":
+            signatures.append(value.strip().lower())
+        # v0 and unknown schemes are ignored on purpose.
+    if len(timestamps) != 1 or not re.fullmatch(r"[0-9]{1,12}", timestamps[0]):
+        raise SignatureInvalid("Stripe-Signature header has no single valid timestamp")
+    signatures = [s for s in signatures if _HEX64.match(s)][:MAX_SIGNATURES]
+    if not signatures:
+        raise SignatureInvalid("Stripe-Signature header has no v1 signature")
+    return int(timestamps[0]), signatures
+
+
+def _secrets(config: Mapping[str, Any]) -> list[str]:
+    value = config.get("webhookSecrets") or []
+    if isinstance(value, str):
+        value = value.split()
+    return [str(s).strip() for s in value if str(s).strip()]
+
+
+# --- the provider ------------------------------------------------------------------------
+
+
+class CardProvider:
+    """Stripe as the card provider; one instance per process holds its API clients."""
+
+    name = NAME
+    settings_fields = {"webhookSecrets": True, "apiKey": True, "apiBase": False}
+
+    def __init__(self):
+        self._clients: dict[tuple, stripe.StripeClient] = {}
+        self._lock = threading.Lock()
+
+    # -- verify ----------------------------------------------------------------------------
+
+    def verify(
+        self, headers: Mapping[str, str], raw_body: bytes, config: Mapping[str, Any]
+    ) -> VerifiedEvent:
+        keys = _secrets(config)
+        if not keys:
+            raise NotConfigured("cardprovider webhookSecrets is not configured")
+        header = headers.get(SIGNATURE_HEADER)
+        if not header:
+            raise SignatureInvalid("Stripe-Signature header is missing")
+        timestamp, signatures = parse_signature_header(str(header))
+        matched = False
+        # Every candidate is compared (no early exit), each in constant time.
+        for key in keys:
+            expected = compute_signature(key, timestamp, raw_body)
+            for candidate in signatures:
+                matched |= hmac.compare_digest(expected, candidate)
+        if not matched:
+            raise SignatureInvalid("no v1 signature matches a configured secret")
+        tolerance = int(config.get("signatureTolerance") or 0)
+        if tolerance and abs(time.time() - timestamp) > tolerance:
+            raise SignatureInvalid(f"timestamp is outside the tolerance of {tolerance} s")
+        try:
+            payload = json.loads(raw_body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise SignatureInvalid("signed body is not UTF-8 JSON") from exc
+        if not isinstance(payload, dict):
+            raise SignatureInvalid("signed body is not a JSON object")
+        event_id, event_type = payload.get("id"), payload.get("type")
+        if not isinstance(event_id, str) or not 1 <= len(event_id) <= 255:
+            raise SignatureInvalid("event has no id")
+        if not isinstance(event_type, str) or not 1 <= len(event_type) <= 100:
+            raise SignatureInvalid("event has no type")
+        return VerifiedEvent(
+            provider=NAME, event_id=event_id, event_type=event_type, payload=payload, raw=raw_body
+        )
+
+    # -- interpret -------------------------------------------------------------------------
+
+    def interpret(self, event: VerifiedEvent) -> EventAction:
+        data = event.payload.get("data")
+        obj = data.get("object") if isinstance(data, dict) else None
+        if not isinstance(obj, dict):
+            return EventAction(IGNORE, reason="event has no data.object")
+        kind = event.event_type
+        if kind in ("checkout.session.completed", "checkout.session.async_payment_succeeded"):
+            if kind == "checkout.session.completed" and obj.get("payment_status") != "paid":
+                return EventAction(
+                    IGNORE,
+                    order_number=_session_order_number(obj),
+                    reason=f"payment_status is {str(obj.get('payment_status'))[:40]}",
+                )
+            return _session_action(FULFIL, obj)
+        if kind == "checkout.session.async_payment_failed":
+            return _session_action(FAIL, obj)
+        if kind == "checkout.session.expired":
+            return _session_action(CANCEL, obj)
+        if kind == "payment_intent.succeeded":
+            number = _text(_mapping(obj.get("metadata")).get("orderNumber"))
+            if not number:
+                return EventAction(IGNORE, reason="payment intent carries no orderNumber")
+            amount = obj.get("amount_received", obj.get("amount"))
+            return EventAction(
+                FULFIL,
+                order_number=number,
+                payment_reference=_text(obj.get("id")),
+                provider_object_id=_text(obj.get("id")),
+                amount=amount if _is_int(amount) else None,
+                currency=_currency(obj.get("currency")),
+            )
+        if kind == "charge.refunded":
+            amount, refunded = obj.get("amount"), obj.get("amount_refunded")
+            full = obj.get("refunded") is True or (
+                _is_int(amount) and _is_int(refunded) and refunded >= amount
+            )
+            if not full:
+                return EventAction(IGNORE, reason="partial refund")
+            return _charge_action(REFUND, obj)
+        if kind == "charge.dispute.created":
+            return _charge_action(DISPUTE_OPENED, obj)
+        if kind == "charge.dispute.closed":
+            status = obj.get("status")
+            if status in ("won", "warning_closed"):
+                return _charge_action(DISPUTE_WON, obj)
+            if status == "lost":
+                return _charge_action(DISPUTE_LOST, obj)
+            return EventAction(IGNORE, reason=f"dispute closed as {str(status)[:40]}")
+        return EventAction(IGNORE, reason=f"{kind[:100]} is not acted on")
+
+    # -- the API ---------------------------------------------------------------------------
+
+    def _client(self, config: Mapping[str, Any]) -> stripe.StripeClient:
+        api_key = _text(config.get("apiKey"))
+        if not api_key:
+            raise NotConfigured("cardprovider apiKey is not configured")
+        base = (_text(config.get("apiBase")) or DEFAULT_API_BASE).rstrip("/")
+        timeout = float(config.get("timeout") or DEFAULT_TIMEOUT)
+        key = (api_key, base, timeout)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                if len(self._clients) > 16:
+                    self._clients.clear()  # keys were rotated many times; start afresh
+                client = stripe.StripeClient(
+                    api_key,
+                    base_addresses={"api": base},
+                    max_network_retries=1,
+                    http_client=stripe.RequestsClient(timeout=timeout),
+                )
+                self._clients[key] = client
+        return client
+
+    def confirm(self, action: EventAction, config: Mapping[str, Any]) -> Confirmation:
+        object_id = action.provider_object_id or action.payment_reference or ""
+        if not _OBJECT_ID.match(object_id):
+            raise ProviderUnavailable("the event names no checkout session or payment intent")
+        client = self._client(config)
+        try:
+            if object_id.startswith("pi_"):
+                intent = client.v1.payment_intents.retrieve(object_id).to_dict()
+                return Confirmation(
+                    final=intent.get("status") == "succeeded",
+                    amount=_int(intent.get("amount_received")),
+                    currency=_currency(intent.get("currency")) or "",
+                    order_number=_text(_mapping(intent.get("metadata")).get("orderNumber")),
+                    payment_reference=_text(intent.get("id")) or object_id,
+                )
+            session = client.v1.checkout.sessions.retrieve(object_id).to_dict()
+        except stripe.StripeError as exc:
+            raise ProviderUnavailable(_describe(exc)) from None
+        return Confirmation(
+            final=session.get("payment_status") == "paid" and session.get("status") == "complete",
+            amount=_int(session.get("amount_total")),
+            currency=_currency(session.get("currency")) or "",
+            order_number=_session_order_number(session),
+            payment_reference=_object_id(session.get("payment_intent"))
+            or action.payment_reference
+            or object_id,
+        )
+
+    def create_checkout(
+        self, checkout: CheckoutRequest, config: Mapping[str, Any]
+    ) -> CheckoutSession:
+        client = self._client(config)
+        currency = checkout.currency.lower()
+        params: dict[str, Any] = {
+            "mode": "payment",
+            "client_reference_id": checkout.order_number,
+            "metadata": {"orderNumber": checkout.order_number},
+            # Copied onto the PaymentIntent so payment_intent.* events name the order too.
+            "payment_intent_data": {"metadata": {"orderNumber": checkout.order_number}},
+            "line_items": [
+                {
+                    "price_data": {
+                        "currency": currency,
+                        "unit_amount": item["amount"],
+                        "product_data": {"name": item["name"]},
+                    },
+                    "quantity": 1,
+                }
+                for item in checkout.items
+            ],
+            "success_url": checkout.success_url,
+            "cancel_url": checkout.cancel_url,
+        }
+        if checkout.customer_email:
+            params["customer_email"] = checkout.customer_email
+        try:
+            session = client.v1.checkout.sessions.create(
+                params=params,  # type: ignore[arg-type]
+                # A retried request for the same order gets the same session back.
+                options={"idempotency_key": f"cmsshop-checkout-{checkout.order_number}"},
+            ).to_dict()
+        except stripe.StripeError as exc:
+            raise ProviderUnavailable(_describe(exc)) from None
+        url, session_id = session.get("url"), session.get("id")
+        if not isinstance(url, str) or not isinstance(session_id, str):
+            raise ProviderUnavailable("the checkout session has no url or id")
+        return CheckoutSession(redirect_url=url, provider_checkout_id=session_id)
+
+
+# --- event helpers -----------------------------------------------------------------------
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str | None:
+    return value.strip()[:255] or None if isinstance(value, str) else None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(value: Any) -> int:
+    return value if _is_int(value) else -1
+
+
+def _currency(value: Any) -> str | None:
+    return value.upper()[:3] if isinstance(value, str) and value else None
+
+
+def _object_id(value: Any) -> str | None:
+    """An id, whether the field holds the id or the expanded object."""
+    if isinstance(value, dict):
+        value = value.get("id")
+    return _text(value)
+
+
+def _session_order_number(session: Mapping[str, Any]) -> str | None:
+    return _text(session.get("client_reference_id")) or _text(
+        _mapping(session.get("metadata")).get("orderNumber")
+    )
+
+
+def _session_action(action: str, session: Mapping[str, Any]) -> EventAction:
+    amount = session.get("amount_total")
+    return EventAction(
+        action,
+        order_number=_session_order_number(session),
+        payment_reference=_object_id(session.get("payment_intent")),
+        provider_object_id=_text(session.get("id")),
+        amount=amount if _is_int(amount) else None,
+        currency=_currency(session.get("currency")),
+    )
+
+
+def _charge_action(action: str, obj: Mapping[str, Any]) -> EventAction:
+    """Charges and disputes name the PaymentIntent (our payment reference)."""
+    return EventAction(
+        action,
+        payment_reference=_object_id(obj.get("payment_intent")),
+        provider_object_id=_object_id(obj.get("charge")) or _text(obj.get("id")),
+    )
+
+
+def _describe(exc: stripe.StripeError) -> str:
+    """A loggable account of an API failure (no key, no request body)."""
+    status = getattr(exc, "http_status", None)
+    kind = type(exc).__name__
+    message = (getattr(exc, "user_message", None) or str(exc) or "").splitlines()
+    first = message[0][:200] if message else ""
+    return f"{kind}{f' HTTP {status}' if status else ''}: {first}"
+
+
+# --- realistic events (simulate-payment, tests, the benchmark) ---------------------------
+
+
+def checkout_session_object(
+    *,
+    order_number: str,
+    amount: int,
+    currency: str,
+    session_id: str | None = None,
+    payment_intent: str | None = None,
+    payment_status: str = "paid",
+    customer_email: str | None = None,
+) -> dict[str, Any]:
+    """A Checkout Session as Stripe's API and events show it (the fields we use and then
+    some, so the payload looks like the real thing)."""
+    now = int(time.time())
+    return {
+        "id": session_id or f"cs_test_{secrets.token_hex(12)}",
+        "object": "checkout.session",
+        "amount_subtotal": amount,
+        "amount_total": amount,
+        "client_reference_id": order_number,
+        "created": now - 60,
+        "currency": currency.lower(),
+        "customer_details": {"email": customer_email, "name": None},
+        "customer_email": customer_email,
+        "expires_at": now + 86400,
+        "livemode": False,
+        "metadata": {"orderNumber": order_number},
+        "mode": "payment",
+        "payment_intent": payment_intent or f"pi_test_{secrets.token_hex(12)}",
+        "payment_method_types": ["card"],
+        "payment_status": payment_status,
+        "status": "complete" if payment_status == "paid" else "open",
+        "success_url": "https://example.com/success",
+        "url": None,
+    }
+
+
+def build_event(event_type: str, obj: dict[str, Any], event_id: str | None = None) -> dict:
+    """A Stripe event envelope around ``obj``."""
+    return {
+        "id": event_id or f"evt_test_{secrets.token_hex(12)}",
+        "object": "event",
+        "api_version": SIMULATED_API_VERSION,
+        "created": int(time.time()),
+        "data": {"object": obj},
+        "livemode": False,
+        "pending_webhooks": 1,
+        "request": {"id": None, "idempotency_key": None},
+        "type": event_type,
+    }
+
+
+def signed_delivery(
+    event: dict[str, Any], secret: str, timestamp: int | None = None
+) -> tuple[dict[str, str], bytes]:
+    """(headers, body) of a delivery of ``event`` signed with ``secret``."""
+    body = json.dumps(event, separators=(",", ":")).encode()
+    return (
+        {
+            "Content-Type": "application/json; charset=utf-8",
+            "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+            SIGNATURE_HEADER: signature_header(secret, body, timestamp),
+        },
+        body,
+    )
+
+
+def simulate_payment(order, config: Mapping[str, Any]) -> tuple[dict[str, str], bytes]:
+    """simulate-payment: a signed ``checkout.session.completed`` paying ``order`` in full
+    (``order`` is a cmsshop.services.payment_settings.SimulatedOrder)."""
+    keys = _secrets(config)
+    if not keys:
+        raise NotConfigured("cardprovider webhookSecrets is not configured")
+    session = checkout_session_object(
+        order_number=order.number,
+        amount=order.total,
+        currency=order.currency,
+        session_id=order.provider_checkout_id,
+        customer_email=order.customer_email,
+    )
+    return signed_delivery(build_event("checkout.session.completed", session), keys[0])

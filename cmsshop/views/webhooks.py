@@ -1,0 +1,113 @@
+"""POST /api/webhooks/<provider>: one view for every provider (added per provider by
+cmsshop.modules.webhooks.add_payment_provider; authenticated by signature, no CSRF)."""
+
+from __future__ import annotations
+
+from cmsshop import openapi as oa
+from cmsshop.errors import ApiError, Conflict, NotFound, ServiceUnavailable
+from cmsshop.services import payment_events as pe
+from cmsshop.services.payment_settings import find_provider
+from cmsshop.views.common import read_body
+
+STATUSES = ["processed", "duplicate", "ignored", "needs_review"]
+
+
+def delivery_error(exc: pe.DeliveryError) -> ApiError:
+    """The HTTP answer to a delivery that was not handled: 2xx never, so the provider
+    delivers again (except 400 for a bad signature, which a retry cannot fix)."""
+    extra = {"received": not isinstance(exc, pe.DeliveryRejected | pe.WebhookNotConfigured)}
+    extra["status"] = exc.event_status
+    message = str(exc)
+    if isinstance(exc, pe.WebhookNotConfigured):
+        extra["status"] = "not_configured"
+        return ServiceUnavailable(
+            "This webhook has no secret configured yet.",
+            code="webhook_not_configured",
+            title="Webhook not configured",
+            hints=["Operators: set the webhook secret in the ini or the admin settings area."],
+            extra=extra,
+            retry_after=300,
+        )
+    if isinstance(exc, pe.DeliveryRejected):
+        return ApiError(
+            "The signature of this delivery is invalid.",
+            status=400,
+            code="invalid_signature",
+            title="Invalid signature",
+            hints=["Check that the endpoint's signing secret matches the configured one."],
+            extra=extra,
+        )
+    if isinstance(exc, pe.VerificationUnavailable):
+        return ServiceUnavailable(
+            f"The signature could not be checked now: {message}",
+            code="verification_unavailable",
+            title="Verification unavailable",
+            extra=extra,
+        )
+    if isinstance(exc, pe.OrderNotFound):
+        return Conflict(
+            f"The order of this event is not known (yet): {message}",
+            code="pending_order",
+            title="Order not found",
+            hints=["The provider retries; the event is kept in the event log."],
+            extra=extra,
+        )
+    if isinstance(exc, pe.ConfirmFailed):
+        return ServiceUnavailable(
+            f"The payment could not be confirmed with the provider: {message}",
+            code="confirm_failed",
+            title="Confirmation failed",
+            hints=["Nothing was marked paid; the provider retries."],
+            extra=extra,
+            retry_after=60,
+        )
+    if isinstance(exc, pe.PaymentNotFinal):
+        return Conflict(message, code="payment_not_final", title="Payment not final", extra=extra)
+    if isinstance(exc, pe.EventNotFound):
+        return NotFound(message, code="payment_event_not_found")
+    if isinstance(exc, pe.CannotReprocess):
+        return Conflict(message, code="cannot_reprocess", title="Cannot reprocess", extra=extra)
+    return ApiError(message, status=500, code="internal_error", extra=extra)
+
+
+def receive_webhook(request):
+    name = request.matched_route.name.removeprefix("webhooks.")
+    spec = find_provider(request.registry, name)
+    raw = read_body(request)
+    try:
+        result = pe.receive_delivery(
+            request.registry, request.db, request.tm, spec, request.headers, raw
+        )
+    except pe.DeliveryError as exc:
+        raise delivery_error(exc) from None
+    return {"received": True, "status": result.status}
+
+
+WEBHOOK_ACK = {
+    "type": "object",
+    "required": ["received", "status"],
+    "properties": {
+        "received": {"const": True},
+        "status": {"type": "string", "enum": STATUSES},
+    },
+}
+
+
+def openapi_paths(name: str) -> dict:
+    return {
+        f"/api/webhooks/{name}": {
+            "post": oa.operation(
+                f"Deliver a {name} event (signed by the provider; no session, no CSRF)",
+                {
+                    **oa.ok(oa.ref("WebhookAck"), "Handled, a duplicate, or ignored"),
+                    **oa.errors(409, 503),
+                },
+                body={"type": "object"},
+                body_required=False,
+                tags=["webhooks"],
+            )
+        }
+    }
+
+
+OPENAPI_SCHEMAS = {"WebhookAck": WEBHOOK_ACK}

@@ -1,0 +1,1 @@
+"""Fakes of external services (provider APIs), served on loopback for tests."""

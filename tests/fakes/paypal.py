@@ -1,0 +1,634 @@
+"""A fake PayPal on loopback HTTPS, a test PKI, and a webhook signer for tests.
+
+Independent of cmsshop's own code on purpose: events are signed here the way PayPal
+signs them, so the provider's verification is checked against a second implementation.
+
+* ``TestPKI``: a root CA (the only trusted root, written to ``ca_bundle``), an
+  intermediate, a TLS certificate for localhost/127.0.0.1 and signing certificates for
+  ``messageverificationcerts.paypal.com`` (valid, expired, or from a rogue root).
+* ``FakePayPal``: serves certificates, ``POST /v1/oauth2/token``,
+  ``GET /v2/payments/captures/{id}``, ``POST /v2/checkout/orders`` and
+  ``POST /v2/checkout/orders/{id}/capture``; counts every request it receives.
+* ``sign_headers``: the five PAYPAL-* headers for a body.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import secrets
+import socket
+import ssl
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+SIGNING_NAME = "messageverificationcerts.paypal.com"
+CLIENT_ID = "test-client-id"
+CLIENT_SECRET = "test-client-secret"
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def new_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "cmsshop tests"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def make_ca(common_name, key, issuer=None, issuer_key=None, days=3650) -> x509.Certificate:
+    now = utcnow()
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name))
+        .issuer_name(issuer.subject if issuer else _name(common_name))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    )
+    if issuer is not None:
+        builder = builder.add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+            critical=False,
+        )
+    return builder.sign(issuer_key or key, hashes.SHA256())
+
+
+def make_leaf(
+    key,
+    issuer,
+    issuer_key,
+    dns_names=(SIGNING_NAME,),
+    ips=(),
+    not_before=None,
+    not_after=None,
+) -> x509.Certificate:
+    import ipaddress
+
+    now = utcnow()
+    not_before = not_before or now - dt.timedelta(days=1)
+    not_after = not_after or now + dt.timedelta(days=365)
+    san = [x509.DNSName(n) for n in dns_names] + [
+        x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips
+    ]
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name(dns_names[0] if dns_names else ips[0]))
+        .issuer_name(issuer.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(san), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=True,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()),
+            critical=False,
+        )
+        .sign(issuer_key, hashes.SHA256())
+    )
+
+
+def pem(*certs: x509.Certificate) -> bytes:
+    return b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certs)
+
+
+def key_pem(key) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+class SigningCert:
+    """A signing key and the PEM chain a PAYPAL-CERT-URL would serve for it."""
+
+    def __init__(self, key, chain_pem: bytes):
+        self.key = key
+        self.chain_pem = chain_pem
+
+
+class TestPKI:
+    """Root -> intermediate -> {TLS server cert, PayPal signing certs}; plus a rogue root."""
+
+    __test__ = False  # not a test class, despite the name
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+        self.root_key = new_key()
+        self.root = make_ca("cmsshop test root", self.root_key)
+        self.intermediate_key = new_key()
+        self.intermediate = make_ca(
+            "cmsshop test intermediate", self.intermediate_key, self.root, self.root_key
+        )
+        self.ca_bundle = self.directory / "test-root.pem"
+        self.ca_bundle.write_bytes(pem(self.root))
+        # TLS for the fake server, names for both ways tests reach loopback.
+        self.tls_key = new_key()
+        tls = make_leaf(
+            self.tls_key,
+            self.intermediate,
+            self.intermediate_key,
+            dns_names=("localhost",),
+            ips=("127.0.0.1",),
+        )
+        self.tls_chain = self.directory / "tls-chain.pem"
+        self.tls_chain.write_bytes(pem(tls, self.intermediate))
+        self.tls_key_file = self.directory / "tls-key.pem"
+        self.tls_key_file.write_bytes(key_pem(self.tls_key))
+        self.signing = self.signing_cert()
+        self.rogue_root_key = new_key()
+        self.rogue_root = make_ca("rogue root", self.rogue_root_key)
+
+    def signing_cert(self, not_before=None, not_after=None, dns_names=(SIGNING_NAME,), key=None):
+        key = key or new_key()
+        leaf = make_leaf(
+            key,
+            self.intermediate,
+            self.intermediate_key,
+            dns_names=dns_names,
+            not_before=not_before,
+            not_after=not_after,
+        )
+        return SigningCert(key, pem(leaf, self.intermediate))
+
+    def rogue_signing_cert(self) -> SigningCert:
+        """Right name, right shape, but issued by a root nobody trusts."""
+        key = new_key()
+        leaf = make_leaf(key, self.rogue_root, self.rogue_root_key)
+        return SigningCert(key, pem(leaf))
+
+    def self_signed_signing_cert(self) -> SigningCert:
+        key = new_key()
+        now = utcnow()
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(_name(SIGNING_NAME))
+            .issuer_name(_name(SIGNING_NAME))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(SIGNING_NAME)]), critical=False
+            )
+            .sign(key, hashes.SHA256())
+        )
+        return SigningCert(key, pem(cert))
+
+
+def crc32_decimal(body: bytes) -> str:
+    return str(zlib.crc32(body) & 0xFFFFFFFF)
+
+
+def sign_headers(
+    body: bytes,
+    key,
+    cert_url: str,
+    webhook_id: str,
+    *,
+    transmission_id: str | None = None,
+    transmission_time: str | None = None,
+    algorithm_header: str = "SHA256withRSA",
+    digest=None,
+    crc: str | None = None,
+) -> dict[str, str]:
+    """The PAYPAL-* headers PayPal sends with a webhook delivery of ``body``."""
+    transmission_id = transmission_id or f"{secrets.token_hex(4)}-{secrets.token_hex(8)}"
+    transmission_time = transmission_time or utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
+    crc = crc if crc is not None else crc32_decimal(body)
+    message = f"{transmission_id}|{transmission_time}|{webhook_id}|{crc}".encode()
+    signature = key.sign(message, padding.PKCS1v15(), digest or hashes.SHA256())
+    return {
+        "PAYPAL-TRANSMISSION-ID": transmission_id,
+        "PAYPAL-TRANSMISSION-TIME": transmission_time,
+        "PAYPAL-TRANSMISSION-SIG": base64.b64encode(signature).decode(),
+        "PAYPAL-CERT-URL": cert_url,
+        "PAYPAL-AUTH-ALGO": algorithm_header,
+    }
+
+
+# --- event payloads shaped like PayPal's --------------------------------------------------
+
+
+def new_id(prefix: str = "") -> str:
+    alphabet = "0123456789ABCDEFGHJKLMNPQRSTUVWXYZ"
+    return prefix + "".join(secrets.choice(alphabet) for _ in range(17))
+
+
+def event(event_type: str, resource: dict, resource_type: str, event_id: str | None = None):
+    return {
+        "id": event_id or new_id("WH-"),
+        "event_version": "1.0",
+        "create_time": utcnow().strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+        "resource_type": resource_type,
+        "resource_version": "2.0",
+        "event_type": event_type,
+        "summary": f"{event_type} (test)",
+        "resource": resource,
+    }
+
+
+def capture_resource(capture_id, order_number, value="10.00", currency="EUR", status="COMPLETED"):
+    return {
+        "id": capture_id,
+        "status": status,
+        "amount": {"currency_code": currency, "value": value},
+        "final_capture": True,
+        "custom_id": order_number,
+        "invoice_id": order_number,
+        "supplementary_data": {"related_ids": {"order_id": new_id()}},
+        "links": [
+            {
+                "href": f"https://api.paypal.com/v2/payments/captures/{capture_id}",
+                "rel": "self",
+                "method": "GET",
+            }
+        ],
+    }
+
+
+def capture_event(capture_id, order_number, value="10.00", currency="EUR", **kw):
+    kind = kw.pop("event_type", "PAYMENT.CAPTURE.COMPLETED")
+    status = kw.pop("status", "COMPLETED")
+    resource = capture_resource(capture_id, order_number, value, currency, status)
+    return event(kind, resource, "capture", **kw)
+
+
+def refund_event(capture_id, order_number, value="10.00", currency="EUR", kind="REFUNDED", **kw):
+    refund_id = new_id()
+    resource = {
+        "id": refund_id,
+        "status": "COMPLETED",
+        "amount": {"currency_code": currency, "value": value},
+        "seller_payable_breakdown": {
+            "total_refunded_amount": {"currency_code": currency, "value": value}
+        },
+        "invoice_id": order_number,
+        "custom_id": order_number,
+        "links": [
+            {"href": f"https://api.paypal.com/v2/payments/refunds/{refund_id}", "rel": "self"},
+            {"href": f"https://api.paypal.com/v2/payments/captures/{capture_id}", "rel": "up"},
+        ],
+    }
+    return event(f"PAYMENT.CAPTURE.{kind}", resource, "refund", **kw)
+
+
+def dispute_event(capture_id, order_number, value="10.00", currency="EUR", **kw):
+    resource = {
+        "dispute_id": new_id("PP-D-"),
+        "reason": "MERCHANDISE_OR_SERVICE_NOT_RECEIVED",
+        "status": "OPEN",
+        "dispute_amount": {"currency_code": currency, "value": value},
+        "disputed_transactions": [
+            {
+                "buyer_transaction_id": new_id(),
+                "seller_transaction_id": capture_id,
+                "custom": order_number,
+                "invoice_number": order_number,
+                "gross_amount": {"currency_code": currency, "value": value},
+            }
+        ],
+    }
+    return event("CUSTOMER.DISPUTE.CREATED", resource, "dispute", **kw)
+
+
+def order_approved_event(paypal_order_id, order_number, value="10.00", currency="EUR", **kw):
+    resource = {
+        "id": paypal_order_id,
+        "intent": "CAPTURE",
+        "status": "APPROVED",
+        "purchase_units": [
+            {
+                "reference_id": order_number,
+                "custom_id": order_number,
+                "invoice_id": order_number,
+                "amount": {"currency_code": currency, "value": value},
+            }
+        ],
+    }
+    return event("CHECKOUT.ORDER.APPROVED", resource, "checkout-order", **kw)
+
+
+def body_of(payload: dict) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+# --- the fake server ---------------------------------------------------------------------
+
+
+class FakePayPal:
+    """PayPal's cert host and REST API on one loopback HTTPS port.
+
+    ``fail_status`` makes every API answer (not certificates) that status; ``hang_seconds``
+    delays every answer (for timeouts). ``requests`` lists (method, path) received.
+    """
+
+    def __init__(self, pki: TestPKI):
+        self.pki = pki
+        self.lock = threading.Lock()
+        self.requests: list[tuple[str, str]] = []
+        self.bodies: list[dict] = []
+        self.certs: dict[str, bytes] = {}
+        self.redirects: dict[str, str] = {}
+        self.captures: dict[str, dict] = {}
+        self.orders: dict[str, dict] = {}
+        self.idempotency: dict[str, str] = {}
+        self.tokens: set[str] = set()
+        self.fail_status: int | None = None
+        self.cert_status: int | None = None
+        self.hang_seconds = 0.0
+        self.token_lifetime = 32400
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                fake._handle(self, "GET")
+
+            def do_POST(self):
+                fake._handle(self, "POST")
+
+        class QuietServer(ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                pass  # clients that refuse our TLS certificate are expected in tests
+
+        self.generation = 0
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(pki.tls_chain), str(pki.tls_key_file))
+        self.server.socket = context.wrap_socket(
+            self.server.socket, server_side=True, do_handshake_on_connect=False
+        )
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    # -- arranging ------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"https://localhost:{self.port}"
+
+    @property
+    def host_entry(self) -> str:
+        """The allow-list entry for this server."""
+        return f"localhost:{self.port}"
+
+    def serve_cert(self, chain_pem: bytes, name: str | None = None) -> str:
+        path = f"/v1/notifications/certs/CERT-{name or secrets.token_hex(8)}"
+        self.certs[path] = chain_pem
+        return self.base_url + path
+
+    def add_capture(self, capture_id, order_number, value="10.00", currency="EUR", **fields):
+        self.captures[capture_id] = {
+            **capture_resource(capture_id, order_number, value, currency),
+            **fields,
+        }
+
+    def count(self, prefix: str = "") -> int:
+        with self.lock:
+            return sum(1 for _, path in self.requests if path.startswith(prefix))
+
+    def reset(self) -> None:
+        with self.lock:
+            self.generation += 1
+            self.requests.clear()
+            self.bodies.clear()
+        self.certs.clear()
+        self.redirects.clear()
+        self.captures.clear()
+        self.orders.clear()
+        self.idempotency.clear()
+        self.tokens.clear()
+        self.fail_status = None
+        self.cert_status = None
+        self.hang_seconds = 0.0
+        self.token_lifetime = 32400
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    def config(self, webhook_id: str = "WH-TEST-0001", **overrides) -> dict:
+        """A walletprovider config pointing at this fake and trusting the test root."""
+        return {
+            "webhookId": webhook_id,
+            "clientId": CLIENT_ID,
+            "clientSecret": CLIENT_SECRET,
+            "apiBase": self.base_url,
+            "certHosts": [self.host_entry],
+            "caBundle": str(self.pki.ca_bundle),
+            **overrides,
+        }
+
+    # -- serving --------------------------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        path = handler.path.split("?", 1)[0]
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        with self.lock:
+            self.requests.append((method, path))
+            generation = self.generation
+        if self.hang_seconds:
+            time.sleep(self.hang_seconds)
+            if generation != self.generation:
+                return None  # reset() while hanging: this answer belongs to an earlier test
+        if method == "GET" and path in self.redirects:
+            handler.send_response(302)
+            handler.send_header("Location", self.redirects[path])
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return None
+        if method == "GET" and path in self.certs:
+            if self.cert_status:
+                return self._send(handler, self.cert_status, {"error": "nope"})
+            return self._send_raw(handler, 200, self.certs[path], "application/x-pem-file")
+        if path.startswith("/v1/notifications/certs/"):
+            return self._send(handler, 404, {"name": "RESOURCE_NOT_FOUND"})
+        if self.fail_status:
+            return self._send(handler, self.fail_status, {"name": "INTERNAL_SERVICE_ERROR"})
+        if method == "POST" and path == "/v1/oauth2/token":
+            return self._token(handler, raw)
+        if not self._authorised(handler):
+            return self._send(handler, 401, {"error": "invalid_token"})
+        body = json.loads(raw) if raw else {}
+        with self.lock:
+            self.bodies.append({"path": path, "body": body, "headers": dict(handler.headers)})
+        if method == "GET" and path.startswith("/v2/payments/captures/"):
+            capture = self.captures.get(path.rsplit("/", 1)[1])
+            if capture is None:
+                return self._send(handler, 404, {"name": "RESOURCE_NOT_FOUND"})
+            return self._send(handler, 200, capture)
+        if method == "POST" and path == "/v2/checkout/orders":
+            return self._create_order(handler, body)
+        if (
+            method == "POST"
+            and path.startswith("/v2/checkout/orders/")
+            and path.endswith("/capture")
+        ):
+            return self._capture_order(handler, path.split("/")[4])
+        return self._send(handler, 404, {"name": "NOT_FOUND"})
+
+    def _token(self, handler, raw: bytes) -> None:
+        expected = base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
+        if handler.headers.get("Authorization") != f"Basic {expected}":
+            return self._send(handler, 401, {"error": "invalid_client"})
+        if b"grant_type=client_credentials" not in raw:
+            return self._send(handler, 400, {"error": "unsupported_grant_type"})
+        token = "A21AA" + secrets.token_hex(16)
+        self.tokens.add(token)
+        return self._send(
+            handler,
+            200,
+            {
+                "scope": "https://uri.paypal.com/services/payments/payment",
+                "access_token": token,
+                "token_type": "Bearer",
+                "app_id": "APP-TEST",
+                "expires_in": self.token_lifetime,
+            },
+        )
+
+    def _authorised(self, handler) -> bool:
+        value = handler.headers.get("Authorization", "")
+        return value.startswith("Bearer ") and value[7:] in self.tokens
+
+    def _create_order(self, handler, body: dict) -> None:
+        request_id = handler.headers.get("PayPal-Request-Id")
+        if request_id and request_id in self.idempotency:
+            order_id = self.idempotency[request_id]
+        else:
+            order_id = new_id()
+            self.orders[order_id] = body
+            if request_id:
+                self.idempotency[request_id] = order_id
+        return self._send(
+            handler,
+            200,
+            {
+                "id": order_id,
+                "status": "PAYER_ACTION_REQUIRED",
+                "links": [
+                    {
+                        "href": f"https://api.paypal.com/v2/checkout/orders/{order_id}",
+                        "rel": "self",
+                        "method": "GET",
+                    },
+                    {
+                        "href": f"https://www.paypal.com/checkoutnow?token={order_id}",
+                        "rel": "payer-action",
+                        "method": "GET",
+                    },
+                ],
+            },
+        )
+
+    def _capture_order(self, handler, order_id: str) -> None:
+        order = self.orders.get(order_id)
+        if order is None:
+            return self._send(handler, 404, {"name": "RESOURCE_NOT_FOUND"})
+        unit = order["purchase_units"][0]
+        capture_id = order.setdefault("_capture_id", new_id())
+        self.add_capture(
+            capture_id,
+            unit["custom_id"],
+            unit["amount"]["value"],
+            unit["amount"]["currency_code"],
+        )
+        return self._send(
+            handler,
+            201,
+            {
+                "id": order_id,
+                "status": "COMPLETED",
+                "purchase_units": [
+                    {"payments": {"captures": [self.captures[capture_id]]}},
+                ],
+            },
+        )
+
+    def _send(self, handler, status: int, body: dict) -> None:
+        self._send_raw(handler, status, json.dumps(body).encode(), "application/json")
+
+    def _send_raw(self, handler, status: int, data: bytes, content_type: str) -> None:
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", content_type)
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            pass
+
+
+def refused_url() -> str:
+    """An https URL on loopback where nothing listens (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"https://127.0.0.1:{port}"
