@@ -512,11 +512,23 @@ def test_interpret_order_number_falls_back_to_invoice_id(provider):
     assert provider.interpret(verified(payload)).order_number is None
 
 
-def test_approval_is_not_payment(provider):
+def test_approval_asks_for_the_capture(provider):
     action = provider.interpret(verified(order_approved_event("5O190127TN364715T", "CS-7")))
-    assert action.action == base.IGNORE
+    assert action.action == base.CAPTURE
     assert action.order_number == "CS-7" and action.provider_object_id == "5O190127TN364715T"
+    assert (action.amount, action.currency) == (1000, "EUR")
     assert "approval is not payment" in action.reason
+
+
+@pytest.mark.parametrize("status", ["COMPLETED", "CREATED", "VOIDED", None, 7])
+def test_approval_event_for_an_order_not_approved_is_ignored(provider, status):
+    payload = order_approved_event("5O190127TN364715T", "CS-7")
+    payload["resource"]["status"] = status
+    action = provider.interpret(verified(payload))
+    assert action.action == base.IGNORE and "nothing to capture" in action.reason
+    del payload["resource"]["id"]
+    payload["resource"]["status"] = "APPROVED"
+    assert provider.interpret(verified(payload)).action == base.IGNORE
 
 
 @pytest.mark.parametrize("kind", ["REFUNDED", "REVERSED"])
@@ -814,6 +826,31 @@ def test_capture_order_after_approval(provider, fake):
     assert capture["status"] == "COMPLETED" and capture["custom_id"] == "CS-3001"
     confirmation = provider.confirm(fulfil_action(capture["id"]), fake.config())
     assert (confirmation.amount, confirmation.order_number) == (2998, "CS-3001")
+
+
+def test_capture_hook_is_idempotent_and_already_captured_is_success(provider, fake):
+    session = provider.create_checkout(checkout_request(), fake.config())
+    action = base.EventAction(base.CAPTURE, provider_object_id=session.provider_checkout_id)
+    provider.capture(action, fake.config())
+    provider.capture(action, fake.config())  # a retry: same PayPal-Request-Id
+    key = f"cmsshop-capture-{session.provider_checkout_id}"
+    assert (
+        fake.captures_of(session.provider_checkout_id)
+        == [{"order": session.provider_checkout_id, "requestId": key}] * 2
+    )
+    assert len(fake.captures) == 1  # PayPal took the money once
+    # Captured meanwhile under another request id (e.g. from the PayPal dashboard):
+    fake.capture_answers.clear()
+    provider.capture(action, fake.config())  # 422 ORDER_ALREADY_CAPTURED: success
+    assert len(fake.captures) == 1
+    fake.fail_status = 503
+    with pytest.raises(base.ProviderUnavailable):
+        provider.capture(action, fake.config())
+    fake.fail_status = None
+    with pytest.raises(base.ProviderUnavailable):  # another 4xx is not success
+        provider.capture(
+            base.EventAction(base.CAPTURE, provider_object_id="UNKNOWN1"), fake.config()
+        )
 
 
 def test_provider_contract_shape(provider):

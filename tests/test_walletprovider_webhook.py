@@ -292,14 +292,101 @@ def test_capture_not_completed_at_paypal_is_409(send, paypal, order, dbsession):
     assert order_status(dbsession, order.number) == "pending"
 
 
-def test_approval_and_pending_capture_are_not_payment(send, order, dbsession):
+def test_approval_and_pending_capture_are_not_payment(send, paypal, order, dbsession):
+    paypal.add_order(order.provider_checkout_id, order.number, "68.00")
     approved = order_approved_event(order.provider_checkout_id, order.number, "68.00")
-    assert send(approved, status=200).json["status"] == "ignored"
+    assert send(approved, status=200).json["status"] == "processed"  # capture requested
     pending = capture_event(new_id(), order.number, event_type="PAYMENT.CAPTURE.PENDING")
     assert send(pending, status=200).json["status"] == "ignored"
     assert order_status(dbsession, order.number) == "pending"
     assert counts(dbsession)["fulfilments"] == 0
-    assert event_row(dbsession, approved["id"]).status == "ignored"
+    assert event_row(dbsession, approved["id"]).status == "processed"
+
+
+def test_approval_captures_once_and_the_capture_event_fulfils(send, paypal, order, dbsession):
+    paypal_order = order.provider_checkout_id
+    paypal.add_order(paypal_order, order.number, "68.00")
+    approved = order_approved_event(paypal_order, order.number, "68.00")
+
+    assert send(approved, status=200).json == {"received": True, "status": "processed"}
+    key = f"cmsshop-capture-{paypal_order}"
+    assert paypal.captures_of(paypal_order) == [{"order": paypal_order, "requestId": key}]
+    assert len(paypal.captures) == 1
+    # Approval is not payment, and neither is our capture request: no fulfilment yet.
+    assert order_status(dbsession, order.number) == "pending"
+    assert counts(dbsession)["fulfilments"] == 0
+    row = event_row(dbsession, approved["id"])
+    assert row.status == "processed" and row.order_number == order.number
+    assert row.last_error == f"capture of {paypal_order} requested"
+
+    # PayPal redelivers the same event: duplicate, no second capture request.
+    assert send(approved, status=200).json["status"] == "duplicate"
+    assert len(paypal.captures_of(paypal_order)) == 1
+
+    # A second APPROVED event for the same PayPal order (another event id) while the
+    # order is still pending: asked again with the same idempotency key, captured once.
+    again = order_approved_event(paypal_order, order.number, "68.00")
+    assert send(again, status=200).json["status"] == "processed"
+    assert [c["requestId"] for c in paypal.captures_of(paypal_order)] == [key, key]
+    assert len(paypal.captures) == 1
+
+    # The capture's COMPLETED event (confirmed with the API) is what fulfils.
+    capture_id = next(iter(paypal.captures))
+    completed = capture_event(capture_id, order.number, "68.00")
+    completed["resource"]["supplementary_data"]["related_ids"]["order_id"] = paypal_order
+    assert send(completed, status=200).json["status"] == "processed"
+    assert order_status(dbsession, order.number) == "paid"
+    assert counts(dbsession)["fulfilments"] == 1
+
+    # An approval arriving after the order is paid asks nothing.
+    late = order_approved_event(paypal_order, order.number, "68.00")
+    assert send(late, status=200).json["status"] == "ignored"
+    assert "order is paid" in event_row(dbsession, late["id"]).last_error
+    assert len(paypal.captures_of(paypal_order)) == 2
+
+
+def test_approval_when_paypal_is_down_answers_503_and_is_retried(
+    make_app, wallet_settings, pki, cert_url, paypal, order, dbsession
+):
+    paypal.add_order(order.provider_checkout_id, order.number, "68.00")
+    payload = order_approved_event(order.provider_checkout_id, order.number, "68.00")
+    body = body_of(payload)
+    down = webtest.TestApp(
+        make_app(**{**wallet_settings, "cmsshop.walletprovider.api_base": refused_url()})
+    )
+    response = down.post(ROUTE, body, headers=signed(pki, cert_url, body), status=503)
+    assert response.json["code"] == "capture_failed"
+    assert response.json["status"] == "confirm_failed"
+    assert order_status(dbsession, order.number) == "pending"
+    row = event_row(dbsession, payload["id"])
+    assert row.status == "confirm_failed" and "could not capture" in row.last_error
+
+    up = webtest.TestApp(make_app(**wallet_settings))
+    paypal.fail_status = 500  # reachable, failing
+    up.post(ROUTE, body, headers=signed(pki, cert_url, body), status=503)
+    assert paypal.captures == {}
+    paypal.fail_status = None  # PayPal redelivers
+    ok = up.post(ROUTE, body, headers=signed(pki, cert_url, body), status=200)
+    assert ok.json["status"] == "processed"
+    assert len(paypal.captures) == 1
+    assert order_status(dbsession, order.number) == "pending"  # COMPLETED will pay it
+    assert counts(dbsession)["fulfilments"] == 0
+
+
+def test_approval_for_an_order_that_is_not_pending_captures_nothing(send, paypal, order, dbsession):
+    paypal.add_order(order.provider_checkout_id, order.number, "68.00")
+    denied = capture_event(new_id(), order.number, event_type="PAYMENT.CAPTURE.DENIED")
+    send(denied, status=200)
+    assert order_status(dbsession, order.number) == "failed"
+    approved = order_approved_event(order.provider_checkout_id, order.number, "68.00")
+    assert send(approved, status=200).json["status"] == "ignored"
+    assert "order is failed" in event_row(dbsession, approved["id"]).last_error
+    # A PayPal order that is not this order's checkout is not captured either.
+    other = order_approved_event(new_id(), order.number, "68.00")
+    dbsession.execute(Order.__table__.update().where(Order.id == order.id).values(status="pending"))
+    dbsession.commit()
+    assert send(other, status=200).json["status"] == "ignored"
+    assert paypal.capture_requests == []
 
 
 def test_denied_capture_fails_the_order(send, order, dbsession):
@@ -328,10 +415,38 @@ def test_refund_found_by_capture_alone(send, paypal, order, dbsession):
     finds the order through its fulfilment."""
     capture_id = paid_capture(paypal, order)
     send(capture_event(capture_id, order.number, "68.00"), status=200)
-    refund = refund_event(capture_id, order.number)
+    refund = refund_event(capture_id, order.number, "68.00")
     del refund["resource"]["custom_id"], refund["resource"]["invoice_id"]
     assert send(refund, status=200).json["status"] == "processed"
     assert order_status(dbsession, order.number) == "refunded"
+
+
+def test_partial_refund_keeps_the_order_and_a_full_one_revokes(send, paypal, order, dbsession):
+    capture_id = paid_capture(paypal, order)
+    send(capture_event(capture_id, order.number, "68.00"), status=200)
+    partial = refund_event(capture_id, order.number, "10.00")
+    assert send(partial, status=200).json["status"] == "ignored"
+    assert order_status(dbsession, order.number) == "paid"
+    assert {e.status for e in dbsession.scalars(select(Entitlement))} == {"active"}
+    assert {lic.status for lic in dbsession.scalars(select(Licence))} == {"active"}
+    row = event_row(dbsession, partial["id"])
+    assert row.status == "ignored" and row.last_error == "partial refund: 1000 of 6800"
+    # A second partial refund: PayPal states the cumulative amount, now the whole total.
+    rest = refund_event(capture_id, order.number, "58.00")
+    rest["resource"]["seller_payable_breakdown"]["total_refunded_amount"]["value"] = "68.00"
+    assert send(rest, status=200).json["status"] == "processed"
+    assert order_status(dbsession, order.number) == "refunded"
+    dbsession.expire_all()
+    assert {e.status for e in dbsession.scalars(select(Entitlement))} == {"revoked"}
+    assert {lic.status for lic in dbsession.scalars(select(Licence))} == {"revoked"}
+
+
+def test_refund_in_another_currency_does_not_revoke(send, paypal, order, dbsession):
+    capture_id = paid_capture(paypal, order)
+    send(capture_event(capture_id, order.number, "68.00"), status=200)
+    odd = refund_event(capture_id, order.number, "99.00", currency="USD")
+    assert send(odd, status=200).json["status"] == "ignored"
+    assert order_status(dbsession, order.number) == "paid"
 
 
 def test_refund_for_an_unknown_capture_answers_409(send, catalogue):
@@ -512,20 +627,12 @@ def test_checkout_returns_the_paypal_approval_url(buyer, paypal, dbsession, send
     stored = dbsession.scalar(select(Order).where(Order.number == number))
     assert stored.provider_checkout_id == paypal_order_id
 
-    # The buyer approves (not payment), the merchant captures, the capture event pays.
-    assert send(order_approved_event(paypal_order_id, number), status=200).json["status"] == (
-        "ignored"
-    )
-    from cmsshop.services.payments.walletprovider import WalletProvider
-
-    config = {
-        "clientId": "test-client-id",
-        "clientSecret": "test-client-secret",
-        "apiBase": paypal.base_url,
-        "caBundle": str(paypal.pki.ca_bundle),
-    }
-    result = WalletProvider().capture_order(paypal_order_id, config)
-    capture = result["purchase_units"][0]["payments"]["captures"][0]
+    # The buyer approves (not payment), we capture, the capture event pays.
+    approved = order_approved_event(paypal_order_id, number, "49.00")
+    assert send(approved, status=200).json["status"] == "processed"
+    assert order_status(dbsession, number) == "pending"
+    assert len(paypal.captures_of(paypal_order_id)) == 1
+    capture = next(iter(paypal.captures.values()))
     payload = capture_event(capture["id"], number, "49.00")
     payload["resource"]["supplementary_data"]["related_ids"]["order_id"] = paypal_order_id
     assert send(payload, status=200).json["status"] == "processed"

@@ -297,9 +297,21 @@ def close_order(session: Session, order: Order, status: str) -> Result:
     return Result("processed")
 
 
-def refund(session: Session, order: Order) -> Result:
+def refund(
+    session: Session, order: Order, *, amount: int | None = None, currency: str | None = None
+) -> Result:
+    """A refund revokes only when it is full: ``amount`` (the cumulative refunded amount,
+    when the provider states one) at least the order total, in the order's currency. A
+    partial refund changes nothing and is answered ``ignored`` with the amounts."""
     if order.status == "refunded":
         return Result("duplicate", "order is already refunded")
+    if amount is not None:
+        if currency and currency.upper() != order.currency:
+            return Result(
+                "ignored", f"refund in {currency} for an order in {order.currency}; not revoked"
+            )
+        if amount < order.total:
+            return Result("ignored", f"partial refund: {amount} of {order.total}")
     if "refunded" not in TRANSITIONS[order.status]:
         return Result("ignored", f"order is {order.status}")
     move(order, "refunded")

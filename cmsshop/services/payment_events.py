@@ -10,7 +10,9 @@ Order of work for a delivery (each step says which transaction it runs in):
    transaction, read which order the event is about. An event already
    ``processed``/``duplicate``/``ignored`` is answered ``duplicate``, nothing else happens;
 3. for a payment, ``confirm`` it with the provider API (or trust the verified event when
-   the operator allows it, development only). No lock is held during that network call;
+   the operator allows it, development only); for a ``capture`` action (the buyer
+   approved), ask the provider to capture (``_capture``: idempotent, nothing marked paid).
+   No lock is held during these network calls;
 4. the business transaction (the request's, committed by pyramid_tm): its FIRST statement
    claims the event row (an UPDATE), then the order row is locked FOR UPDATE, the state
    machine acts, and the event's outcome is written in the same transaction -- so the
@@ -54,6 +56,7 @@ from cmsshop.services import fulfilment
 from cmsshop.services.payment_settings import ProviderSpec, find_provider, provider_config
 from cmsshop.services.payments.base import (
     CANCEL,
+    CAPTURE,
     DISPUTE_LOST,
     DISPUTE_OPENED,
     DISPUTE_WON,
@@ -112,6 +115,13 @@ class ConfirmFailed(DeliveryError):
     event_status = "confirm_failed"
 
 
+class CaptureFailed(DeliveryError):
+    """503: asking the provider to capture an approved payment failed; the provider
+    redelivers the approval (logged ``confirm_failed``: the provider API call failed)."""
+
+    event_status = "confirm_failed"
+
+
 class PaymentNotFinal(DeliveryError):
     """409: the event says paid, the provider API does not (yet)."""
 
@@ -142,6 +152,8 @@ class OrderRef:
     number: str
     status: str
     fulfilled: bool
+    provider: str = ""
+    checkout_id: str | None = None
 
 
 # --- small helpers ---------------------------------------------------------------------------
@@ -446,7 +458,9 @@ def find_order(
     if order is None:
         return None
     fulfilled = fulfilment.fulfilment_of(session, order.id) is not None
-    return OrderRef(order.id, order.number, order.status, fulfilled)
+    return OrderRef(
+        order.id, order.number, order.status, fulfilled, order.provider, order.provider_checkout_id
+    )
 
 
 def trusts_verified_events(registry) -> bool:
@@ -504,6 +518,8 @@ def _act(
     if ref is None:
         named = action.order_number or action.payment_reference or action.provider_object_id
         raise OrderNotFound(f"no order matches {named!r} yet")
+    if action.action == CAPTURE:
+        return _capture(registry, session, spec, action, row_id, config, ref)
     confirmation = None
     if (
         action.action == FULFIL
@@ -526,6 +542,51 @@ def _act(
     set_outcome(session, row_id, EVENT_STATUS_OF_RESULT[result.status], order.number, note)
     session.flush()
     return DeliveryResult(result.status, row_id, order.number, note)
+
+
+def _capture(
+    registry,
+    session: Session,
+    spec: ProviderSpec,
+    action: EventAction,
+    row_id: int,
+    config: Mapping[str, Any],
+    ref: OrderRef,
+) -> DeliveryResult:
+    """CAPTURE: ask the provider to take the money for a pending order. The provider
+    call happens before this transaction's first statement (no event claim, no order
+    lock, no SQLite write lock held while waiting on the network); it must be idempotent,
+    because two concurrent deliveries of the same approval can both get here. The order
+    is not touched: the provider's "payment completed" event fulfils it."""
+    status, note = "processed", ""
+    capture = getattr(spec.provider, "capture", None)
+    problem = None
+    if ref.status != "pending" or ref.fulfilled:
+        problem = f"order is {ref.status}; not captured"
+    elif ref.provider != spec.name:
+        problem = f"order was placed with {ref.provider}; not captured"
+    elif ref.checkout_id and action.provider_object_id != ref.checkout_id:
+        problem = f"{action.provider_object_id} is not the order's checkout {ref.checkout_id}"
+    elif capture is None:
+        problem = f"{spec.name} has no capture step"
+    if problem is not None:
+        status, note = "ignored", problem
+    else:
+        try:
+            capture(action, config)
+            note = f"capture of {action.provider_object_id} requested"
+        except NotConfigured as exc:
+            if not trusts_verified_events(registry):
+                raise CaptureFailed(f"could not capture with {spec.name}: {exc}") from None
+            # Development without API credentials: the simulated payment stands in.
+            status, note = "ignored", f"not captured: {exc}"
+        except ProviderUnavailable as exc:
+            raise CaptureFailed(f"could not capture with {spec.name}: {exc}") from None
+    claim(session, row_id)
+    set_outcome(session, row_id, status, ref.number, note)
+    session.flush()
+    log.info("%s %s for order %s: %s", spec.name, status, ref.number, note)
+    return DeliveryResult(status, row_id, ref.number, note)
 
 
 def apply_action(
@@ -554,7 +615,7 @@ def apply_action(
     if kind == CANCEL:
         return fulfilment.close_order(session, order, "cancelled")
     if kind == REFUND:
-        return fulfilment.refund(session, order)
+        return fulfilment.refund(session, order, amount=action.amount, currency=action.currency)
     if kind == DISPUTE_OPENED:
         return fulfilment.open_dispute(session, order)
     if kind in (DISPUTE_WON, DISPUTE_LOST):

@@ -61,6 +61,15 @@ def delivery_error(exc: pe.DeliveryError) -> ApiError:
             extra=extra,
             retry_after=60,
         )
+    if isinstance(exc, pe.CaptureFailed):
+        return ServiceUnavailable(
+            f"The approved payment could not be captured now: {message}",
+            code="capture_failed",
+            title="Capture failed",
+            hints=["Nothing was marked paid; the provider retries."],
+            extra=extra,
+            retry_after=60,
+        )
     if isinstance(exc, pe.PaymentNotFinal):
         return Conflict(message, code="payment_not_final", title="Payment not final", extra=extra)
     if isinstance(exc, pe.EventNotFound):

@@ -8,7 +8,10 @@ signs them, so the provider's verification is checked against a second implement
   ``messageverificationcerts.paypal.com`` (valid, expired, or from a rogue root).
 * ``FakePayPal``: serves certificates, ``POST /v1/oauth2/token``,
   ``GET /v2/payments/captures/{id}``, ``POST /v2/checkout/orders`` and
-  ``POST /v2/checkout/orders/{id}/capture``; counts every request it receives.
+  ``POST /v2/checkout/orders/{id}/capture`` (``capture_requests`` records each capture
+  with its PayPal-Request-Id; a repeated request id gets the first answer again, a second
+  capture under another id a 422 ORDER_ALREADY_CAPTURED, like PayPal); counts every
+  request it receives.
 * ``sign_headers``: the five PAYPAL-* headers for a body.
 """
 
@@ -390,6 +393,8 @@ class FakePayPal:
         self.captures: dict[str, dict] = {}
         self.orders: dict[str, dict] = {}
         self.idempotency: dict[str, str] = {}
+        self.capture_requests: list[dict] = []
+        self.capture_answers: dict[str, dict] = {}
         self.tokens: set[str] = set()
         self.fail_status: int | None = None
         self.cert_status: int | None = None
@@ -448,6 +453,20 @@ class FakePayPal:
             **fields,
         }
 
+    def add_order(self, order_id, order_number, value="10.00", currency="EUR") -> None:
+        """A PayPal order as our checkout creates it (approved by the buyer, not captured)."""
+        unit = {
+            "reference_id": order_number,
+            "custom_id": order_number,
+            "invoice_id": order_number,
+            "amount": {"currency_code": currency, "value": value},
+        }
+        self.orders[order_id] = {"intent": "CAPTURE", "purchase_units": [unit]}
+
+    def captures_of(self, order_id: str) -> list[dict]:
+        with self.lock:
+            return [c for c in self.capture_requests if c["order"] == order_id]
+
     def count(self, prefix: str = "") -> int:
         with self.lock:
             return sum(1 for _, path in self.requests if path.startswith(prefix))
@@ -462,6 +481,8 @@ class FakePayPal:
         self.captures.clear()
         self.orders.clear()
         self.idempotency.clear()
+        self.capture_requests.clear()
+        self.capture_answers.clear()
         self.tokens.clear()
         self.fail_status = None
         self.cert_status = None
@@ -531,7 +552,9 @@ class FakePayPal:
             and path.startswith("/v2/checkout/orders/")
             and path.endswith("/capture")
         ):
-            return self._capture_order(handler, path.split("/")[4])
+            return self._capture_order(
+                handler, path.split("/")[4], handler.headers.get("PayPal-Request-Id")
+            )
         return self._send(handler, 404, {"name": "NOT_FOUND"})
 
     def _token(self, handler, raw: bytes) -> None:
@@ -588,10 +611,23 @@ class FakePayPal:
             },
         )
 
-    def _capture_order(self, handler, order_id: str) -> None:
+    def _capture_order(self, handler, order_id: str, request_id: str | None) -> None:
+        with self.lock:
+            self.capture_requests.append({"order": order_id, "requestId": request_id})
         order = self.orders.get(order_id)
         if order is None:
             return self._send(handler, 404, {"name": "RESOURCE_NOT_FOUND"})
+        if request_id and request_id in self.capture_answers:
+            return self._send(handler, 201, self.capture_answers[request_id])
+        if "_capture_id" in order:
+            return self._send(
+                handler,
+                422,
+                {
+                    "name": "UNPROCESSABLE_ENTITY",
+                    "details": [{"issue": "ORDER_ALREADY_CAPTURED"}],
+                },
+            )
         unit = order["purchase_units"][0]
         capture_id = order.setdefault("_capture_id", new_id())
         self.add_capture(
@@ -600,17 +636,16 @@ class FakePayPal:
             unit["amount"]["value"],
             unit["amount"]["currency_code"],
         )
-        return self._send(
-            handler,
-            201,
-            {
-                "id": order_id,
-                "status": "COMPLETED",
-                "purchase_units": [
-                    {"payments": {"captures": [self.captures[capture_id]]}},
-                ],
-            },
-        )
+        answer = {
+            "id": order_id,
+            "status": "COMPLETED",
+            "purchase_units": [
+                {"payments": {"captures": [self.captures[capture_id]]}},
+            ],
+        }
+        if request_id:
+            self.capture_answers[request_id] = answer
+        return self._send(handler, 201, answer)
 
     def _send(self, handler, status: int, body: dict) -> None:
         self._send_raw(handler, status, json.dumps(body).encode(), "application/json")

@@ -6,7 +6,8 @@ registered by its webhook plugin module. A third provider is one more such objec
 
 Flow of a webhook: ``verify`` (before any write) -> event logged in its own transaction
 -> ``interpret`` -> for ``fulfil``: ``confirm`` with the provider's API (unless the
-operator trusts verified events, development only) -> shared fulfilment.
+operator trusts verified events, development only) -> shared fulfilment; for
+``capture``: the optional ``capture`` method (no lock held), nothing marked paid.
 """
 
 from __future__ import annotations
@@ -19,12 +20,28 @@ from typing import Any, Protocol
 FULFIL = "fulfil"  # the payment is final: mark paid, invoice, entitlements, licences
 FAIL = "fail"  # payment failed: pending -> failed
 CANCEL = "cancel"  # checkout abandoned/expired: pending -> cancelled
-REFUND = "refund"  # full refund: paid -> refunded, revoke
+# A refund: paid -> refunded, revoke. When the action carries ``amount`` (the cumulative
+# refunded amount), only amount >= order total in the order's currency revokes; less is a
+# partial refund and changes nothing (event "ignored").
+REFUND = "refund"
 DISPUTE_OPENED = "dispute_opened"  # paid -> disputed, put on hold
 DISPUTE_WON = "dispute_won"  # disputed -> paid, restore
 DISPUTE_LOST = "dispute_lost"  # disputed -> refunded, revoke
+# The buyer approved; ask the provider to take the money (``capture``), for a pending
+# order only. Nothing is marked paid: the provider's "payment completed" event fulfils.
+CAPTURE = "capture"
 IGNORE = "ignore"  # nothing to do (200 "ignored")
-ACTIONS = (FULFIL, FAIL, CANCEL, REFUND, DISPUTE_OPENED, DISPUTE_WON, DISPUTE_LOST, IGNORE)
+ACTIONS = (
+    FULFIL,
+    FAIL,
+    CANCEL,
+    REFUND,
+    DISPUTE_OPENED,
+    DISPUTE_WON,
+    DISPUTE_LOST,
+    CAPTURE,
+    IGNORE,
+)
 
 
 class SignatureInvalid(Exception):
@@ -108,3 +125,12 @@ class PaymentProvider(Protocol):
         self, checkout: CheckoutRequest, config: Mapping[str, Any]
     ) -> CheckoutSession:
         """Create the provider-side checkout; raise ProviderUnavailable."""
+
+    # Optional (looked up with getattr; a provider whose ``interpret`` never answers
+    # CAPTURE need not have it):
+    #
+    # def capture(self, action: EventAction, config: Mapping[str, Any]) -> None:
+    #     """Take the money for an approved checkout (``action.provider_object_id``).
+    #     Must be idempotent (the machinery may call it again for a redelivered or
+    #     reprocessed event); "already captured" is success. Raise ProviderUnavailable
+    #     (503, the provider retries) or NotConfigured."""

@@ -25,6 +25,7 @@ https://api.stripe.com), ``timeout`` (seconds), ``signatureTolerance``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -202,8 +203,19 @@ class CardProvider:
                 _is_int(amount) and _is_int(refunded) and refunded >= amount
             )
             if not full:
-                return EventAction(IGNORE, reason="partial refund")
-            return _charge_action(REFUND, obj)
+                return EventAction(
+                    IGNORE,
+                    payment_reference=_object_id(obj.get("payment_intent")),
+                    reason=f"partial refund: {refunded} of {amount}",
+                )
+            # The refunded amount goes along, so the shared refund step checks it against
+            # the order total too (only a full refund revokes).
+            action = _charge_action(REFUND, obj)
+            if _is_int(refunded) and refunded > 0:
+                return dataclasses.replace(
+                    action, amount=refunded, currency=_currency(obj.get("currency"))
+                )
+            return action
         if kind == "charge.dispute.created":
             return _charge_action(DISPUTE_OPENED, obj)
         if kind == "charge.dispute.closed":

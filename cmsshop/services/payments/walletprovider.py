@@ -67,6 +67,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.verification import DNSName, PolicyBuilder, Store, VerificationError
 
 from cmsshop.services.payments.base import (
+    CAPTURE,
     DISPUTE_LOST,
     DISPUTE_OPENED,
     DISPUTE_WON,
@@ -544,14 +545,7 @@ class WalletProvider:
                 return _dispute_action(DISPUTE_WON, resource, f"{kind} {code}")
             return EventAction(IGNORE, reason=f"{kind} with outcome {code!r}")
         if kind == "CHECKOUT.ORDER.APPROVED":
-            units = resource.get("purchase_units")
-            unit = units[0] if isinstance(units, list) and units else {}
-            return EventAction(
-                IGNORE,
-                order_number=_order_number(unit) if isinstance(unit, Mapping) else None,
-                provider_object_id=_object_id(resource.get("id")),
-                reason="order approved by the buyer; approval is not payment, the capture is",
-            )
+            return _approved_action(resource, kind)
         if kind == "PAYMENT.CAPTURE.PENDING":
             details = resource.get("status_details")
             why = details.get("reason") if isinstance(details, Mapping) else None
@@ -620,6 +614,18 @@ class WalletProvider:
             headers={"PayPal-Request-Id": f"cmsshop-capture-{order_id}"},
         )
 
+    def capture(self, action: EventAction, config: Mapping[str, Any]) -> None:
+        """The machinery's CAPTURE hook: capture the approved PayPal order named by
+        ``action.provider_object_id``. Idempotent: the PayPal-Request-Id is derived from
+        the PayPal order id, and "already captured" (422 ORDER_ALREADY_CAPTURED) counts
+        as success. Nothing is marked paid here; PAYMENT.CAPTURE.COMPLETED fulfils."""
+        try:
+            self.capture_order(action.provider_object_id or "", config)
+        except PayPalApiError as exc:
+            if exc.status == 422 and "ORDER_ALREADY_CAPTURED" in exc.issues:
+                return
+            raise
+
     def _api(
         self,
         method: str,
@@ -657,7 +663,7 @@ class WalletProvider:
                 self._forget_token(base, config)  # expired or revoked early: fetch anew once
                 continue
             if not 200 <= response.status_code < 300:
-                raise ProviderUnavailable(f"PayPal API answered HTTP {response.status_code}")
+                raise PayPalApiError(response.status_code, _issues(response))
             try:
                 data = response.json()
             except ValueError as exc:
@@ -776,6 +782,60 @@ def _link(obj: Mapping[str, Any], rel: str) -> str | None:
             href = link.get("href")
             return href if isinstance(href, str) else None
     return None
+
+
+class PayPalApiError(ProviderUnavailable):
+    """A non-2xx answer of the REST API (``issues``: the ``details[].issue`` codes)."""
+
+    def __init__(self, status: int, issues: tuple[str, ...] = ()):
+        detail = f" ({', '.join(issues)})" if issues else ""
+        super().__init__(f"PayPal API answered HTTP {status}{detail}")
+        self.status = status
+        self.issues = issues
+
+
+def _issues(response: requests.Response) -> tuple[str, ...]:
+    try:
+        data = response.json()
+    except ValueError:
+        return ()
+    details = data.get("details") if isinstance(data, dict) else None
+    found = [
+        d["issue"][:64]
+        for d in (details if isinstance(details, list) else [])[:10]
+        if isinstance(d, dict) and isinstance(d.get("issue"), str)
+    ]
+    return tuple(found)
+
+
+def _approved_action(resource: Mapping[str, Any], kind: str) -> EventAction:
+    """The buyer approved a PayPal order: ask for the capture (the machinery does it for
+    a pending order of ours only). Approval is not payment; the capture's COMPLETED
+    event fulfils."""
+    units = resource.get("purchase_units")
+    unit = units[0] if isinstance(units, list) and units else {}
+    unit = unit if isinstance(unit, Mapping) else {}
+    order_number = _order_number(unit)
+    paypal_order = _object_id(resource.get("id"))
+    status = resource.get("status")
+    if paypal_order is None:
+        return EventAction(IGNORE, order_number=order_number, reason=f"{kind} without an id")
+    if status != "APPROVED":
+        return EventAction(
+            IGNORE,
+            order_number=order_number,
+            provider_object_id=paypal_order,
+            reason=f"{kind} with order status {str(status)[:40]}; nothing to capture",
+        )
+    amount, currency = _money(unit.get("amount"))
+    return EventAction(
+        CAPTURE,
+        order_number=order_number,
+        provider_object_id=paypal_order,
+        amount=amount,
+        currency=currency,
+        reason="order approved by the buyer; approval is not payment, the capture is",
+    )
 
 
 def _capture_action(action: str, resource: Mapping[str, Any], kind: str) -> EventAction:
