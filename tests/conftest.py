@@ -71,12 +71,11 @@ def _empty_tables(request):
         return
     engine = request.getfixturevalue("engine")
     tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
+    # DELETE, not TRUNCATE: on PostgreSQL TRUNCATE of two dozen tiny tables costs ~0.4 s
+    # a test (it rewrites files); DELETE costs ~20 ms. Tests never rely on id values.
     with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
-        else:
-            for name in tables:
-                conn.exec_driver_sql(f"DELETE FROM {name}")
+        for name in tables:
+            conn.exec_driver_sql(f"DELETE FROM {name}")
 
 
 @pytest.fixture
