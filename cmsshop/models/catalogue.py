@@ -9,10 +9,12 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -22,6 +24,18 @@ from cmsshop.util import utcnow
 
 class Currency(Base):
     __tablename__ = "currencies"
+    __table_args__ = (
+        # At most one default currency, enforced by the database: two admins switching the
+        # default at once cannot both win (the loser's IntegrityError is retried and then
+        # sees the winner's row; see cmsshop.db).
+        Index(
+            "uq_currencies_is_default",
+            "is_default",
+            unique=True,
+            sqlite_where=text("is_default"),
+            postgresql_where=text("is_default"),
+        ),
+    )
 
     code: Mapped[str] = mapped_column(String(3), primary_key=True)  # ISO 4217
     name: Mapped[str] = mapped_column(String(100))
@@ -36,6 +50,9 @@ class Product(Base):
     __table_args__ = (
         CheckConstraint("max_activations IS NULL OR max_activations >= 0", name="max_activations"),
         CheckConstraint("duration_days IS NULL OR duration_days > 0", name="duration_days"),
+        # The public list walks this index in order and stops after one page, so a page
+        # costs the same whatever the size of the catalogue.
+        Index("ix_products_listing", "published", "archived", "name", "id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -96,6 +113,8 @@ class Release(Base):
 
 class Article(Base):
     __tablename__ = "articles"
+    # Newest first, one page at a time, without sorting the whole table.
+    __table_args__ = (Index("ix_articles_listing", "published", "published_at", "id"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     slug: Mapped[str] = mapped_column(String(100), unique=True)

@@ -1,0 +1,177 @@
+"""Content management of documentation articles (admin role, CSRF token)."""
+
+from __future__ import annotations
+
+import colander
+from pyramid.view import view_config
+
+from cmsshop import openapi as oa
+from cmsshop.security import ADMIN
+from cmsshop.services import catalogue
+from cmsshop.views.admin_catalogue import (
+    MAX_MARKDOWN,
+    SLUG,
+    body_schema,
+    bool_node,
+    list_paging,
+    no_store,
+    optional,
+    query_value,
+    slug_node,
+    text_node,
+    text_schema,
+)
+from cmsshop.views.common import StrictMapping, page_body, read_json
+from cmsshop.views.docs import article_body
+
+MAX_BODY = MAX_MARKDOWN
+
+
+class ArticleSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    slug = slug_node()
+    title = text_node(200, min_length=1)
+    summary = text_node(500, missing="")
+    category = slug_node(missing="general")
+    body = text_node(MAX_BODY, multiline=True, missing="")
+    published = bool_node(missing=False)
+
+
+@view_config(
+    route_name="docs.admin_articles", request_method="GET", renderer="json", permission=ADMIN
+)
+def list_articles(request):
+    no_store(request)
+    page, per_page = list_paging(request)
+    q = catalogue.parse_search(query_value(request, "q"))
+    category = catalogue.parse_category(query_value(request, "category"))
+    articles, total = catalogue.list_articles(
+        request.db, page=page, per_page=per_page, q=q, category=category, public=False
+    )
+    return page_body([article_body(a, admin=True) for a in articles], page, per_page, total)
+
+
+@view_config(
+    route_name="docs.admin_articles", request_method="POST", renderer="json", permission=ADMIN
+)
+def create_article(request):
+    data = read_json(request, ArticleSchema())
+    article = catalogue.create_article(request.db, data)
+    request.response.status = 201
+    return article_body(article, admin=True)
+
+
+@view_config(
+    route_name="docs.admin_article", request_method="GET", renderer="json", permission=ADMIN
+)
+def show_article(request):
+    no_store(request)
+    article = catalogue.find_article(request.db, request.matchdict["slug"], public=False)
+    return article_body(article, admin=True)
+
+
+@view_config(
+    route_name="docs.admin_article", request_method="PATCH", renderer="json", permission=ADMIN
+)
+def update_article(request):
+    article = catalogue.find_article(request.db, request.matchdict["slug"], public=False)
+    changes = read_json(request, optional(ArticleSchema()))
+    catalogue.update_article(request.db, article, changes)
+    return article_body(article, admin=True)
+
+
+@view_config(
+    route_name="docs.admin_article", request_method="DELETE", renderer="json", permission=ADMIN
+)
+def delete_article(request):
+    article = catalogue.find_article(request.db, request.matchdict["slug"], public=False)
+    slug = article.slug
+    catalogue.delete_article(request.db, article)
+    return {"slug": slug, "deleted": True}
+
+
+ARTICLE_INPUT_FIELDS = {
+    "slug": SLUG,
+    "title": text_schema(200, min_length=1),
+    "summary": text_schema(500),
+    "category": {**SLUG, "description": "Default: general"},
+    "body": {**text_schema(MAX_BODY, multiline=True), "description": "Markdown"},
+    "published": {
+        "type": "boolean",
+        "description": "publishedAt is set when an article is first published.",
+    },
+}
+ADMIN_ARTICLE = {
+    "allOf": [
+        oa.ref("Article"),
+        {
+            "type": "object",
+            "required": ["published", "createdAt"],
+            "properties": {
+                "published": {"type": "boolean"},
+                "createdAt": {"type": "string", "format": "date-time"},
+            },
+        },
+    ]
+}
+SLUG_PARAM = oa.path_param("slug", {"type": "string"})
+TAGS = ["admin", "docs"]
+
+OPENAPI_PATHS = {
+    "/api/admin/articles": {
+        "get": oa.operation(
+            "All articles, drafts too, by title (admin)",
+            {**oa.ok(oa.page_of(oa.ref("AdminArticle"))), **oa.errors(401, 403, 422)},
+            params=[
+                *oa.PAGING_PARAMS,
+                oa.query_param("q", text_schema(catalogue.MAX_SEARCH_LENGTH)),
+                oa.query_param("category", {"type": "string", "pattern": catalogue.SLUG_PATTERN}),
+            ],
+            tags=TAGS,
+        ),
+        "post": oa.operation(
+            "Create an article (admin); 409 slug_taken",
+            {
+                **oa.ok(oa.ref("AdminArticle"), "Created", 201),
+                **oa.errors(401, 403, 409, 415, 422),
+            },
+            body=body_schema(ARTICLE_INPUT_FIELDS, ["slug", "title"]),
+            csrf=True,
+            tags=TAGS,
+        ),
+    },
+    "/api/admin/articles/{slug}": {
+        "get": oa.operation(
+            "One article (admin)",
+            {**oa.ok(oa.ref("AdminArticle")), **oa.errors(401, 403, 404)},
+            params=[SLUG_PARAM],
+            tags=TAGS,
+        ),
+        "patch": oa.operation(
+            "Change some fields of an article (admin)",
+            {**oa.ok(oa.ref("AdminArticle")), **oa.errors(401, 403, 404, 409, 415, 422)},
+            params=[SLUG_PARAM],
+            body=body_schema(ARTICLE_INPUT_FIELDS, []),
+            csrf=True,
+            tags=TAGS,
+        ),
+        "delete": oa.operation(
+            "Delete an article (admin)",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["slug", "deleted"],
+                        "properties": {"slug": {"type": "string"}, "deleted": {"const": True}},
+                    }
+                ),
+                **oa.errors(401, 403, 404),
+            },
+            params=[SLUG_PARAM],
+            csrf=True,
+            tags=TAGS,
+        ),
+    },
+}
+
+OPENAPI_SCHEMAS = {"AdminArticle": ADMIN_ARTICLE}

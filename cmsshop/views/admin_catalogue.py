@@ -1,0 +1,183 @@
+"""Building blocks shared by the catalogue views of the store and docs modules: colander
+nodes for slugs and text, nullable integers, caching and OpenAPI fragments.
+
+No views live here, so neither module scans it; each imports what it needs.
+"""
+
+from __future__ import annotations
+
+import colander
+
+from cmsshop.errors import ApiError, ValidationFailed
+from cmsshop.services import catalogue
+from cmsshop.views.common import StrictBool, StrictInt, StrictString, read_paging
+
+# The longest Markdown source (characters). Even written entirely as 12-byte JSON escapes
+# ("\ud83d\ude00") it stays under the 1 MiB JSON body limit, so a body that its schema
+# allows is never refused as too large.
+MAX_MARKDOWN = 64_000
+
+# --- query strings -----------------------------------------------------------------------
+
+
+def query_value(request, name: str) -> str | None:
+    """A query parameter given at most once (a repeated one is a 422, not "the last")."""
+    try:
+        values = request.GET.getall(name)
+    except UnicodeDecodeError:
+        # WebOb decodes the whole query string on first use and refuses invalid UTF-8.
+        raise ApiError(
+            "The query string is not valid UTF-8.",
+            status=400,
+            code="malformed_query",
+            title="Malformed query string",
+            hints=["Percent-encode UTF-8 text, e.g. é as %C3%A9."],
+        ) from None
+    if len(values) > 1:
+        raise ValidationFailed({name: "give this parameter once"})
+    return values[0] if values else None
+
+
+def list_paging(request) -> tuple[int, int]:
+    """``read_paging``, refusing repeated or empty ``page``/``perPage`` too."""
+    for name in ("page", "perPage"):
+        if query_value(request, name) == "":
+            raise ValidationFailed({name: "must be an integer"})
+    return read_paging(request)
+
+
+# --- colander ----------------------------------------------------------------------------
+
+
+class NullableInt(StrictInt):
+    """A JSON integer or null (null -> None); anything else is refused."""
+
+    def deserialize(self, node, cstruct):
+        if cstruct is None:
+            return None
+        return super().deserialize(node, cstruct)
+
+
+def unless_none(validator):
+    def check(node, value):
+        if value is not None:
+            validator(node, value)
+
+    return check
+
+
+def _text_rules(multiline: bool):
+    def check(node, value):
+        problem = catalogue.text_problem(value, multiline=multiline)
+        if problem:
+            raise colander.Invalid(node, problem)
+
+    return check
+
+
+def text_node(max_length: int, *, min_length: int = 0, multiline: bool = False, **kwargs):
+    return colander.SchemaNode(
+        StrictString(allow_empty=True),
+        validator=colander.All(
+            colander.Length(min=min_length, max=max_length), _text_rules(multiline)
+        ),
+        **kwargs,
+    )
+
+
+def slug_node(**kwargs):
+    return colander.SchemaNode(
+        # allow_empty: "" must fail the pattern, not quietly become the default.
+        StrictString(allow_empty=True),
+        validator=colander.Regex(catalogue.SLUG, "letters a-z, digits and '-', 1-100 characters"),
+        **kwargs,
+    )
+
+
+def bool_node(**kwargs):
+    return colander.SchemaNode(StrictBool(), **kwargs)
+
+
+def int_node(minimum: int, maximum: int, **kwargs):
+    return colander.SchemaNode(
+        StrictInt(), validator=colander.Range(min=minimum, max=maximum), **kwargs
+    )
+
+
+def nullable_int_node(minimum: int, maximum: int, **kwargs):
+    return colander.SchemaNode(
+        NullableInt(), validator=unless_none(colander.Range(min=minimum, max=maximum)), **kwargs
+    )
+
+
+def optional(schema: colander.SchemaNode) -> colander.SchemaNode:
+    """A copy of ``schema`` whose every field may be left out (for PATCH bodies)."""
+    schema = schema.clone()
+
+    def relax(node):
+        for child in node.children:
+            child.missing = colander.drop
+            if isinstance(child.typ, colander.Mapping):
+                relax(child)
+
+    relax(schema)
+    return schema
+
+
+# --- OpenAPI -----------------------------------------------------------------------------
+
+
+def text_schema(max_length: int, *, min_length: int = 0, multiline: bool = False) -> dict:
+    return {
+        "type": "string",
+        "minLength": min_length,
+        "maxLength": max_length,
+        "pattern": catalogue.MULTI_LINE_PATTERN if multiline else catalogue.SINGLE_LINE_PATTERN,
+    }
+
+
+SLUG = {"type": "string", "pattern": catalogue.SLUG_PATTERN, "maxLength": 100}
+
+
+def body_schema(properties: dict, required: list[str]) -> dict:
+    schema = {"type": "object", "additionalProperties": False, "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def cache_seconds(request) -> int:
+    """Cache-Control max-age of public catalogue answers (cmsshop.public_max_age)."""
+    return request.registry.settings["cmsshop.public_max_age"]
+
+
+DATE_TIME = {"type": "string", "format": "date-time"}
+CACHE_HEADERS = {
+    "ETag": {"schema": {"type": "string"}, "description": "Strong validator of the body"},
+    "Cache-Control": {"schema": {"type": "string"}},
+}
+IF_NONE_MATCH = {
+    "name": "If-None-Match",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "An ETag from an earlier answer; a match answers 304 with no body.",
+}
+
+
+def cached_ok(schema: dict) -> dict:
+    """200 with ETag/Cache-Control, and the 304 of a matching If-None-Match."""
+    response = {
+        "200": {
+            "description": "OK",
+            "headers": CACHE_HEADERS,
+            "content": {"application/json": {"schema": schema}},
+        },
+        "304": {"description": "Not modified", "headers": CACHE_HEADERS},
+    }
+    return response
+
+
+def no_store(request) -> None:
+    """Admin answers hold drafts: never let a shared cache keep them."""
+    request.response.cache_control = "no-store"

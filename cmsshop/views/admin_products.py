@@ -1,0 +1,437 @@
+"""Content management of products and their release files (admin role, CSRF token)."""
+
+from __future__ import annotations
+
+import colander
+import multipart
+from pyramid.view import view_config
+
+from cmsshop import openapi as oa
+from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
+from cmsshop.security import ADMIN
+from cmsshop.services import catalogue, releases
+from cmsshop.views.admin_catalogue import (
+    MAX_MARKDOWN,
+    SLUG,
+    body_schema,
+    bool_node,
+    int_node,
+    list_paging,
+    no_store,
+    nullable_int_node,
+    optional,
+    query_value,
+    slug_node,
+    text_node,
+    text_schema,
+)
+from cmsshop.views.common import (
+    StrictMapping,
+    StrictSequence,
+    StrictString,
+    page_body,
+    read_json,
+)
+from cmsshop.views.store import MAX_AMOUNT, product_body, release_body
+
+MAX_ACTIVATIONS = 1_000_000
+MAX_DURATION_DAYS = 36_500  # a century; also keeps licence expiry dates representable
+MAX_PRICES = 50
+UPLOAD_CHUNK = 256 * 1024
+
+# --- bodies ------------------------------------------------------------------------------
+
+
+def _unique_currencies(node, prices):
+    seen = set()
+    for price in prices:
+        if price["currency"] in seen:
+            raise colander.Invalid(node, f"{price['currency']} is listed twice")
+        seen.add(price["currency"])
+
+
+class PriceSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    currency = colander.SchemaNode(
+        StrictString(), validator=colander.Regex(catalogue.CURRENCY_CODE, "e.g. EUR")
+    )
+    amount = int_node(0, MAX_AMOUNT)
+
+
+class PricesSchema(colander.SequenceSchema):
+    schema_type = StrictSequence
+    validator = colander.All(colander.Length(max=MAX_PRICES), _unique_currencies)
+    price = PriceSchema()
+
+
+class LicensingSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    licensed = bool_node(missing=False)
+    maxActivations = nullable_int_node(0, MAX_ACTIVATIONS, missing=None)  # noqa: N815
+    durationDays = nullable_int_node(1, MAX_DURATION_DAYS, missing=None)  # noqa: N815
+
+
+class ProductSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    slug = slug_node()
+    name = text_node(200, min_length=1)
+    summary = text_node(500, missing="")
+    description = text_node(MAX_MARKDOWN, multiline=True, missing="")
+    published = bool_node(missing=False)
+    licensing = LicensingSchema(
+        missing={"licensed": False, "maxActivations": None, "durationDays": None}
+    )
+    prices = PricesSchema(missing=[])
+
+
+def product_patch_schema() -> colander.SchemaNode:
+    schema = optional(ProductSchema())
+    schema.add(bool_node(name="archived", missing=colander.drop))
+    return schema
+
+
+# --- views -------------------------------------------------------------------------------
+
+
+def _card(request, product) -> dict:
+    (card,) = catalogue.load_cards(request.db, [product], public=False)
+    return product_body(card, admin=True)
+
+
+@view_config(
+    route_name="store.admin_products", request_method="GET", renderer="json", permission=ADMIN
+)
+def list_products(request):
+    no_store(request)
+    page, per_page = list_paging(request)
+    q = catalogue.parse_search(query_value(request, "q"))
+    cards, total = catalogue.list_products(
+        request.db, page=page, per_page=per_page, q=q, public=False
+    )
+    return page_body([product_body(c, admin=True) for c in cards], page, per_page, total)
+
+
+@view_config(
+    route_name="store.admin_products", request_method="POST", renderer="json", permission=ADMIN
+)
+def create_product(request):
+    data = read_json(request, ProductSchema())
+    product = catalogue.create_product(request.db, data)
+    request.response.status = 201
+    return _card(request, product)
+
+
+@view_config(
+    route_name="store.admin_product", request_method="GET", renderer="json", permission=ADMIN
+)
+def show_product(request):
+    no_store(request)
+    product = catalogue.find_product(request.db, request.matchdict["slug"], public=False)
+    return _card(request, product)
+
+
+@view_config(
+    route_name="store.admin_product", request_method="PATCH", renderer="json", permission=ADMIN
+)
+def update_product(request):
+    product = catalogue.find_product(request.db, request.matchdict["slug"], public=False)
+    changes = read_json(request, product_patch_schema())
+    catalogue.update_product(request.db, product, changes)
+    return _card(request, product)
+
+
+@view_config(
+    route_name="store.admin_product", request_method="DELETE", renderer="json", permission=ADMIN
+)
+def delete_product(request):
+    product = catalogue.find_product(request.db, request.matchdict["slug"], public=False)
+    slug = product.slug
+    archived, paths = catalogue.delete_product(request.db, product)
+    if paths:
+        files = releases.absolute_paths(request.registry.settings["cmsshop.storage_dir"], paths)
+        # Only once the deletion has committed: a rolled-back request keeps its files.
+        request.tm.get().addAfterCommitHook(
+            lambda committed: committed and releases.remove_quietly(*files)
+        )
+    if archived:
+        return {
+            "slug": slug,
+            "deleted": False,
+            "archived": True,
+            "message": "The product has orders, so it was archived (hidden) instead of deleted.",
+        }
+    return {"slug": slug, "deleted": True, "archived": False, "message": "The product was deleted."}
+
+
+# --- release upload ----------------------------------------------------------------------
+
+
+def _malformed(detail: str) -> ApiError:
+    return ApiError(
+        f"The multipart body could not be read: {detail}",
+        status=400,
+        code="malformed_multipart",
+        title="Malformed multipart body",
+        hints=["Send multipart/form-data with a `version` field and a `file` part."],
+    )
+
+
+class _UploadReader:
+    """Streams a multipart/form-data body: ``version`` into memory (it is tiny), ``file``
+    straight into a :class:`releases.ReleaseWriter`."""
+
+    def __init__(self, request, product):
+        self.request = request
+        self.product = product
+        settings = request.registry.settings
+        self.storage_dir = settings["cmsshop.storage_dir"]
+        self.max_bytes = settings["cmsshop.max_upload_bytes"]
+        self.version_bytes: bytearray | None = None
+        self.raw_file_name: str | None = None
+        self.writer: releases.ReleaseWriter | None = None
+
+    def read(self) -> None:
+        request = self.request
+        if (request.content_type or "").lower() != "multipart/form-data":
+            raise UnsupportedMediaType(
+                "This route accepts multipart/form-data.",
+                hints=["Send the fields `version` and `file` as multipart/form-data."],
+            )
+        _, options = multipart.parse_options_header(request.headers.get("Content-Type", ""))
+        boundary = options.get("boundary")
+        if not boundary:
+            raise _malformed("the Content-Type has no boundary")
+        try:
+            parser = multipart.PushMultipartParser(
+                boundary,
+                content_length=request.content_length if request.content_length else -1,
+                max_segment_count=4,
+            )
+            with parser:
+                part = None
+                stream = request.body_file
+                if request.is_body_seekable:
+                    # pyramid_retry runs a retried attempt on the same (spooled) body.
+                    stream.seek(0)
+                while True:
+                    chunk = stream.read(UPLOAD_CHUNK)
+                    for event in parser.parse(chunk):
+                        part = self._on_event(part, event)
+                    if not chunk or parser.closed:
+                        break
+        except (multipart.MultipartError, UnicodeDecodeError) as exc:
+            raise _malformed(str(exc) or type(exc).__name__) from None
+
+    def _on_event(self, part, event):
+        if isinstance(event, multipart.MultipartSegment):
+            if event.name == "version" and self.version_bytes is None:
+                self.version_bytes = bytearray()
+            elif event.name == "file" and self.writer is None:
+                self.raw_file_name = event.filename
+                if self.version_bytes is not None:
+                    # The version came first: refuse a duplicate before storing any bytes.
+                    version = releases.check_version(self.version())
+                    releases.ensure_version_free(self.request.db, self.product, version)
+                self.writer = releases.ReleaseWriter(self.storage_dir, self.max_bytes)
+            else:
+                raise ValidationFailed(
+                    {event.name or "body": "unexpected or repeated part"},
+                    hints=["Send exactly one `version` field and one `file` part."],
+                )
+            return event.name
+        if event is None:
+            return None
+        if part == "version":
+            self.version_bytes.extend(event)
+            if len(self.version_bytes) > 200:
+                raise ValidationFailed({"version": "at most 50 characters"})
+        elif part == "file":
+            self.writer.write(event)
+        return part
+
+    def version(self) -> str | None:
+        if self.version_bytes is None:
+            return None
+        try:
+            return self.version_bytes.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValidationFailed({"version": "must be UTF-8 text"}) from None
+
+
+@view_config(
+    route_name="store.admin_product_releases",
+    request_method="POST",
+    renderer="json",
+    permission=ADMIN,
+)
+def upload_release(request):
+    product = catalogue.find_product(request.db, request.matchdict["slug"], public=False)
+    reader = _UploadReader(request, product)
+    try:
+        reader.read()
+        version = releases.check_version(reader.version())
+        if reader.writer is None:
+            raise ValidationFailed({"file": "required"})
+        if reader.writer.size == 0:
+            raise ValidationFailed({"file": "the file is empty"})
+        file_name = releases.display_file_name(
+            reader.raw_file_name, fallback=f"{product.slug}-{version}"
+        )
+        release = releases.add_release(
+            request.db, product, version=version, file_name=file_name, upload=reader.writer
+        )
+    finally:
+        if reader.writer is not None:
+            reader.writer.discard()
+    (stored,) = releases.absolute_paths(
+        request.registry.settings["cmsshop.storage_dir"], [release.storage_path]
+    )
+    # The file is in place before the row commits; if the transaction does not commit
+    # (a 4xx/5xx veto, a failed commit, a retry), the file goes too.
+    transaction = request.tm.get()
+    transaction.addAfterCommitHook(lambda committed: committed or releases.remove_quietly(stored))
+    transaction.addAfterAbortHook(releases.remove_quietly, args=(stored,))
+    request.response.status = 201
+    return release_body(release)
+
+
+# --- OpenAPI -----------------------------------------------------------------------------
+
+PRICE_INPUT = body_schema(
+    {
+        "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "amount": {"type": "integer", "minimum": 0, "maximum": MAX_AMOUNT},
+    },
+    ["currency", "amount"],
+)
+LICENSING_INPUT = body_schema(
+    {
+        "licensed": {"type": "boolean"},
+        "maxActivations": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_ACTIVATIONS},
+        "durationDays": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": MAX_DURATION_DAYS,
+            "description": "null = perpetual",
+        },
+    },
+    [],
+)
+PRODUCT_INPUT_FIELDS = {
+    "slug": SLUG,
+    "name": text_schema(200, min_length=1),
+    "summary": text_schema(500),
+    "description": {**text_schema(MAX_MARKDOWN, multiline=True), "description": "Markdown"},
+    "published": {"type": "boolean"},
+    "licensing": LICENSING_INPUT,
+    "prices": {
+        "type": "array",
+        "maxItems": MAX_PRICES,
+        "items": PRICE_INPUT,
+        "description": "Each currency at most once; currencies must exist.",
+    },
+}
+ADMIN_PRODUCT = {
+    "allOf": [
+        oa.ref("Product"),
+        {
+            "type": "object",
+            "required": ["published", "archived", "createdAt"],
+            "properties": {
+                "published": {"type": "boolean"},
+                "archived": {"type": "boolean"},
+                "createdAt": {"type": "string", "format": "date-time"},
+            },
+        },
+    ]
+}
+DELETED = {
+    "type": "object",
+    "required": ["slug", "deleted", "archived", "message"],
+    "properties": {
+        "slug": {"type": "string"},
+        "deleted": {"type": "boolean"},
+        "archived": {"type": "boolean"},
+        "message": {"type": "string"},
+    },
+}
+SLUG_PARAM = oa.path_param("slug", {"type": "string"})
+ADMIN_TAGS = ["admin", "store"]
+
+OPENAPI_PATHS = {
+    "/api/admin/products": {
+        "get": oa.operation(
+            "All products, drafts and archived ones too (admin)",
+            {**oa.ok(oa.page_of(oa.ref("AdminProduct"))), **oa.errors(401, 403, 422)},
+            params=[
+                *oa.PAGING_PARAMS,
+                oa.query_param(
+                    "q",
+                    text_schema(catalogue.MAX_SEARCH_LENGTH),
+                    "Case-insensitive substring of the name or summary.",
+                ),
+            ],
+            tags=ADMIN_TAGS,
+        ),
+        "post": oa.operation(
+            "Create a product (admin); 409 slug_taken",
+            {
+                **oa.ok(oa.ref("AdminProduct"), "Created", 201),
+                **oa.errors(401, 403, 409, 415, 422),
+            },
+            body=body_schema(PRODUCT_INPUT_FIELDS, ["slug", "name"]),
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+    },
+    "/api/admin/products/{slug}": {
+        "get": oa.operation(
+            "One product (admin)",
+            {**oa.ok(oa.ref("AdminProduct")), **oa.errors(401, 403, 404)},
+            params=[SLUG_PARAM],
+            tags=ADMIN_TAGS,
+        ),
+        "patch": oa.operation(
+            "Change some fields of a product (admin); prices, if sent, replace all prices",
+            {**oa.ok(oa.ref("AdminProduct")), **oa.errors(401, 403, 404, 409, 415, 422)},
+            params=[SLUG_PARAM],
+            body=body_schema(
+                {**PRODUCT_INPUT_FIELDS, "archived": {"type": "boolean"}},
+                [],
+            ),
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+        "delete": oa.operation(
+            "Delete a product, or archive it when orders refer to it (admin)",
+            {**oa.ok(DELETED), **oa.errors(401, 403, 404)},
+            params=[SLUG_PARAM],
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+    },
+    "/api/admin/products/{slug}/releases": {
+        "post": oa.operation(
+            "Upload a release file (admin); 409 version_exists",
+            {
+                **oa.ok(oa.ref("Release"), "Created", 201),
+                **oa.errors(401, 403, 404, 409, 413, 415, 422),
+            },
+            params=[SLUG_PARAM],
+            body={
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["version", "file"],
+                "properties": {
+                    "version": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9.+_-]{0,49}$"},
+                    "file": {"type": "string", "format": "binary"},
+                },
+            },
+            body_content_type="multipart/form-data",
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+    },
+}
+
+OPENAPI_SCHEMAS = {"AdminProduct": ADMIN_PRODUCT}

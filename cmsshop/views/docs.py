@@ -1,0 +1,113 @@
+"""Public documentation: published articles (no login, ETag + 304)."""
+
+from __future__ import annotations
+
+from pyramid.view import view_config
+
+from cmsshop import openapi as oa
+from cmsshop.services import catalogue
+from cmsshop.util import isoformat_z
+from cmsshop.views.admin_catalogue import (
+    DATE_TIME,
+    IF_NONE_MATCH,
+    cache_seconds,
+    cached_ok,
+    list_paging,
+    query_value,
+)
+from cmsshop.views.common import json_with_etag, page_body
+
+
+def article_body(article, admin: bool = False) -> dict:
+    """An Article, or a row of its columns (see catalogue.list_articles)."""
+    body = {
+        "slug": article.slug,
+        "title": article.title,
+        "summary": article.summary,
+        "category": article.category,
+        "body": article.body,
+        "bodyHtml": article.body_html,
+        "publishedAt": isoformat_z(article.published_at),
+        "updatedAt": isoformat_z(article.updated_at),
+    }
+    if admin:
+        body["published"] = article.published
+        body["createdAt"] = isoformat_z(article.created_at)
+    return body
+
+
+@view_config(route_name="docs.articles", request_method="GET")
+def list_articles(request):
+    page, per_page = list_paging(request)
+    q = catalogue.parse_search(query_value(request, "q"))
+    category = catalogue.parse_category(query_value(request, "category"))
+    articles, total = catalogue.list_articles(
+        request.db, page=page, per_page=per_page, q=q, category=category
+    )
+    body = page_body([article_body(a) for a in articles], page, per_page, total)
+    return json_with_etag(request, body, max_age=cache_seconds(request))
+
+
+@view_config(route_name="docs.article", request_method="GET")
+def show_article(request):
+    article = catalogue.find_article(request.db, request.matchdict["slug"], public=True)
+    return json_with_etag(request, article_body(article), max_age=cache_seconds(request))
+
+
+# --- OpenAPI -----------------------------------------------------------------------------
+
+ARTICLE_FIELDS = {
+    "slug": {"type": "string"},
+    "title": {"type": "string"},
+    "summary": {"type": "string"},
+    "category": {"type": "string"},
+    "body": {"type": "string", "description": "Markdown source"},
+    "bodyHtml": {"type": "string", "description": "Rendered, sanitised HTML"},
+    "publishedAt": {
+        "type": ["string", "null"],
+        "format": "date-time",
+        "description": "First publication; null for a never-published draft",
+    },
+    "updatedAt": DATE_TIME,
+}
+ARTICLE = {"type": "object", "required": list(ARTICLE_FIELDS), "properties": ARTICLE_FIELDS}
+OPENAPI_PATHS = {
+    "/api/docs/articles": {
+        "get": oa.operation(
+            "Published articles, newest first, paged, optionally searched or by category",
+            {**cached_ok(oa.page_of(oa.ref("Article"))), **oa.errors(422)},
+            params=[
+                *oa.PAGING_PARAMS,
+                oa.query_param(
+                    "q",
+                    {
+                        "type": "string",
+                        "maxLength": catalogue.MAX_SEARCH_LENGTH,
+                        "pattern": catalogue.SINGLE_LINE_PATTERN,
+                    },
+                    "Case-insensitive substring of the title or summary.",
+                ),
+                oa.query_param(
+                    "category",
+                    {"type": "string", "pattern": catalogue.SLUG_PATTERN},
+                    "Only articles of this category.",
+                ),
+                IF_NONE_MATCH,
+            ],
+            tags=["docs"],
+        )
+    },
+    "/api/docs/articles/{slug}": {
+        "get": oa.operation(
+            "One published article (404 article_not_found otherwise)",
+            {**cached_ok(oa.ref("Article")), **oa.errors(404)},
+            params=[
+                oa.path_param("slug", {"type": "string", "pattern": catalogue.SLUG_PATTERN}),
+                IF_NONE_MATCH,
+            ],
+            tags=["docs"],
+        )
+    },
+}
+
+OPENAPI_SCHEMAS = {"Article": ARTICLE}

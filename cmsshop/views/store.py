@@ -1,0 +1,233 @@
+"""Public catalogue: published products and enabled currencies (no login, ETag + 304)."""
+
+from __future__ import annotations
+
+from pyramid.view import view_config
+
+from cmsshop import openapi as oa
+from cmsshop.models import Currency
+from cmsshop.services import catalogue
+from cmsshop.util import isoformat_z
+from cmsshop.views.admin_catalogue import (
+    DATE_TIME,
+    IF_NONE_MATCH,
+    cache_seconds,
+    cached_ok,
+    list_paging,
+    query_value,
+)
+from cmsshop.views.common import json_with_etag, page_body
+
+# --- JSON bodies (shared with the admin views) -------------------------------------------
+
+
+def currency_body(currency: Currency, admin: bool = False) -> dict:
+    body = {
+        "code": currency.code,
+        "name": currency.name,
+        "symbol": currency.symbol,
+        "decimals": currency.decimals,
+        "default": currency.is_default,
+    }
+    if admin:
+        body["enabled"] = currency.enabled
+    return body
+
+
+def release_body(release) -> dict | None:
+    """A Release, or a row with its columns (see catalogue.load_cards)."""
+    if release is None:
+        return None
+    return {
+        "version": release.version,
+        "fileName": release.file_name,
+        "size": release.size,
+        "sha256": release.sha256,
+        "releasedAt": isoformat_z(release.released_at),
+    }
+
+
+def product_body(card: catalogue.ProductCard, admin: bool = False) -> dict:
+    product = card.product
+    body = {
+        "slug": product.slug,
+        "name": product.name,
+        "summary": product.summary,
+        "description": product.description,
+        "descriptionHtml": product.description_html,
+        "prices": [
+            {
+                "currency": price.currency,
+                "amount": price.amount,
+                "formatted": catalogue.format_amount(price.amount, price.symbol, price.decimals),
+            }
+            for price in card.prices
+        ],
+        "licensing": {
+            "licensed": product.licensed,
+            "maxActivations": product.max_activations,
+            "durationDays": product.duration_days,
+        },
+        "latestRelease": release_body(card.latest_release),
+        "updatedAt": isoformat_z(product.updated_at),
+    }
+    if admin:
+        body["published"] = product.published
+        body["archived"] = product.archived
+        body["createdAt"] = isoformat_z(product.created_at)
+    return body
+
+
+def read_currency_param(request) -> str | None:
+    """The ``currency`` query parameter: an enabled currency's code, or a 422."""
+    code = catalogue.parse_currency_code(query_value(request, "currency"))
+    if code is not None:
+        catalogue.require_enabled_currency(request.db, code)
+    return code
+
+
+# --- views -------------------------------------------------------------------------------
+
+
+@view_config(route_name="store.products", request_method="GET")
+def list_products(request):
+    page, per_page = list_paging(request)
+    q = catalogue.parse_search(query_value(request, "q"))
+    currency = read_currency_param(request)
+    cards, total = catalogue.list_products(
+        request.db, page=page, per_page=per_page, q=q, currency=currency
+    )
+    body = page_body([product_body(card) for card in cards], page, per_page, total)
+    return json_with_etag(request, body, max_age=cache_seconds(request))
+
+
+@view_config(route_name="store.product", request_method="GET")
+def show_product(request):
+    currency = read_currency_param(request)
+    product = catalogue.find_product(request.db, request.matchdict["slug"], public=True)
+    (card,) = catalogue.load_cards(request.db, [product], currency=currency)
+    return json_with_etag(request, product_body(card), max_age=cache_seconds(request))
+
+
+@view_config(route_name="store.currencies", request_method="GET")
+def list_currencies(request):
+    currencies = catalogue.list_currencies(request.db, enabled_only=True)
+    body = {"items": [currency_body(c) for c in currencies]}
+    return json_with_etag(request, body, max_age=cache_seconds(request))
+
+
+# --- OpenAPI -----------------------------------------------------------------------------
+
+TEXT = {"type": "string", "pattern": catalogue.SINGLE_LINE_PATTERN}
+SLUG_SCHEMA = {"type": "string", "pattern": catalogue.SLUG_PATTERN, "maxLength": 100}
+MAX_AMOUNT = 10**15
+
+PRICE = {
+    "type": "object",
+    "required": ["currency", "amount", "formatted"],
+    "properties": {
+        "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "amount": {"type": "integer", "minimum": 0, "description": "Minor units."},
+        "formatted": {"type": "string", "examples": ["€49.00"]},
+    },
+}
+LICENSING = {
+    "type": "object",
+    "required": ["licensed", "maxActivations", "durationDays"],
+    "properties": {
+        "licensed": {"type": "boolean"},
+        "maxActivations": {"type": ["integer", "null"], "minimum": 0},
+        "durationDays": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "description": "null = perpetual",
+        },
+    },
+}
+RELEASE = {
+    "type": "object",
+    "required": ["version", "fileName", "size", "sha256", "releasedAt"],
+    "properties": {
+        "version": {"type": "string"},
+        "fileName": {"type": "string"},
+        "size": {"type": "integer", "minimum": 0},
+        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        "releasedAt": DATE_TIME,
+    },
+}
+PRODUCT_FIELDS = {
+    "slug": {"type": "string"},
+    "name": {"type": "string"},
+    "summary": {"type": "string"},
+    "description": {"type": "string", "description": "Markdown source"},
+    "descriptionHtml": {"type": "string", "description": "Rendered, sanitised HTML"},
+    "prices": {"type": "array", "items": oa.ref("Price")},
+    "licensing": oa.ref("Licensing"),
+    "latestRelease": {"oneOf": [oa.ref("Release"), {"type": "null"}]},
+    "updatedAt": DATE_TIME,
+}
+PRODUCT = {"type": "object", "required": list(PRODUCT_FIELDS), "properties": PRODUCT_FIELDS}
+CURRENCY_FIELDS = {
+    "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+    "name": {"type": "string"},
+    "symbol": {"type": "string"},
+    "decimals": {"type": "integer", "minimum": 0, "maximum": catalogue.MAX_DECIMALS},
+    "default": {"type": "boolean"},
+}
+CURRENCY = {"type": "object", "required": list(CURRENCY_FIELDS), "properties": CURRENCY_FIELDS}
+
+SEARCH_PARAM = oa.query_param(
+    "q",
+    {"type": "string", "maxLength": catalogue.MAX_SEARCH_LENGTH, **TEXT},
+    "Case-insensitive substring of the name/title or summary.",
+)
+CURRENCY_PARAM = oa.query_param(
+    "currency",
+    {"type": "string", "pattern": "^[A-Za-z]{3}$"},
+    "Show prices in this enabled currency only (422 if it is not one).",
+)
+
+
+OPENAPI_PATHS = {
+    "/api/store/products": {
+        "get": oa.operation(
+            "Published products, paged, optionally searched",
+            {**cached_ok(oa.page_of(oa.ref("Product"))), **oa.errors(422)},
+            params=[*oa.PAGING_PARAMS, SEARCH_PARAM, CURRENCY_PARAM, IF_NONE_MATCH],
+            tags=["store"],
+        )
+    },
+    "/api/store/products/{slug}": {
+        "get": oa.operation(
+            "One published product (404 product_not_found otherwise)",
+            {**cached_ok(oa.ref("Product")), **oa.errors(404, 422)},
+            params=[oa.path_param("slug", SLUG_SCHEMA), CURRENCY_PARAM, IF_NONE_MATCH],
+            tags=["store"],
+        )
+    },
+    "/api/store/currencies": {
+        "get": oa.operation(
+            "Enabled currencies, the default first",
+            {
+                **cached_ok(
+                    {
+                        "type": "object",
+                        "required": ["items"],
+                        "properties": {"items": {"type": "array", "items": oa.ref("Currency")}},
+                    }
+                ),
+                **oa.errors(),
+            },
+            params=[IF_NONE_MATCH],
+            tags=["store"],
+        )
+    },
+}
+
+OPENAPI_SCHEMAS = {
+    "Price": PRICE,
+    "Licensing": LICENSING,
+    "Release": RELEASE,
+    "Product": PRODUCT,
+    "Currency": CURRENCY,
+}
