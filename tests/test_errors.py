@@ -237,3 +237,21 @@ def test_database_down_is_503_json(make_app):
 def test_each_error_gets_a_fresh_support_code(testapp):
     codes = {testapp.get("/api/nope", status=404).json["supportCode"] for _ in range(5)}
     assert len(codes) == 5
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/docs/articles/%ff%fe", "/api/%c3%28", "/api/dashboard/downloads/%80/license"],
+)
+def test_non_utf8_path_over_http_is_json(live_server, path):
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(live_server)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    connection.request("GET", path)
+    response = connection.getresponse()
+    body = json.loads(response.read())
+    assert response.status == 400 and body["code"] == "malformed_request"
+    assert response.getheader("Content-Type").startswith("application/json")

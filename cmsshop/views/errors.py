@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import random
 import re
 import time
 import traceback
@@ -20,6 +21,7 @@ from pyramid.httpexceptions import HTTPException, HTTPForbidden, HTTPNotFound
 from pyramid.response import Response
 from pyramid.tweens import MAIN
 from pyramid_retry import (
+    IBeforeRetry,
     RetryableExecutionPolicy,
     is_error_retryable,
     is_last_attempt,
@@ -45,6 +47,13 @@ def request_id(request) -> str:
     return rid
 
 
+def raw_path(request) -> str:
+    """The request path as the WSGI server gave it. Unlike ``request.path`` it never
+    raises: a path that is not valid UTF-8 must still get (and log) a JSON error."""
+    environ = request.environ
+    return (environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))[:2048]
+
+
 def _allowed_methods(request) -> list[str]:
     """Methods that some view of the matched route accepts (for 405 + Allow)."""
     route = getattr(request, "matched_route", None)
@@ -63,6 +72,14 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
     """Map any exception to an ApiError; unknown ones become a generic 500."""
     if isinstance(exc, E.ApiError):
         return exc
+    if isinstance(exc, UnicodeDecodeError):
+        return E.ApiError(
+            "The URL, query string or form is not valid UTF-8.",
+            status=400,
+            code="malformed_request",
+            title="Malformed request",
+            hints=["Percent-encode UTF-8 bytes only."],
+        )
     if isinstance(exc, BadCSRFToken | BadCSRFOrigin):
         return E.CsrfFailed()
     if isinstance(exc, HTTPForbidden):
@@ -131,7 +148,7 @@ def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> 
             "server error %s %s %s -> %s (%s)%s",
             support_code,
             request.method,
-            request.path,
+            raw_path(request),
             error.status,
             type(exc).__name__,
             "\n" + tb if tb else "",
@@ -142,7 +159,7 @@ def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> 
             support_code=support_code,
             request_id=request_id(request),
             method=request.method,
-            path=request.path[:2048],
+            path=raw_path(request),
             status=error.status,
             error_code=error.code,
             exception_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
@@ -202,7 +219,7 @@ def request_log_tween_factory(handler, registry):
                 "%s %s %s %d %.1fms%s",
                 rid,
                 request.method,
-                request.path_qs[:300],
+                raw_path(request)[:300],
                 status,
                 (time.perf_counter() - started) * 1000,
                 f" support={request.environ['cmsshop.support_code']}"
@@ -251,7 +268,15 @@ def execution_policy(attempts: int):
     return policy
 
 
+def back_off_before_retry(event) -> None:
+    """Jittered pause before a retry, so racing requests do not collide again at once
+    (on SQLite a lost write race is retried; without a pause the retries race too)."""
+    attempt = event.environ.get("retry.attempt", 0)
+    time.sleep(random.uniform(0, 0.02 * (2**attempt)))
+
+
 def includeme(config) -> None:
+    config.add_subscriber(back_off_before_retry, IBeforeRetry)
     for context in (Exception, HTTPException):
         config.add_exception_view(exception_view, context=context)
     config.add_tween("cmsshop.views.errors.request_log_tween_factory")
