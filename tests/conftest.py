@@ -95,6 +95,7 @@ def settings(database_url, storage_dir) -> dict:
         "cmsshop.modules": ALL_MODULES,
         "cmsshop.storage_dir": str(storage_dir),
         "cmsshop.password_hashing": "cheapest",
+        "cmsshop.license_key_dir": str(storage_dir.parent / "keys"),
         # Webhooks answer 503 webhook_not_configured without these (tested separately).
         "cmsshop.cardprovider.webhook_secrets": "whsec_test_conftest_0123456789abcdef",
         "cmsshop.walletprovider.webhook_id": "WH-TEST-CONFTEST",
