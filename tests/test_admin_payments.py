@@ -386,3 +386,9 @@ def test_manual_fulfilment_refusals(card_admin, card_customer, dbsession, catalo
     assert order_status(dbsession, pending.number) == "pending"
     assert dbsession.scalar(select(Fulfilment)) is None
     assert dbsession.scalar(select(PaymentEvent)) is None
+
+
+def test_out_of_range_and_non_ascii_event_ids_are_404(admin_app):
+    for raw in ("7496011709", "99999999999", "0", "%C2%B2", "-1"):
+        response = admin_app.get(f"/api/admin/payment-events/{raw}", status=404)
+        assert response.json["code"] == "payment_event_not_found"

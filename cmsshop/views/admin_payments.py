@@ -21,6 +21,7 @@ from cmsshop.views.common import (
     StrictMapping,
     StrictString,
     page_body,
+    parse_path_id,
     read_json,
     read_paging,
     validate,
@@ -64,10 +65,10 @@ class EventFilterSchema(colander.MappingSchema):
 
 
 def _event_id(request) -> int:
-    raw = request.matchdict["id"]
-    if not raw.isdigit() or len(raw) > 12:
+    event_id = parse_path_id(request.matchdict["id"])
+    if event_id is None:
         raise NotFound("No payment event has this id.", code="payment_event_not_found")
-    return int(raw)
+    return event_id
 
 
 @view_config(

@@ -121,6 +121,20 @@ def is_json_content_type(content_type: str | None) -> bool:
     )
 
 
+# --- path ids ----------------------------------------------------------------------------
+
+MAX_ID = 2**31 - 1  # INTEGER primary keys on every backend
+
+
+def parse_path_id(raw: str) -> int | None:
+    """A positive 32-bit id from a path segment, or None (ASCII digits only: ``str.isdigit``
+    also accepts "²", and PostgreSQL refuses integers beyond 32 bits with an error)."""
+    if not raw or len(raw) > 10 or not raw.isascii() or not raw.isdigit():
+        return None
+    value = int(raw)
+    return value if 1 <= value <= MAX_ID else None
+
+
 # --- lists -------------------------------------------------------------------------------
 
 

@@ -219,7 +219,7 @@ def _parse_allowed(entries: list[str]) -> list[tuple[str, int]]:
         entry = entry.strip().lower()
         host, _, port = entry.rpartition(":") if ":" in entry else (entry, "", "")
         host = host.lstrip("*").lstrip(".").rstrip(".")
-        if not host or (port and not port.isdigit()):
+        if not host or (port and not (port.isascii() and port.isdigit())):
             continue
         allowed.append((host, int(port) if port else 443))
     return allowed
@@ -233,7 +233,7 @@ def validate_cert_hosts(value: Any) -> None:
         host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
         if not host or not _HOST_LABELS.match(host):
             raise ValueError(f"{entry!r}: a host name such as paypal.com, optionally host:port")
-        if port and not (port.isdigit() and 0 < int(port) < 65536):
+        if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
             raise ValueError(f"{entry!r}: the port must be a number from 1 to 65535")
         if "." not in host and host != "localhost":
             raise ValueError(f"{entry!r}: too broad, name a domain such as paypal.com")
