@@ -22,6 +22,10 @@ def configure_hasher(profile: str) -> None:
     global _hasher, _DUMMY_HASH
     if profile not in HASHING_PROFILES:
         raise ValueError(f"unknown password hashing profile {profile!r}")
+    if _hasher.time_cost == HASHING_PROFILES[profile].time_cost and (
+        _hasher.memory_cost == HASHING_PROFILES[profile].memory_cost
+    ):
+        return  # already in use: do not pay for another dummy hash
     _hasher = PasswordHasher.from_parameters(HASHING_PROFILES[profile])
     _DUMMY_HASH = _hasher.hash("not-a-real-password")
 
