@@ -19,6 +19,11 @@ NAMING_CONVENTION = {
 }
 
 
+# Primary keys are INTEGER on every backend; a larger number in a query is a DataError
+# on PostgreSQL (a 500), so ids from URLs and tokens are range-checked against this.
+MAX_ID = 2**31 - 1
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 

@@ -19,6 +19,7 @@ from cmsshop.models import (
     OrderItem,
     Release,
 )
+from cmsshop.models.meta import MAX_ID
 from cmsshop.services.downloads import (
     Delivery,
     DownloadClaims,
@@ -30,9 +31,6 @@ from cmsshop.services.downloads import (
 )
 from cmsshop.services.licences import issue_licence
 from cmsshop.util import utcnow
-
-# Ids are 32-bit on PostgreSQL; a larger number would be a DataError (500), not a 404.
-MAX_ID = 2**31 - 1
 
 
 class LicenceNotAvailable(ApiError):
@@ -59,14 +57,6 @@ def take_write_lock(session: Session) -> None:
     connection.exec_driver_sql("COMMIT")
     connection.exec_driver_sql("BEGIN IMMEDIATE")
     session.info["write_lock"] = True
-
-
-def parse_id(raw: str) -> int | None:
-    """A positive 32-bit id from a path segment, or None for anything else."""
-    if not raw or len(raw) > 10 or not raw.isascii() or not raw.isdigit():
-        return None
-    value = int(raw)
-    return value if 1 <= value <= MAX_ID else None
 
 
 def _page(session: Session, query, count_query, page: int, per_page: int) -> tuple[list, int]:
@@ -130,9 +120,9 @@ def latest_release(session: Session, product_id: int) -> Release | None:
     return latest_releases(session, [product_id]).get(product_id)
 
 
-def find_entitlement(session: Session, user_id: int, raw_id: str) -> Entitlement:
-    """The user's entitlement ``raw_id`` or DownloadNotFound (also for someone else's)."""
-    entitlement_id = parse_id(raw_id)
+def find_entitlement(session: Session, user_id: int, entitlement_id: int | None) -> Entitlement:
+    """The user's entitlement or DownloadNotFound (also for someone else's, or None: an id
+    that did not parse)."""
     entitlement = None
     if entitlement_id is not None:
         entitlement = session.scalar(

@@ -9,8 +9,14 @@ from cmsshop.errors import NotFound
 from cmsshop.models.dashboard import TICKET_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services import tickets
-from cmsshop.services.dashboard import parse_id
-from cmsshop.views.common import StrictMapping, StrictString, page_body, read_json, read_paging
+from cmsshop.views.common import (
+    StrictMapping,
+    StrictString,
+    page_body,
+    parse_path_id,
+    read_json,
+    read_paging,
+)
 from cmsshop.views.common import validate as validate_data
 from cmsshop.views.dashboard import ticket_body
 
@@ -52,7 +58,7 @@ def list_tickets(request):
     route_name="dashboard.admin_ticket", request_method="PATCH", renderer="json", permission=ADMIN
 )
 def update_ticket(request):
-    ticket_id = parse_id(request.matchdict["id"])
+    ticket_id = parse_path_id(request.matchdict["id"])
     ticket = tickets.find_ticket(request.db, ticket_id) if ticket_id is not None else None
     if ticket is None:
         raise TicketNotFound()

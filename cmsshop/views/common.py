@@ -9,6 +9,7 @@ from typing import Any
 import colander
 
 from cmsshop.errors import MalformedJson, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from cmsshop.models.meta import MAX_ID
 
 # --- strict colander types ---------------------------------------------------------------
 # colander's own String/Int/Bool coerce (123 -> "123", 1.9 -> 1, "yes" -> True). A JSON API
@@ -122,8 +123,6 @@ def is_json_content_type(content_type: str | None) -> bool:
 
 
 # --- path ids ----------------------------------------------------------------------------
-
-MAX_ID = 2**31 - 1  # INTEGER primary keys on every backend
 
 
 def parse_path_id(raw: str) -> int | None:

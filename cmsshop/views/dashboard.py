@@ -14,6 +14,7 @@ from cmsshop.views.common import (
     StrictMapping,
     StrictString,
     page_body,
+    parse_path_id,
     read_json,
     read_paging,
 )
@@ -179,7 +180,9 @@ def list_downloads(request):
     route_name="dashboard.signed_url", request_method="POST", renderer="json", permission=CUSTOMER
 )
 def create_signed_url(request):
-    entitlement = dashboard.find_entitlement(request.db, request.user.id, request.matchdict["id"])
+    entitlement = dashboard.find_entitlement(
+        request.db, request.user.id, parse_path_id(request.matchdict["id"])
+    )
     signer = request.registry["cmsshop.download_signer"]
     token, claims = dashboard.sign_download(request.db, signer, entitlement)
     # The URL is a short-lived credential: no cache may keep it.
@@ -191,7 +194,9 @@ def create_signed_url(request):
     route_name="dashboard.license", request_method="POST", renderer="json", permission=CUSTOMER
 )
 def get_licence(request):
-    entitlement = dashboard.find_entitlement(request.db, request.user.id, request.matchdict["id"])
+    entitlement = dashboard.find_entitlement(
+        request.db, request.user.id, parse_path_id(request.matchdict["id"])
+    )
     licence = dashboard.licence_for(request.db, entitlement)
     request.response.cache_control = "no-store"
     return licence_body(licence)
