@@ -91,6 +91,28 @@ def own_transaction(registry) -> Iterator[Session]:
         session.close()
 
 
+def take_write_lock(session: Session) -> None:
+    """On SQLite, swap the request's read snapshot for the database write lock, now.
+
+    The request transaction began with a plain (deferred) BEGIN and has already read
+    (the login session at least). SQLite cannot upgrade such a snapshot to a writer
+    while another connection writes or has written since: it fails at once with
+    "database is locked", without waiting, and a few parallel writers (a download
+    manager's parallel range requests, two licence clicks, activations racing for a
+    seat) can exhaust every retry.
+    Ending the read-only transaction and starting a ``BEGIN IMMEDIATE`` one makes
+    writers queue on the busy timeout instead, and what is read next is current.
+    Call it before the request's first write; nothing is lost, as nothing was written.
+    PostgreSQL needs none of this (row locks and unique constraints do the work).
+    """
+    if session.get_bind().dialect.name != "sqlite" or session.info.get("write_lock"):
+        return  # once per transaction: a second COMMIT would commit this one's writes
+    connection = session.connection()
+    connection.exec_driver_sql("COMMIT")
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    session.info["write_lock"] = True
+
+
 def request_db(request) -> Session:
     """``request.db``: one session per request, committed or aborted by pyramid_tm."""
     session = request.registry["cmsshop.session_factory"]()
@@ -118,5 +140,6 @@ __all__ = [
     "is_retryable_db_error",
     "make_engine",
     "own_transaction",
+    "take_write_lock",
     "ping",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload, selectinload
 
+from cmsshop.db import take_write_lock
 from cmsshop.errors import ApiError
 from cmsshop.models import (
     DownloadLog,
@@ -36,27 +37,6 @@ from cmsshop.util import utcnow
 class LicenceNotAvailable(ApiError):
     status, code, title = 404, "license_not_available", "No licence for this product"
     message = "This product is used without a licence key."
-
-
-def take_write_lock(session: Session) -> None:
-    """On SQLite, swap the request's read snapshot for the database write lock, now.
-
-    The request transaction began with a plain (deferred) BEGIN and has already read
-    (the login session at least). SQLite cannot upgrade such a snapshot to a writer
-    while another connection writes or has written since: it fails at once with
-    "database is locked", without waiting, and a few parallel writers (a download
-    manager's parallel range requests, two licence clicks) can exhaust every retry.
-    Ending the read-only transaction and starting a ``BEGIN IMMEDIATE`` one makes
-    writers queue on the busy timeout instead, and what is read next is current.
-    Call it before the request's first write; nothing is lost, as nothing was written.
-    PostgreSQL needs none of this (row locks and unique constraints do the work).
-    """
-    if session.get_bind().dialect.name != "sqlite" or session.info.get("write_lock"):
-        return  # once per transaction: a second COMMIT would commit this one's writes
-    connection = session.connection()
-    connection.exec_driver_sql("COMMIT")
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
-    session.info["write_lock"] = True
 
 
 def _page(session: Session, query, count_query, page: int, per_page: int) -> tuple[list, int]:

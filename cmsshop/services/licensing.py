@@ -18,11 +18,12 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import bindparam, case, delete, func, select, text
+from sqlalchemy import bindparam, case, delete, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
+from cmsshop.db import take_write_lock
 from cmsshop.errors import ApiError, Conflict, NotFound, RateLimited
 from cmsshop.models import (
     Activation,
@@ -364,22 +365,6 @@ def _is_sqlite(session: Session | Connection) -> bool:
     return bind.dialect.name == "sqlite"
 
 
-_NO_OP_WRITE = text("UPDATE licences SET id = id WHERE 0")
-
-
-def _take_write_lock(session: Session | Connection) -> None:
-    """SQLite: make the transaction a writer before its first read.
-
-    Every licensing call writes (nonce, audit, activation). A SQLite transaction that
-    reads first and writes later fails with "database is locked" if another writer
-    committed in between (its snapshot is stale), and a retry fails the same way under
-    load. Writing first -- a statement that changes nothing but takes the write lock --
-    queues writers on the busy timeout instead. PostgreSQL needs none of this.
-    """
-    if _is_sqlite(session):
-        session.execute(_NO_OP_WRITE)
-
-
 def open_licence(
     session: Session, data: LicenceRequest, audit: AuditRecord, *, for_update: bool = False
 ) -> tuple[Licence, str]:
@@ -388,7 +373,7 @@ def open_licence(
     ``for_update`` locks the licence row (PostgreSQL) so that counting seats and taking
     one are atomic across concurrent activations.
     """
-    _take_write_lock(session)
+    take_write_lock(session)
     query = (
         select(Licence, Product.slug)
         .join(Product, Product.id == Licence.product_id)

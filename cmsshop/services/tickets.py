@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload
 
+from cmsshop.db import take_write_lock
 from cmsshop.models import Order, SupportTicket, User
 from cmsshop.models.dashboard import TICKET_STATUSES
 from cmsshop.services import ratelimit
-from cmsshop.services.dashboard import take_write_lock
 from cmsshop.util import readable_token, utcnow
 
 TICKET_WINDOW = 3600  # the limit is "tickets per hour"
