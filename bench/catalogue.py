@@ -67,7 +67,7 @@ def load(url: str) -> None:
 
     from cmsshop.db import make_engine
     from cmsshop.models import Article, Currency, Product, ProductPrice, Release
-    from cmsshop.services.markdown import render_markdown
+    from cmsshop.services.docs.markdown import render_markdown
     from cmsshop.util import utcnow
 
     engine = make_engine(url)

@@ -4,11 +4,11 @@
     .venv/bin/python bench/licensing.py --reset \
         --database-url postgresql+psycopg://postgres@127.0.0.1/bench
 
-Builds a fresh database with 100,000 licences (10,000 of them activated), serves the
+Builds a fresh database with 100,000 licenses (10,000 of them activated), serves the
 app with waitress in a separate process (8 threads, like development.ini), and drives
 it from client processes with keep-alive connections, the routes taking turns in short
 rounds: the bare route (GET /api/health: JSON plus one trivial database round trip) and
-validate with a fresh nonce and a random activated licence on every call. Prints
+validate with a fresh nonce and a random activated license on every call. Prints
 requests/s, p50 and p99 latency and the server's CPU time per request for both, and the
 throughput ratio (exit status 1 below 40 %). The licensing rate limits are raised for the run
 (one client IP sends everything).
@@ -50,14 +50,14 @@ def bench_settings(database_url: str, key_dir: str) -> dict:
 # --- database ------------------------------------------------------------------------------
 
 
-def prepare_database(url: str, licences: int, activated: int, reset: bool) -> None:
+def prepare_database(url: str, licenses: int, activated: int, reset: bool) -> None:
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import insert, select
 
     from cmsshop.db import make_engine
-    from cmsshop.models import Activation, Licence, Product
-    from cmsshop.services.licensing import fingerprint_hash
+    from cmsshop.models import Activation, License, Product
+    from cmsshop.services.licensing.calls import fingerprint_hash
     from cmsshop.util import READABLE_ALPHABET, utcnow
 
     engine = make_engine(url)
@@ -82,9 +82,9 @@ def prepare_database(url: str, licences: int, activated: int, reset: bool) -> No
         conn.execute(insert(Product).values(slug=PRODUCT, name="Bench", licensed=True))
         product_id = conn.scalar(select(Product.id).where(Product.slug == PRODUCT))
         chunk = 20_000
-        for start in range(0, licences, chunk):
+        for start in range(0, licenses, chunk):
             rows = []
-            for _ in range(start, min(licences, start + chunk)):
+            for _ in range(start, min(licenses, start + chunk)):
                 raw = "".join(alphabet[b % 32] for b in secrets.token_bytes(25))
                 key = "-".join(raw[i : i + 5] for i in range(0, 25, 5))
                 rows.append(
@@ -97,24 +97,24 @@ def prepare_database(url: str, licences: int, activated: int, reset: bool) -> No
                         "updated_at": now,
                     }
                 )
-            conn.execute(insert(Licence), rows)  # executemany
-        ids = conn.execute(select(Licence.id).order_by(Licence.id).limit(activated)).scalars().all()
+            conn.execute(insert(License), rows)  # executemany
+        ids = conn.execute(select(License.id).order_by(License.id).limit(activated)).scalars().all()
         rows = [
             {
-                "licence_id": licence_id,
-                "fingerprint": f"bench-install-{licence_id}",
-                "fingerprint_sha256": fingerprint_hash(f"bench-install-{licence_id}"),
-                "domain": f"site{licence_id}.bench-customer.com",
+                "license_id": license_id,
+                "fingerprint": f"bench-install-{license_id}",
+                "fingerprint_sha256": fingerprint_hash(f"bench-install-{license_id}"),
+                "domain": f"site{license_id}.bench-customer.com",
                 "environment": "production",
                 "active": True,
                 "activated_at": now,
             }
-            for licence_id in ids
+            for license_id in ids
         ]
         conn.execute(insert(Activation), rows)
     engine.dispose()
     print(
-        f"database: {licences:,} licences, {activated:,} activated, "
+        f"database: {licenses:,} licenses, {activated:,} activated, "
         f"inserted in {time.perf_counter() - started:.1f}s",
         flush=True,
     )
@@ -124,13 +124,13 @@ def activated_sample(url: str, count: int) -> list[dict]:
     from sqlalchemy import select
 
     from cmsshop.db import make_engine
-    from cmsshop.models import Activation, Licence
+    from cmsshop.models import Activation, License
 
     engine = make_engine(url)
     with engine.connect() as conn:
         rows = conn.execute(
-            select(Licence.key, Activation.fingerprint, Activation.domain)
-            .join(Activation, Activation.licence_id == Licence.id)
+            select(License.key, Activation.fingerprint, Activation.domain)
+            .join(Activation, Activation.license_id == License.id)
             .limit(count)
         ).all()
     engine.dispose()
@@ -251,7 +251,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", help="default: SQLite in a temporary directory")
     parser.add_argument("--reset", action="store_true", help="wipe a non-empty PostgreSQL db")
-    parser.add_argument("--licences", type=int, default=100_000)
+    parser.add_argument("--licenses", type=int, default=100_000)
     parser.add_argument("--activated", type=int, default=10_000)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per route")
     parser.add_argument(
@@ -277,10 +277,10 @@ def main(argv=None) -> int:
     workdir = tempfile.mkdtemp(prefix="cmsshop-bench-")
     url = args.database_url or f"sqlite:///{workdir}/bench.sqlite"
     key_dir = os.path.join(workdir, "keys")
-    from cmsshop.services.signing import generate_signing_key
+    from cmsshop.services.licensing.signing import generate_signing_key
 
     generate_signing_key(key_dir)
-    prepare_database(url, args.licences, args.activated, args.reset)
+    prepare_database(url, args.licenses, args.activated, args.reset)
     sample = activated_sample(url, args.activated)
 
     server = subprocess.Popen(

@@ -12,7 +12,7 @@
    involved: this measures verification, the event log and exactly-once fulfilment).
    Prints fulfilments/s and latency percentiles.
 4. Re-sends every event (fresh signatures, same event ids) and shows that no row was
-   added: counts of fulfilments, invoices, entitlements, licences and events are taken
+   added: counts of fulfilments, invoices, entitlements, licenses and events are taken
    before and after.
 
 Never part of the test suite; everything stays on loopback and stops by itself.
@@ -48,7 +48,7 @@ from cmsshop.models import (  # noqa: E402
     Entitlement,
     Fulfilment,
     Invoice,
-    Licence,
+    License,
     Order,
     OrderItem,
     PaymentEvent,
@@ -56,12 +56,12 @@ from cmsshop.models import (  # noqa: E402
     ProductPrice,
     User,
 )
-from cmsshop.services.checkout import new_order_number  # noqa: E402
 from cmsshop.services.payments.cardprovider import (  # noqa: E402
     build_event,
     checkout_session_object,
     signed_delivery,
 )
+from cmsshop.services.payments.checkout import new_order_number  # noqa: E402
 
 SECRET = "whsec_benchmark_0123456789abcdef"
 PRICE = 4900
@@ -132,7 +132,7 @@ def row_counts(engine) -> dict[str, int]:
     with Session(engine) as session:
         return {
             model.__tablename__: session.scalar(select(func.count()).select_from(model)) or 0
-            for model in (Fulfilment, Invoice, Entitlement, Licence, PaymentEvent)
+            for model in (Fulfilment, Invoice, Entitlement, License, PaymentEvent)
         } | {
             "paid orders": session.scalar(
                 select(func.count()).select_from(Order).where(Order.status == "paid")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyramid.config import Configurator
 from pyramid.renderers import JSON
 
-from cmsshop.services.accounts import configure_hasher
+from cmsshop.services.accounts.users import configure_hasher
 from cmsshop.settings import load_settings
 
 

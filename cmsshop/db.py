@@ -98,7 +98,7 @@ def take_write_lock(session: Session) -> None:
     (the login session at least). SQLite cannot upgrade such a snapshot to a writer
     while another connection writes or has written since: it fails at once with
     "database is locked", without waiting, and a few parallel writers (a download
-    manager's parallel range requests, two licence clicks, activations racing for a
+    manager's parallel range requests, two license clicks, activations racing for a
     seat) can exhaust every retry.
     Ending the read-only transaction and starting a ``BEGIN IMMEDIATE`` one makes
     writers queue on the busy timeout instead, and what is read next is current.

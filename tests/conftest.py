@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from cmsshop.config import configure
 from cmsshop.db import make_engine
 from cmsshop.models import Base
-from cmsshop.services import accounts
+from cmsshop.services.accounts import users as accounts
 
 # argon2 at full cost takes ~0.1-1 s a hash; the suite hashes hundreds of passwords.
 accounts.configure_hasher("cheapest")

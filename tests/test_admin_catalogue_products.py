@@ -10,7 +10,7 @@ import pytest
 from conftest import new_client, requires_postgresql
 from sqlalchemy import select
 
-from cmsshop.models import Currency, Licence, Order, OrderItem, Product, Release
+from cmsshop.models import Currency, License, Order, OrderItem, Product, Release
 
 BOUNDARY = "cmsshop-test-boundary-7d1a"
 
@@ -411,9 +411,9 @@ def test_delete_with_orders_archives_instead(admin_app, testapp, product, custom
     assert dbsession.scalar(select(OrderItem.product_id)) == product_id
 
 
-def test_delete_with_a_hand_issued_licence_archives_instead(admin_app, product, dbsession):
+def test_delete_with_a_hand_issued_license_archives_instead(admin_app, product, dbsession):
     product_id = dbsession.scalar(select(Product.id).where(Product.slug == "site-guard"))
-    dbsession.add(Licence(key="K-1", product_id=product_id, status="active", max_activations=1))
+    dbsession.add(License(key="K-1", product_id=product_id, status="active", max_activations=1))
     dbsession.commit()
     assert admin_app.delete("/api/admin/products/site-guard").json["archived"] is True
 
@@ -588,7 +588,7 @@ def test_upload_size_limit(make_app, admin, currencies, storage_dir):
 
 def test_release_writer_stops_at_the_limit_and_cleans_up(storage_dir):
     from cmsshop.errors import PayloadTooLarge
-    from cmsshop.services.releases import ReleaseWriter
+    from cmsshop.services.catalogue.releases import ReleaseWriter
 
     writer = ReleaseWriter(str(storage_dir), max_bytes=10)
     writer.write(b"12345")

@@ -50,7 +50,7 @@ def test_initdb_is_idempotent(ini):
 
 
 def test_create_user_reads_password_from_stdin(ini, dbsession):
-    from cmsshop.services.accounts import authenticate
+    from cmsshop.services.accounts.users import authenticate
 
     result = admin(
         ini,

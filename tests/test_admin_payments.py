@@ -304,7 +304,7 @@ def test_manual_fulfilment_delivers_and_is_recorded(
         "fulfilments": 1,
         "invoices": 1,
         "entitlements": 2,
-        "licences": 1,
+        "licenses": 1,
         "events": 0,
     }
     again = card_admin.post_json(

@@ -1,4 +1,4 @@
-"""Dashboard routes: orders, invoices, downloads, signed URLs and licences, per customer."""
+"""Dashboard routes: orders, invoices, downloads, signed URLs and licenses, per customer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from conftest import new_client, serve
 from pyramid.exceptions import ConfigurationError
 from sqlalchemy import func, select
 from test_dashboard_helpers import (
-    add_licence,
+    add_license,
     http_login,
     make_purchase,
     openapi_validator,
@@ -20,7 +20,7 @@ from test_dashboard_helpers import (
     write_release,
 )
 
-from cmsshop.models import Activation, Base, Licence
+from cmsshop.models import Activation, Base, License
 from cmsshop.util import utcnow
 
 ODD_IDS = ["abc", "0", "-1", "1.5", "99999999999999999999", "2147483648", "%F0%9F%98%80", "1e3"]
@@ -252,22 +252,22 @@ def test_signed_url_ignores_a_body_and_answers_only_post(customer_app, purchase)
     assert "POST" in response.headers["Allow"]
 
 
-# --- licences ----------------------------------------------------------------------------
+# --- licenses ----------------------------------------------------------------------------
 
 
-def test_licence_returns_the_one_fulfilment_issued(customer_app, dbsession, purchase):
-    licence = add_licence(dbsession, purchase)
+def test_license_returns_the_one_fulfilment_issued(customer_app, dbsession, purchase):
+    license = add_license(dbsession, purchase)
     dbsession.add_all(
         [
             Activation(
-                licence_id=licence.id,
+                license_id=license.id,
                 fingerprint="site-a",
                 fingerprint_sha256="a" * 64,
                 domain="a.example.com",
                 last_validated_at=utcnow(),
             ),
             Activation(
-                licence_id=licence.id,
+                license_id=license.id,
                 fingerprint="site-b",
                 fingerprint_sha256="b" * 64,
                 domain="b.example.com",
@@ -281,7 +281,7 @@ def test_licence_returns_the_one_fulfilment_issued(customer_app, dbsession, purc
     response = customer_app.post(path)
     body = response.json
     assert response.headers["Cache-Control"] == "no-store"
-    assert body["key"] == licence.key
+    assert body["key"] == license.key
     assert body["product"] == purchase.product.slug
     assert body["status"] == "active" and body["expiresAt"] is None
     assert body["maxActivations"] == 3
@@ -295,7 +295,7 @@ def test_licence_returns_the_one_fulfilment_issued(customer_app, dbsession, purc
     assert customer_app.post(path).json == body
 
 
-def test_licence_is_issued_once_when_fulfilment_did_not(
+def test_license_is_issued_once_when_fulfilment_did_not(
     customer_app, dbsession, customer, storage_dir
 ):
     purchase = make_purchase(
@@ -309,12 +309,12 @@ def test_licence_is_issued_once_when_fulfilment_did_not(
     expires = dt.datetime.fromisoformat(first["expiresAt"].replace("Z", "+00:00"))
     assert utcnow() + dt.timedelta(days=29) < expires <= utcnow() + dt.timedelta(days=30)
     count = dbsession.scalar(
-        select(func.count()).select_from(Licence).where(Licence.order_item_id == purchase.item.id)
+        select(func.count()).select_from(License).where(License.order_item_id == purchase.item.id)
     )
     assert count == 1
 
 
-def test_unlicensed_product_or_unpaid_order_has_no_licence(
+def test_unlicensed_product_or_unpaid_order_has_no_license(
     customer_app, dbsession, customer, storage_dir
 ):
     unlicensed = make_purchase(dbsession, customer, storage_dir, licensed=False)
@@ -324,19 +324,19 @@ def test_unlicensed_product_or_unpaid_order_has_no_licence(
             f"/api/dashboard/downloads/{purchase.entitlement.id}/license", status=404
         )
         assert response.json["code"] == "license_not_available"
-    assert dbsession.scalar(select(func.count()).select_from(Licence)) == 0
+    assert dbsession.scalar(select(func.count()).select_from(License)) == 0
 
 
-def test_expired_licence_reads_expired(customer_app, dbsession, purchase):
-    licence = add_licence(dbsession, purchase)
-    licence.expires_at = utcnow() - dt.timedelta(days=1)
+def test_expired_license_reads_expired(customer_app, dbsession, purchase):
+    license = add_license(dbsession, purchase)
+    license.expires_at = utcnow() - dt.timedelta(days=1)
     dbsession.commit()
     body = customer_app.post(f"/api/dashboard/downloads/{purchase.entitlement.id}/license").json
     assert body["status"] == "expired"
 
 
-def test_racing_licence_requests_issue_exactly_one(app, dbsession, customer, storage_dir):
-    """Threads against a real server: every request answers the same single licence."""
+def test_racing_license_requests_issue_exactly_one(app, dbsession, customer, storage_dir):
+    """Threads against a real server: every request answers the same single license."""
     purchases = [make_purchase(dbsession, customer, storage_dir) for _ in range(3)]
     with serve(app) as base_url:
         clients = [http_login(base_url, customer.email) for _ in range(4)]
@@ -364,8 +364,8 @@ def test_racing_licence_requests_issue_exactly_one(app, dbsession, customer, sto
     for purchase in purchases:
         count = dbsession.scalar(
             select(func.count())
-            .select_from(Licence)
-            .where(Licence.order_item_id == purchase.item.id)
+            .select_from(License)
+            .where(License.order_item_id == purchase.item.id)
         )
         assert count == 1
 

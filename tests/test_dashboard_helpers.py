@@ -23,7 +23,7 @@ from cmsshop.models import (
     Currency,
     Entitlement,
     Invoice,
-    Licence,
+    License,
     Order,
     OrderItem,
     Product,
@@ -159,8 +159,8 @@ def make_purchase(
     return Purchase(order, item, entitlement, product, release, inv, content)
 
 
-def add_licence(session: Session, purchase: Purchase, key: str = "AAAAA-BBBBB-CCCCC-DDDDD-EEEEE"):
-    licence = Licence(
+def add_license(session: Session, purchase: Purchase, key: str = "AAAAA-BBBBB-CCCCC-DDDDD-EEEEE"):
+    license = License(
         key=key,
         order_item_id=purchase.item.id,
         user_id=purchase.order.user_id,
@@ -168,9 +168,9 @@ def add_licence(session: Session, purchase: Purchase, key: str = "AAAAA-BBBBB-CC
         status="active",
         max_activations=3,
     )
-    session.add(licence)
+    session.add(license)
     session.commit()
-    return licence
+    return license
 
 
 def set_entitlement_status(session: Session, purchase: Purchase, status: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import event, insert
 
 from cmsshop.models import Article
-from cmsshop.services.markdown import render_markdown
+from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.util import utcnow
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cmsshop.services.domains import (
+from cmsshop.services.licensing.domains import (
     InvalidDomain,
     SeatRules,
     classify_environment,

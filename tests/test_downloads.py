@@ -19,7 +19,7 @@ from sqlalchemy import select
 from test_dashboard_helpers import make_purchase, set_entitlement_status
 
 from cmsshop.models import DownloadLog, ErrorRecord, Release
-from cmsshop.services.downloads import (
+from cmsshop.services.dashboard.downloads import (
     CHUNK_SIZE,
     AccelRedirectDelivery,
     ByteRange,

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 
 from cmsshop.models import Order, PaymentEvent
 from cmsshop.scripts.admin import main as admin_main
-from cmsshop.services import demo, fulfilment
+from cmsshop.services import demo
+from cmsshop.services.payments import fulfilment
 
 pytest_plugins = ["fakes.payment_fixtures"]
 
@@ -84,7 +85,7 @@ def test_simulate_payment_pays_a_pending_order(
     assert code == 0, out
     assert '"status": "processed"' in out
     assert order_status(dbsession, order.number) == "paid"
-    assert counts(dbsession)["licences"] == 1
+    assert counts(dbsession)["licenses"] == 1
     event = dbsession.scalar(select(PaymentEvent))
     assert event.event_type == "checkout.session.completed"
     assert '"id":"cs_test_sim"' in event.payload.replace(" ", "")

@@ -20,10 +20,10 @@ from joserfc.jwk import KeySet
 from sqlalchemy import func, select, update
 from test_signing import fake_vault, remote_settings
 
-from cmsshop.models import Activation, Licence, LicenceAuditEntry, LicenceNonce, Product
-from cmsshop.services.licences import generate_licence_key
-from cmsshop.services.licensing import fingerprint_hash
-from cmsshop.services.signing import lease_registry
+from cmsshop.models import Activation, License, LicenseAuditEntry, LicenseNonce, Product
+from cmsshop.services.licensing.calls import fingerprint_hash
+from cmsshop.services.licensing.issuing import generate_license_key
+from cmsshop.services.licensing.signing import lease_registry
 from cmsshop.util import utcnow
 
 SHOP = "https://www.Customer-Shop.com/wp-admin/"
@@ -82,23 +82,23 @@ def make_product(dbsession, slug: str) -> Product:
     return product
 
 
-def make_licence(dbsession, product: Product, **fields) -> Licence:
+def make_license(dbsession, product: Product, **fields) -> License:
     fields.setdefault("max_activations", 2)
-    licence = Licence(key=generate_licence_key(), product_id=product.id, **fields)
-    dbsession.add(licence)
+    license = License(key=generate_license_key(), product_id=product.id, **fields)
+    dbsession.add(license)
     dbsession.commit()
-    return licence
+    return license
 
 
 @pytest.fixture
-def licence(dbsession, product):
-    return make_licence(dbsession, product)
+def license(dbsession, product):
+    return make_license(dbsession, product)
 
 
-def call_body(licence: Licence, product: str = "site-guard-pro", **overrides) -> dict:
+def call_body(license: License, product: str = "site-guard-pro", **overrides) -> dict:
     return {
         "product": product,
-        "licenseKey": licence.key,
+        "licenseKey": license.key,
         "domain": SHOP,
         "fingerprint": "install-0001",
         "nonce": new_nonce(),
@@ -136,8 +136,8 @@ def count(dbsession, model, *where) -> int:
 # --- activation -----------------------------------------------------------------------------
 
 
-def test_activate_answers_201_with_a_signed_lease(client, licence, dbsession):
-    body = call_body(licence)
+def test_activate_answers_201_with_a_signed_lease(client, license, dbsession):
+    body = call_body(license)
     response = post(client, "activate", body, 201)
     data = response.json
     assert response.headers["Cache-Control"] == "no-store"
@@ -159,7 +159,7 @@ def test_activate_answers_201_with_a_signed_lease(client, licence, dbsession):
     assert header["kid"] == client.get("/api/license/jwks.json").json["keys"][0]["kid"]
     assert claims["iss"] == "http://localhost"
     assert claims["aud"] == "site-guard-pro"
-    assert claims["sub"] == str(licence.id)
+    assert claims["sub"] == str(license.id)
     assert claims["act"] == activation["id"]
     assert claims["dom"] == "customer-shop.com"
     assert claims["fp"] == fingerprint_hash("install-0001")
@@ -182,27 +182,27 @@ def test_activate_answers_201_with_a_signed_lease(client, licence, dbsession):
     assert row.fingerprint_sha256 == fingerprint_hash("install-0001") and row.active
 
 
-def test_reactivating_the_same_installation_uses_no_new_seat(client, licence, dbsession):
-    first = post(client, "activate", call_body(licence), 201).json
-    again = post(client, "activate", call_body(licence), 200).json
+def test_reactivating_the_same_installation_uses_no_new_seat(client, license, dbsession):
+    first = post(client, "activate", call_body(license), 201).json
+    again = post(client, "activate", call_body(license), 200).json
     assert again["activation"]["id"] == first["activation"]["id"]
     assert again["license"]["activationsUsed"] == 1
     assert lease_claims(client, again["lease"])[1]["act"] == first["activation"]["id"]
     assert count(dbsession, Activation) == 1
 
 
-def test_form_encoded_bodies_work_like_json(client, licence):
-    body = call_body(licence, domain="customer-shop.com")
+def test_form_encoded_bodies_work_like_json(client, license):
+    body = call_body(license, domain="customer-shop.com")
     created = post(client, "activate", body, 201, form=True).json
-    validated = post(client, "validate", call_body(licence), 200, form=True).json
+    validated = post(client, "validate", call_body(license), 200, form=True).json
     assert validated["activation"]["id"] == created["activation"]["id"]
     assert lease_claims(client, validated["lease"])[1]["dom"] == "customer-shop.com"
 
 
 def test_last_seat_then_limit_reached_with_counts_and_hints(client, dbsession, product):
-    licence = make_licence(dbsession, product, max_activations=1)
-    post(client, "activate", call_body(licence), 201)
-    response = post(client, "activate", call_body(licence, fingerprint="install-0002"), 409)
+    license = make_license(dbsession, product, max_activations=1)
+    post(client, "activate", call_body(license), 201)
+    response = post(client, "activate", call_body(license, fingerprint="install-0002"), 409)
     body = assert_error(response, 409, "activation_limit_reached")
     assert body["activationsUsed"] == 1 and body["maxActivations"] == 1
     assert any("deactivate" in hint.lower() for hint in body["hints"])
@@ -210,19 +210,19 @@ def test_last_seat_then_limit_reached_with_counts_and_hints(client, dbsession, p
 
 
 def test_zero_paid_seats_still_allows_staging(client, dbsession, product):
-    licence = make_licence(dbsession, product, max_activations=0)
-    post(client, "activate", call_body(licence), 409)
-    post(client, "activate", call_body(licence, domain="staging.customer-shop.com"), 201)
+    license = make_license(dbsession, product, max_activations=0)
+    post(client, "activate", call_body(license), 409)
+    post(client, "activate", call_body(license, domain="staging.customer-shop.com"), 201)
 
 
 def test_staging_and_local_sites_use_their_own_cap(make_lic_app, dbsession, product):
     client = runtime(make_lic_app(**{"cmsshop.license_staging_cap": "2"}))
-    licence = make_licence(dbsession, product, max_activations=1)
-    post(client, "activate", call_body(licence), 201)
+    license = make_license(dbsession, product, max_activations=1)
+    post(client, "activate", call_body(license), 201)
     staging = post(
         client,
         "activate",
-        call_body(licence, fingerprint="stage-install", domain="https://staging.customer-shop.com"),
+        call_body(license, fingerprint="stage-install", domain="https://staging.customer-shop.com"),
         201,
     ).json
     assert staging["activation"]["environment"] == "staging"
@@ -230,7 +230,7 @@ def test_staging_and_local_sites_use_their_own_cap(make_lic_app, dbsession, prod
     local = post(
         client,
         "activate",
-        call_body(licence, fingerprint="laptop-install", domain="localhost:8080"),
+        call_body(license, fingerprint="laptop-install", domain="localhost:8080"),
         201,
     ).json
     assert local["activation"]["environment"] == "local"
@@ -238,7 +238,7 @@ def test_staging_and_local_sites_use_their_own_cap(make_lic_app, dbsession, prod
         post(
             client,
             "activate",
-            call_body(licence, fingerprint="ci-install", domain="shop.test"),
+            call_body(license, fingerprint="ci-install", domain="shop.test"),
             409,
         ),
         409,
@@ -250,13 +250,13 @@ def test_staging_and_local_sites_use_their_own_cap(make_lic_app, dbsession, prod
     post(
         client,
         "activate",
-        call_body(licence, fingerprint="dev-tld-install", domain="my-site.dev"),
+        call_body(license, fingerprint="dev-tld-install", domain="my-site.dev"),
         409,
     )
 
 
-def test_the_client_cannot_choose_its_environment(client, licence):
-    body = call_body(licence, environment="staging")
+def test_the_client_cannot_choose_its_environment(client, license):
+    body = call_body(license, environment="staging")
     response = post(client, "activate", body, 422)
     errors = assert_error(response, 422, "validation_failed")["errors"]
     assert "environment" in errors["body"]  # unknown fields are refused, never used
@@ -264,34 +264,34 @@ def test_the_client_cannot_choose_its_environment(client, licence):
 
 def test_configurable_staging_prefixes(make_lic_app, dbsession, product):
     client = runtime(make_lic_app(**{"cmsshop.license_staging_prefixes": "preview."}))
-    licence = make_licence(dbsession, product, max_activations=1)
-    preview = call_body(licence, fingerprint="p-install", domain="preview.customer-shop.com")
+    license = make_license(dbsession, product, max_activations=1)
+    preview = call_body(license, fingerprint="p-install", domain="preview.customer-shop.com")
     assert post(client, "activate", preview, 201).json["activation"]["environment"] == "staging"
-    staging = call_body(licence, fingerprint="s-install", domain="staging.customer-shop.com")
+    staging = call_body(license, fingerprint="s-install", domain="staging.customer-shop.com")
     assert post(client, "activate", staging, 201).json["activation"]["environment"] == "production"
 
 
-def test_domain_is_normalised_and_moves_with_the_installation(client, licence, dbsession):
-    body = call_body(licence, domain="HTTPS://WWW.Customer-Shop.COM.:443/shop?x=1")
+def test_domain_is_normalised_and_moves_with_the_installation(client, license, dbsession):
+    body = call_body(license, domain="HTTPS://WWW.Customer-Shop.COM.:443/shop?x=1")
     first = post(client, "activate", body, 201).json
     assert first["activation"]["domain"] == "customer-shop.com"
-    post(client, "validate", call_body(licence, domain="customer-shop.com"), 200)
+    post(client, "validate", call_body(license, domain="customer-shop.com"), 200)
     # the site moved: validating from the new domain is refused until activated there
-    moved_body = call_body(licence, domain="new-shop.com")
+    moved_body = call_body(license, domain="new-shop.com")
     assert_error(post(client, "validate", moved_body, 404), 404, "activation_not_found")
-    moved = post(client, "activate", call_body(licence, domain="new-shop.com"), 200).json
+    moved = post(client, "activate", call_body(license, domain="new-shop.com"), 200).json
     assert moved["activation"]["id"] == first["activation"]["id"]
     assert moved["activation"]["domain"] == "new-shop.com"
     assert moved["license"]["activationsUsed"] == 1
-    post(client, "validate", call_body(licence, domain="https://new-shop.com/"), 200)
+    post(client, "validate", call_body(license, domain="https://new-shop.com/"), 200)
 
 
 # --- validate / deactivate ------------------------------------------------------------------
 
 
-def test_validate_refreshes_last_validated_at(client, licence, dbsession):
-    post(client, "activate", call_body(licence), 201)
-    body = call_body(licence)
+def test_validate_refreshes_last_validated_at(client, license, dbsession):
+    post(client, "activate", call_body(license), 201)
+    body = call_body(license)
     data = post(client, "validate", body, 200).json
     assert data["activation"]["lastValidatedAt"] is not None
     assert lease_claims(client, data["lease"])[1]["nonce"] == body["nonce"]
@@ -299,19 +299,19 @@ def test_validate_refreshes_last_validated_at(client, licence, dbsession):
     assert dbsession.scalar(select(Activation)).last_validated_at is not None
 
 
-def test_validate_unknown_installation_is_404(client, licence):
-    post(client, "activate", call_body(licence), 201)
-    body = call_body(licence, fingerprint="never-activated")
+def test_validate_unknown_installation_is_404(client, license):
+    post(client, "activate", call_body(license), 201)
+    body = call_body(license, fingerprint="never-activated")
     assert_error(post(client, "validate", body, 404), 404, "activation_not_found")
     assert_error(post(client, "deactivate", body, 404), 404, "activation_not_found")
 
 
 def test_deactivate_frees_the_seat_idempotently(client, dbsession, product):
-    licence = make_licence(dbsession, product, max_activations=1)
-    first = post(client, "activate", call_body(licence), 201).json
-    post(client, "activate", call_body(licence, fingerprint="install-0002"), 409)
+    license = make_license(dbsession, product, max_activations=1)
+    first = post(client, "activate", call_body(license), 201).json
+    post(client, "activate", call_body(license, fingerprint="install-0002"), 409)
 
-    gone = post(client, "deactivate", call_body(licence), 200).json
+    gone = post(client, "deactivate", call_body(license), 200).json
     assert gone["deactivated"] is True
     assert gone["activation"]["id"] == first["activation"]["id"]
     assert gone["activation"]["active"] is False and gone["activation"]["deactivatedAt"]
@@ -319,43 +319,43 @@ def test_deactivate_frees_the_seat_idempotently(client, dbsession, product):
     claims = lease_claims(client, gone["lease"])[1]
     assert claims["deactivated"] is True and claims["act"] == first["activation"]["id"]
 
-    again = post(client, "deactivate", call_body(licence), 200).json
+    again = post(client, "deactivate", call_body(license), 200).json
     assert again["deactivated"] is True
     assert again["activation"]["deactivatedAt"] == gone["activation"]["deactivatedAt"]
 
-    assert_error(post(client, "validate", call_body(licence), 404), 404, "activation_not_found")
-    post(client, "activate", call_body(licence, fingerprint="install-0002"), 201)
+    assert_error(post(client, "validate", call_body(license), 404), 404, "activation_not_found")
+    post(client, "activate", call_body(license, fingerprint="install-0002"), 201)
     # the first installation comes back only if a seat is free
-    post(client, "activate", call_body(licence), 409)
+    post(client, "activate", call_body(license), 409)
 
 
-def test_reactivation_after_deactivation_is_201(client, licence):
-    first = post(client, "activate", call_body(licence), 201).json
-    post(client, "deactivate", call_body(licence), 200)
-    back = post(client, "activate", call_body(licence), 201).json
+def test_reactivation_after_deactivation_is_201(client, license):
+    first = post(client, "activate", call_body(license), 201).json
+    post(client, "deactivate", call_body(license), 200)
+    back = post(client, "activate", call_body(license), 201).json
     assert back["activation"]["id"] == first["activation"]["id"]
     assert back["activation"]["active"] is True and back["activation"]["deactivatedAt"] is None
 
 
-# --- licence state --------------------------------------------------------------------------
+# --- license state --------------------------------------------------------------------------
 
 
-def test_unknown_key_is_404(client, licence):
-    body = call_body(licence, licenseKey="AAAAA-BBBBB-CCCCC-DDDDD-EEEEE")
+def test_unknown_key_is_404(client, license):
+    body = call_body(license, licenseKey="AAAAA-BBBBB-CCCCC-DDDDD-EEEEE")
     for action in ("activate", "validate", "deactivate"):
         assert_error(post(client, action, body, 404), 404, "license_not_found")
 
 
-def test_key_is_case_and_space_insensitive(client, licence):
-    body = call_body(licence, licenseKey=f"  {licence.key.lower()} ")
+def test_key_is_case_and_space_insensitive(client, license):
+    body = call_body(license, licenseKey=f"  {license.key.lower()} ")
     post(client, "activate", body, 201)
 
 
-def test_key_of_another_product_is_403(client, licence, dbsession):
+def test_key_of_another_product_is_403(client, license, dbsession):
     make_product(dbsession, "pixel-forge")
-    body = call_body(licence, product="pixel-forge")
+    body = call_body(license, product="pixel-forge")
     assert_error(post(client, "activate", body, 403), 403, "product_mismatch")
-    body = call_body(licence, product="no-such-product")
+    body = call_body(license, product="no-such-product")
     assert_error(post(client, "activate", body, 403), 403, "product_mismatch")
 
 
@@ -367,34 +367,34 @@ def test_key_of_another_product_is_403(client, licence, dbsession):
         ("expired", "license_expired"),
     ],
 )
-def test_licence_states_are_403(client, licence, dbsession, status, code):
-    post(client, "activate", call_body(licence), 201)
-    dbsession.execute(update(Licence).where(Licence.id == licence.id).values(status=status))
+def test_license_states_are_403(client, license, dbsession, status, code):
+    post(client, "activate", call_body(license), 201)
+    dbsession.execute(update(License).where(License.id == license.id).values(status=status))
     dbsession.commit()
     for action in ("activate", "validate", "deactivate"):
-        assert_error(post(client, action, call_body(licence), 403), 403, code)
+        assert_error(post(client, action, call_body(license), 403), 403, code)
 
 
 def test_past_expiry_is_expired_even_when_status_says_active(client, dbsession, product):
     past = utcnow() - dt.timedelta(minutes=1)
-    licence = make_licence(dbsession, product, expires_at=past, status="active")
-    body = assert_error(post(client, "activate", call_body(licence), 403), 403, "license_expired")
+    license = make_license(dbsession, product, expires_at=past, status="active")
+    body = assert_error(post(client, "activate", call_body(license), 403), 403, "license_expired")
     assert "expired" in body["message"]
 
 
-def test_lease_never_outlives_the_licence(client, dbsession, product):
+def test_lease_never_outlives_the_license(client, dbsession, product):
     expires = (utcnow() + dt.timedelta(days=1)).replace(microsecond=0)
-    licence = make_licence(dbsession, product, expires_at=expires)
-    data = post(client, "activate", call_body(licence), 201).json
+    license = make_license(dbsession, product, expires_at=expires)
+    data = post(client, "activate", call_body(license), 201).json
     claims = lease_claims(client, data["lease"])[1]
     assert claims["exp"] == int(expires.timestamp())
     assert claims["lic"]["expiresAt"] == data["license"]["expiresAt"]
     assert data["license"]["expiresAt"] == expires.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def test_lease_lifetime_is_configurable(make_lic_app, licence):
+def test_lease_lifetime_is_configurable(make_lic_app, license):
     client = runtime(make_lic_app(**{"cmsshop.license_lease_lifetime": "3600"}))
-    claims = lease_claims(client, post(client, "activate", call_body(licence), 201).json["lease"])[
+    claims = lease_claims(client, post(client, "activate", call_body(license), 201).json["lease"])[
         1
     ]
     assert claims["exp"] - claims["iat"] == 3600
@@ -404,30 +404,30 @@ def test_lease_lifetime_is_configurable(make_lic_app, licence):
 # --- nonces ---------------------------------------------------------------------------------
 
 
-def test_reused_nonce_is_409(client, licence, dbsession, product):
-    post(client, "activate", call_body(licence), 201)
-    body = call_body(licence)
+def test_reused_nonce_is_409(client, license, dbsession, product):
+    post(client, "activate", call_body(license), 201)
+    body = call_body(license)
     post(client, "validate", body, 200)
     assert_error(post(client, "validate", body, 409), 409, "nonce_reused")
     assert_error(post(client, "deactivate", body, 409), 409, "nonce_reused")
-    # nonces are per licence
-    other = make_licence(dbsession, product)
+    # nonces are per license
+    other = make_license(dbsession, product)
     post(client, "activate", call_body(other, nonce=body["nonce"]), 201)
 
 
-def test_nonce_older_than_the_window_may_come_back(client, licence, dbsession):
-    post(client, "activate", call_body(licence), 201)
-    body = call_body(licence)
+def test_nonce_older_than_the_window_may_come_back(client, license, dbsession):
+    post(client, "activate", call_body(license), 201)
+    body = call_body(license)
     post(client, "validate", body, 200)
     old = utcnow() - dt.timedelta(hours=25)
-    dbsession.execute(update(LicenceNonce).values(seen_at=old))
+    dbsession.execute(update(LicenseNonce).values(seen_at=old))
     dbsession.commit()
     post(client, "validate", body, 200)
     post(client, "validate", body, 409)
 
 
-def test_a_refused_call_does_not_burn_its_nonce(client, licence):
-    body = call_body(licence)
+def test_a_refused_call_does_not_burn_its_nonce(client, license):
+    body = call_body(license)
     post(client, "validate", body, 404)  # not activated yet: rolled back, nonce not kept
     post(client, "activate", body, 201)
 
@@ -435,42 +435,42 @@ def test_a_refused_call_does_not_burn_its_nonce(client, licence):
 # --- rate limits ----------------------------------------------------------------------------
 
 
-def test_rate_limit_per_ip(make_lic_app, licence):
+def test_rate_limit_per_ip(make_lic_app, license):
     app = make_lic_app(**{"cmsshop.license_rate_per_ip": "4/60"})
     client = runtime(app)
-    post(client, "activate", call_body(licence), 201)
+    post(client, "activate", call_body(license), 201)
     # malformed requests count too (after the fact: they are refused before parsing ends)
     client.post("/api/license/validate", b"{", status=400, content_type="application/json")
-    post(client, "validate", call_body(licence), 200)
-    post(client, "validate", call_body(licence), 200)
-    response = post(client, "validate", call_body(licence), 429)
+    post(client, "validate", call_body(license), 200)
+    post(client, "validate", call_body(license), 200)
+    response = post(client, "validate", call_body(license), 429)
     assert_error(response, 429, "rate_limited")
     assert 1 <= int(response.headers["Retry-After"]) <= 60
     # another IP is not affected
-    post(runtime(app, "198.51.100.9"), "validate", call_body(licence), 200)
+    post(runtime(app, "198.51.100.9"), "validate", call_body(license), 200)
 
 
-def test_rate_limit_per_licence_across_ips(make_lic_app, licence, dbsession, product):
+def test_rate_limit_per_license_across_ips(make_lic_app, license, dbsession, product):
     app = make_lic_app(**{"cmsshop.license_rate_per_license": "3/60"})
-    post(runtime(app, "198.51.100.1"), "activate", call_body(licence), 201)
-    post(runtime(app, "198.51.100.2"), "validate", call_body(licence), 200)
-    post(runtime(app, "198.51.100.3"), "validate", call_body(licence), 200)
-    response = post(runtime(app, "198.51.100.4"), "validate", call_body(licence), 429)
+    post(runtime(app, "198.51.100.1"), "activate", call_body(license), 201)
+    post(runtime(app, "198.51.100.2"), "validate", call_body(license), 200)
+    post(runtime(app, "198.51.100.3"), "validate", call_body(license), 200)
+    response = post(runtime(app, "198.51.100.4"), "validate", call_body(license), 429)
     assert_error(response, 429, "rate_limited")
     assert "Retry-After" in response.headers
-    other = make_licence(dbsession, product)
+    other = make_license(dbsession, product)
     post(runtime(app, "198.51.100.4"), "activate", call_body(other), 201)
 
 
-def test_activation_churn_is_limited_but_validate_is_not(make_lic_app, licence):
+def test_activation_churn_is_limited_but_validate_is_not(make_lic_app, license):
     client = runtime(make_lic_app(**{"cmsshop.license_rate_churn": "3/3600"}))
-    post(client, "activate", call_body(licence), 201)
-    post(client, "deactivate", call_body(licence), 200)
-    post(client, "activate", call_body(licence), 201)
-    response = post(client, "deactivate", call_body(licence), 429)
+    post(client, "activate", call_body(license), 201)
+    post(client, "deactivate", call_body(license), 200)
+    post(client, "activate", call_body(license), 201)
+    response = post(client, "deactivate", call_body(license), 429)
     assert_error(response, 429, "rate_limited")
     assert int(response.headers["Retry-After"]) <= 3600
-    post(client, "validate", call_body(licence), 200)
+    post(client, "validate", call_body(license), 200)
 
 
 # --- hostile input --------------------------------------------------------------------------
@@ -533,8 +533,8 @@ def test_bad_bodies(client, raw, content_type, status, code):
         ({"extra": "field"}, "extra"),
     ],
 )
-def test_invalid_items_are_422_with_field_errors(client, licence, overrides, field):
-    body = call_body(licence, **overrides)
+def test_invalid_items_are_422_with_field_errors(client, license, overrides, field):
+    body = call_body(license, **overrides)
     errors = assert_error(post(client, "activate", body, 422), 422, "validation_failed")["errors"]
     assert field in errors or "body" in errors
 
@@ -544,8 +544,8 @@ def test_missing_items_are_named(client):
     assert set(errors) == {"product", "licenseKey", "domain", "fingerprint", "nonce"}
 
 
-def test_form_field_given_twice_is_422(client, licence):
-    body = call_body(licence)
+def test_form_field_given_twice_is_422(client, license):
+    body = call_body(license)
     raw = "&".join(f"{k}={v}" for k, v in body.items()) + "&nonce=" + new_nonce()
     response = client.post(
         "/api/license/activate", raw, status=422, content_type="application/x-www-form-urlencoded"
@@ -553,8 +553,8 @@ def test_form_field_given_twice_is_422(client, licence):
     assert "nonce" in assert_error(response, 422, "validation_failed")["errors"]
 
 
-def test_huge_body_is_413(client, licence):
-    body = call_body(licence, fingerprint="f" * (2 * 1024 * 1024))
+def test_huge_body_is_413(client, license):
+    body = call_body(license, fingerprint="f" * (2 * 1024 * 1024))
     assert_error(post(client, "activate", body, 413), 413, "payload_too_large")
 
 
@@ -590,9 +590,9 @@ def test_openapi_documents_the_routes(client):
     assert {"LicenseRequest", "LicenseResult", "LeaseKeySet"} <= set(doc["components"]["schemas"])
 
 
-def test_module_disabled_is_json_404(make_lic_app, licence):
+def test_module_disabled_is_json_404(make_lic_app, license):
     client = runtime(make_lic_app(**{"cmsshop.modules": "store"}))
-    assert_error(post(client, "activate", call_body(licence), 404), 404, "module_disabled")
+    assert_error(post(client, "activate", call_body(license), 404), 404, "module_disabled")
     assert_error(client.get("/api/license/jwks.json", status=404), 404, "module_disabled")
     assert "/api/license/activate" not in client.get("/api/openapi.json").json["paths"]
 
@@ -600,14 +600,14 @@ def test_module_disabled_is_json_404(make_lic_app, licence):
 # --- audit ----------------------------------------------------------------------------------
 
 
-def test_every_call_is_audited(client, licence, dbsession):
-    post(client, "activate", call_body(licence), 201)
-    post(client, "validate", call_body(licence), 200)
-    post(client, "validate", call_body(licence, fingerprint="stranger-01"), 404)
-    post(client, "validate", call_body(licence, licenseKey="AAAAA-BBBBB-CCCCC-DDDDD-EEEEE"), 404)
+def test_every_call_is_audited(client, license, dbsession):
+    post(client, "activate", call_body(license), 201)
+    post(client, "validate", call_body(license), 200)
+    post(client, "validate", call_body(license, fingerprint="stranger-01"), 404)
+    post(client, "validate", call_body(license, licenseKey="AAAAA-BBBBB-CCCCC-DDDDD-EEEEE"), 404)
     post(client, "deactivate", {"licenseKey": 1}, 422)
     dbsession.expire_all()
-    rows = dbsession.scalars(select(LicenceAuditEntry).order_by(LicenceAuditEntry.id)).all()
+    rows = dbsession.scalars(select(LicenseAuditEntry).order_by(LicenseAuditEntry.id)).all()
     assert [(r.action, r.outcome, r.status) for r in rows] == [
         ("activate", "activated", 201),
         ("validate", "validated", 200),
@@ -616,14 +616,14 @@ def test_every_call_is_audited(client, licence, dbsession):
         ("deactivate", "validation_failed", 422),
     ]
     ok = rows[1]
-    assert ok.licence_id == licence.id and ok.activation_id is not None
+    assert ok.license_id == license.id and ok.activation_id is not None
     assert ok.fingerprint_sha256 == fingerprint_hash("install-0001")
     assert ok.domain == "customer-shop.com" and ok.environment == "production"
     assert ok.ip == IP and ok.created_at is not None and ok.request_id
-    assert rows[2].licence_id == licence.id and rows[2].fingerprint_sha256 == fingerprint_hash(
+    assert rows[2].license_id == license.id and rows[2].fingerprint_sha256 == fingerprint_hash(
         "stranger-01"
     )
-    assert rows[3].licence_id is None and len(rows[3].key_hint) == 16
+    assert rows[3].license_id is None and len(rows[3].key_hint) == 16
     assert all("install-0001" not in (r.fingerprint_sha256 or "") for r in rows)
 
 
@@ -635,23 +635,23 @@ def _assert_signing_unavailable(response):
     assert int(response.headers["Retry-After"]) == 30
 
 
-def test_unreadable_key_is_503_and_nothing_is_kept(client, licence, key_dir, dbsession):
-    post(client, "activate", call_body(licence), 201)
+def test_unreadable_key_is_503_and_nothing_is_kept(client, license, key_dir, dbsession):
+    post(client, "activate", call_body(license), 201)
     (key_file,) = key_dir.iterdir()
     key_file.write_text("-----BEGIN PRIVATE KEY-----\ngarbage\n-----END PRIVATE KEY-----\n")
 
-    body = call_body(licence)
+    body = call_body(license)
     _assert_signing_unavailable(post(client, "validate", body, 503))
     _assert_signing_unavailable(
-        post(client, "activate", call_body(licence, fingerprint="install-0002"), 503)
+        post(client, "activate", call_body(license, fingerprint="install-0002"), 503)
     )
-    _assert_signing_unavailable(post(client, "deactivate", call_body(licence), 503))
+    _assert_signing_unavailable(post(client, "deactivate", call_body(license), 503))
     _assert_signing_unavailable(client.get("/api/license/jwks.json", status=503))
     assert count(dbsession, Activation) == 1
     activation = dbsession.scalar(select(Activation))
     assert activation.active and activation.last_validated_at is None
-    assert count(dbsession, LicenceNonce) == 1  # the first activation's only
-    outcomes = dbsession.scalars(select(LicenceAuditEntry.outcome)).all()
+    assert count(dbsession, LicenseNonce) == 1  # the first activation's only
+    outcomes = dbsession.scalars(select(LicenseAuditEntry.outcome)).all()
     assert outcomes.count("signing_unavailable") == 3
 
     # a new key: the same request now succeeds, its nonce was never stored
@@ -659,35 +659,35 @@ def test_unreadable_key_is_503_and_nothing_is_kept(client, licence, key_dir, dbs
     post(client, "validate", body, 200)
 
 
-def test_production_without_a_key_is_503_not_a_new_key(make_lic_app, licence, key_dir):
+def test_production_without_a_key_is_503_not_a_new_key(make_lic_app, license, key_dir):
     production = {"cmsshop.environment": "production", "cmsshop.password_hashing": "default"}
     client = runtime(make_lic_app(**production))
-    _assert_signing_unavailable(post(client, "activate", call_body(licence), 503))
+    _assert_signing_unavailable(post(client, "activate", call_body(license), 503))
     assert not key_dir.exists()
     client = runtime(make_lic_app(**{"cmsshop.license_key_autocreate": "false"}))
-    _assert_signing_unavailable(post(client, "activate", call_body(licence), 503))
+    _assert_signing_unavailable(post(client, "activate", call_body(license), 503))
     assert not key_dir.exists()
 
 
-def test_remote_signer_end_to_end_and_503_when_it_stops(make_lic_app, licence, dbsession):
+def test_remote_signer_end_to_end_and_503_when_it_stops(make_lic_app, license, dbsession):
     with fake_vault() as vault:
         client = runtime(make_lic_app(**remote_settings(vault)))
-        data = post(client, "activate", call_body(licence), 201).json
+        data = post(client, "activate", call_body(license), 201).json
         header, claims = lease_claims(client, data["lease"])
         assert claims["act"] == data["activation"]["id"]
         assert len(vault.requests) == 1
         vault.stop()
-        body = call_body(licence, fingerprint="install-0002")
+        body = call_body(license, fingerprint="install-0002")
         _assert_signing_unavailable(post(client, "activate", body, 503))
-        _assert_signing_unavailable(post(client, "validate", call_body(licence), 503))
+        _assert_signing_unavailable(post(client, "validate", call_body(license), 503))
     assert count(dbsession, Activation) == 1
     assert dbsession.scalar(select(Activation)).last_validated_at is None
 
 
-def test_remote_signer_answering_with_another_key_is_503(make_lic_app, licence, dbsession):
+def test_remote_signer_answering_with_another_key_is_503(make_lic_app, license, dbsession):
     with fake_vault("wrong-key") as vault:
         client = runtime(make_lic_app(**remote_settings(vault)))
-        _assert_signing_unavailable(post(client, "activate", call_body(licence), 503))
+        _assert_signing_unavailable(post(client, "activate", call_body(license), 503))
     assert count(dbsession, Activation) == 0
 
 
@@ -722,8 +722,8 @@ def race(url: str, bodies: list[dict]) -> list[tuple[int, dict]]:
 
 
 def test_concurrent_activations_for_the_last_seat_exactly_one_wins(lic_app, dbsession, product):
-    licence = make_licence(dbsession, product, max_activations=1)
-    bodies = [call_body(licence, fingerprint=f"racer-{i:04d}") for i in range(6)]
+    license = make_license(dbsession, product, max_activations=1)
+    bodies = [call_body(license, fingerprint=f"racer-{i:04d}") for i in range(6)]
     with serve(lic_app) as base:
         results = race(f"{base}/api/license/activate", bodies)
     statuses = sorted(status for status, _ in results)
@@ -735,8 +735,8 @@ def test_concurrent_activations_for_the_last_seat_exactly_one_wins(lic_app, dbse
 
 
 def test_concurrent_reinstalls_share_one_activation(lic_app, dbsession, product):
-    licence = make_licence(dbsession, product, max_activations=1)
-    bodies = [call_body(licence) for _ in range(4)]
+    license = make_license(dbsession, product, max_activations=1)
+    bodies = [call_body(license) for _ in range(4)]
     with serve(lic_app) as base:
         results = race(f"{base}/api/license/activate", bodies)
     assert sorted(status for status, _ in results) == [200, 200, 200, 201], results
@@ -744,10 +744,10 @@ def test_concurrent_reinstalls_share_one_activation(lic_app, dbsession, product)
     assert count(dbsession, Activation) == 1
 
 
-def test_concurrent_replays_of_one_nonce_one_wins(lic_app, licence):
+def test_concurrent_replays_of_one_nonce_one_wins(lic_app, license):
     with serve(lic_app) as base:
-        assert http_post(f"{base}/api/license/activate", call_body(licence))[0] == 201
-        body = call_body(licence)
+        assert http_post(f"{base}/api/license/activate", call_body(license))[0] == 201
+        body = call_body(license)
         results = race(f"{base}/api/license/validate", [body] * 4)
     assert sorted(status for status, _ in results) == [200, 409, 409, 409], results
 

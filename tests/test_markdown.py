@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from cmsshop.services.markdown import render_markdown
+from cmsshop.services.docs.markdown import render_markdown
 
 HOSTILE = [
     "<script>alert(1)</script>",

@@ -17,7 +17,7 @@ from conftest import serve
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import update
 
-from cmsshop.models import Licence, Product
+from cmsshop.models import License, Product
 from cmsshop.runtime import (
     LeaseRejected,
     LicenseClient,
@@ -27,9 +27,9 @@ from cmsshop.runtime import (
     verify_lease,
 )
 from cmsshop.runtime.client import load_key_set
-from cmsshop.services.licences import generate_licence_key
-from cmsshop.services.licensing import fingerprint_hash
-from cmsshop.services.signing import LocalKeySigner, public_jwk
+from cmsshop.services.licensing.calls import fingerprint_hash
+from cmsshop.services.licensing.issuing import generate_license_key
+from cmsshop.services.licensing.signing import LocalKeySigner, public_jwk
 
 PRODUCT = "site-guard-pro"
 FINGERPRINT = "a3f1c2e4-install-7788"
@@ -41,14 +41,14 @@ def key_dir(tmp_path):
 
 
 @pytest.fixture
-def licence(dbsession):
+def license(dbsession):
     product = Product(slug=PRODUCT, name="SiteGuard Pro", licensed=True, published=True)
     dbsession.add(product)
     dbsession.flush()
-    licence = Licence(key=generate_licence_key(), product_id=product.id, max_activations=1)
-    dbsession.add(licence)
+    license = License(key=generate_license_key(), product_id=product.id, max_activations=1)
+    dbsession.add(license)
     dbsession.commit()
-    return licence
+    return license
 
 
 @pytest.fixture
@@ -86,12 +86,12 @@ class Clock:
         return self.now
 
 
-def make_client(base_url, licence, pinned, **kwargs) -> LicenseClient:
+def make_client(base_url, license, pinned, **kwargs) -> LicenseClient:
     kwargs.setdefault("clock", Clock())
     return LicenseClient(
         base_url,
         product=PRODUCT,
-        license_key=licence.key,
+        license_key=license.key,
         domain="https://www.customer-shop.com/",
         fingerprint=FINGERPRINT,
         pinned_keys=pinned,
@@ -170,8 +170,8 @@ def proxy(server):
 # --- the happy path -------------------------------------------------------------------------
 
 
-def test_activate_then_work_offline_until_refresh(server, licence, pinned):
-    client = make_client(server.base_url, licence, pinned)
+def test_activate_then_work_offline_until_refresh(server, license, pinned):
+    client = make_client(server.base_url, license, pinned)
     lease = client.activate()
     assert lease.claims["aud"] == PRODUCT
     assert lease.claims["fp"] == fingerprint_hash(FINGERPRINT)
@@ -180,9 +180,9 @@ def test_activate_then_work_offline_until_refresh(server, licence, pinned):
     assert client.ensure_licensed() is lease  # before refresh_after: no network needed
 
 
-def test_ensure_licensed_refreshes_after_refresh_after(server, licence, pinned):
+def test_ensure_licensed_refreshes_after_refresh_after(server, license, pinned):
     clock = Clock()
-    client = make_client(server.base_url, licence, pinned, clock=clock)
+    client = make_client(server.base_url, license, pinned, clock=clock)
     first = client.activate()
     clock.now = first.refresh_after + 1
     second = client.ensure_licensed()
@@ -190,19 +190,19 @@ def test_ensure_licensed_refreshes_after_refresh_after(server, licence, pinned):
     assert client.last_error is None
 
 
-def test_lease_survives_a_restart_through_the_state_file(server, licence, pinned, tmp_path):
+def test_lease_survives_a_restart_through_the_state_file(server, license, pinned, tmp_path):
     state = str(tmp_path / "lease.json")
-    lease = make_client(server.base_url, licence, pinned, state_path=state).activate()
+    lease = make_client(server.base_url, license, pinned, state_path=state).activate()
     server.stop()
-    restarted = make_client(server.base_url, licence, pinned, state_path=state)
+    restarted = make_client(server.base_url, license, pinned, state_path=state)
     assert restarted.ensure_licensed().token == lease.token
 
 
 # --- refusing bad leases --------------------------------------------------------------------
 
 
-def test_tampered_lease_signature_is_refused(server, licence, pinned, proxy):
-    client = make_client(proxy.url, licence, pinned)
+def test_tampered_lease_signature_is_refused(server, license, pinned, proxy):
+    client = make_client(proxy.url, license, pinned)
     good = client.activate()
     proxy.mode = "flip-signature"
     with pytest.raises(LeaseRejected):
@@ -210,17 +210,17 @@ def test_tampered_lease_signature_is_refused(server, licence, pinned, proxy):
     assert client.lease is good  # the forged answer changed nothing
 
 
-def test_replayed_answer_with_another_nonce_is_refused(server, licence, pinned, proxy):
-    client = make_client(proxy.url, licence, pinned)
+def test_replayed_answer_with_another_nonce_is_refused(server, license, pinned, proxy):
+    client = make_client(proxy.url, license, pinned)
     client.activate()  # recorded by the proxy
     proxy.mode = "replay"
     with pytest.raises(LeaseRejected, match="nonce"):
         client.validate()
 
 
-def test_a_key_set_that_is_not_pinned_is_refused(server, licence):
+def test_a_key_set_that_is_not_pinned_is_refused(server, license):
     stranger = {"keys": [public_jwk(Ed25519PrivateKey.generate().public_key())]}
-    client = make_client(server.base_url, licence, stranger)
+    client = make_client(server.base_url, license, stranger)
     with pytest.raises(LeaseRejected):
         client.activate()
     assert client.lease is None
@@ -270,9 +270,9 @@ def test_verify_lease_checks_every_binding(tmp_path, change, reason):
 # --- grace through outages ------------------------------------------------------------------
 
 
-def test_server_down_keeps_the_last_good_lease_until_it_expires(server, licence, pinned):
+def test_server_down_keeps_the_last_good_lease_until_it_expires(server, license, pinned):
     clock = Clock()
-    client = make_client(server.base_url, licence, pinned, clock=clock, timeout=2)
+    client = make_client(server.base_url, license, pinned, clock=clock, timeout=2)
     lease = client.activate()
     server.stop()
     clock.now = lease.refresh_after + 10  # time to refresh, but nobody answers
@@ -283,9 +283,9 @@ def test_server_down_keeps_the_last_good_lease_until_it_expires(server, licence,
         client.ensure_licensed()
 
 
-def test_503_and_html_errors_keep_the_lease(server, licence, pinned, proxy, key_dir):
+def test_503_and_html_errors_keep_the_lease(server, license, pinned, proxy, key_dir):
     clock = Clock()
-    client = make_client(proxy.url, licence, pinned, clock=clock)
+    client = make_client(proxy.url, license, pinned, clock=clock)
     lease = client.activate()
     clock.now = lease.refresh_after + 1
 
@@ -301,11 +301,11 @@ def test_503_and_html_errors_keep_the_lease(server, licence, pinned, proxy, key_
     assert client.last_error.status == 502
 
 
-def test_a_definitive_refusal_drops_the_lease(server, licence, pinned, dbsession):
+def test_a_definitive_refusal_drops_the_lease(server, license, pinned, dbsession):
     clock = Clock()
-    client = make_client(server.base_url, licence, pinned, clock=clock)
+    client = make_client(server.base_url, license, pinned, clock=clock)
     lease = client.activate()
-    dbsession.execute(update(Licence).where(Licence.id == licence.id).values(status="revoked"))
+    dbsession.execute(update(License).where(License.id == license.id).values(status="revoked"))
     dbsession.commit()
     clock.now = lease.refresh_after + 1
     with pytest.raises(LicenseError) as info:
@@ -314,8 +314,8 @@ def test_a_definitive_refusal_drops_the_lease(server, licence, pinned, dbsession
     assert client.lease is None
 
 
-def test_deactivate_ends_the_licence_on_this_installation(server, licence, pinned):
-    client = make_client(server.base_url, licence, pinned)
+def test_deactivate_ends_the_license_on_this_installation(server, license, pinned):
+    client = make_client(server.base_url, license, pinned)
     client.activate()
     lease = client.deactivate()
     assert lease.deactivated and not lease.is_valid(time.time())
@@ -326,7 +326,7 @@ def test_deactivate_ends_the_licence_on_this_installation(server, licence, pinne
     other = LicenseClient(
         server.base_url,
         product=PRODUCT,
-        license_key=licence.key,
+        license_key=license.key,
         domain="other-shop.com",
         fingerprint="other-installation-" + secrets.token_hex(4),
         pinned_keys=pinned,

@@ -18,7 +18,7 @@ from joserfc import jws
 from joserfc.jwk import KeySet
 
 from cmsshop.scripts import admin
-from cmsshop.services.signing import (
+from cmsshop.services.licensing.signing import (
     LEASE_TYP,
     LocalKeySigner,
     RemoteSigner,

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import event, insert, select
 
 from cmsshop.models import Currency, Product, ProductPrice, Release
-from cmsshop.services.markdown import render_markdown
+from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.util import utcnow
 
 # --- helpers -----------------------------------------------------------------------------

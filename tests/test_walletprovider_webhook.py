@@ -31,7 +31,7 @@ from fakes.stripe_api import event as card_event
 from fakes.stripe_api import session_object
 from sqlalchemy import select
 
-from cmsshop.models import Entitlement, Fulfilment, Invoice, Licence, Order, PaymentEvent
+from cmsshop.models import Entitlement, Fulfilment, Invoice, License, Order, PaymentEvent
 
 pytest_plugins = ["fakes.payment_fixtures"]
 
@@ -136,7 +136,7 @@ def test_valid_capture_fulfils_once(send, paypal, order, dbsession):
     invoice = dbsession.scalar(select(Invoice))
     assert invoice.total == 6800 and invoice.order_id == order.id
     assert sorted(e.status for e in dbsession.scalars(select(Entitlement))) == ["active"] * 2
-    assert [lic.status for lic in dbsession.scalars(select(Licence))] == ["active"]
+    assert [lic.status for lic in dbsession.scalars(select(License))] == ["active"]
     row = event_row(dbsession, payload["id"])
     assert row.provider == "walletprovider" and row.status == "processed"
     assert row.order_number == order.number and row.event_type == "PAYMENT.CAPTURE.COMPLETED"
@@ -403,7 +403,7 @@ def test_refund_or_reversal_revokes(send, paypal, order, dbsession, kind):
     assert send(refund, status=200).json["status"] == "processed"
     assert order_status(dbsession, order.number) == "refunded"
     assert {e.status for e in dbsession.scalars(select(Entitlement))} == {"revoked"}
-    assert {lic.status for lic in dbsession.scalars(select(Licence))} == {"revoked"}
+    assert {lic.status for lic in dbsession.scalars(select(License))} == {"revoked"}
     # A late capture event never un-revokes.
     late = capture_event(capture_id, order.number, "68.00")
     assert send(late, status=200).json["status"] == "duplicate"
@@ -428,7 +428,7 @@ def test_partial_refund_keeps_the_order_and_a_full_one_revokes(send, paypal, ord
     assert send(partial, status=200).json["status"] == "ignored"
     assert order_status(dbsession, order.number) == "paid"
     assert {e.status for e in dbsession.scalars(select(Entitlement))} == {"active"}
-    assert {lic.status for lic in dbsession.scalars(select(Licence))} == {"active"}
+    assert {lic.status for lic in dbsession.scalars(select(License))} == {"active"}
     row = event_row(dbsession, partial["id"])
     assert row.status == "ignored" and row.last_error == "partial refund: 1000 of 6800"
     # A second partial refund: PayPal states the cumulative amount, now the whole total.
@@ -438,7 +438,7 @@ def test_partial_refund_keeps_the_order_and_a_full_one_revokes(send, paypal, ord
     assert order_status(dbsession, order.number) == "refunded"
     dbsession.expire_all()
     assert {e.status for e in dbsession.scalars(select(Entitlement))} == {"revoked"}
-    assert {lic.status for lic in dbsession.scalars(select(Licence))} == {"revoked"}
+    assert {lic.status for lic in dbsession.scalars(select(License))} == {"revoked"}
 
 
 def test_refund_in_another_currency_does_not_revoke(send, paypal, order, dbsession):
@@ -460,7 +460,7 @@ def test_dispute_puts_on_hold_and_resolution_decides(send, paypal, order, dbsess
     assert send(dispute, status=200).json["status"] == "processed"
     assert order_status(dbsession, order.number) == "disputed"
     assert {e.status for e in dbsession.scalars(select(Entitlement))} == {"on_hold"}
-    assert {lic.status for lic in dbsession.scalars(select(Licence))} == {"suspended"}
+    assert {lic.status for lic in dbsession.scalars(select(License))} == {"suspended"}
 
     won = dispute_event(capture_id, order.number, "68.00")
     won["event_type"] = "CUSTOMER.DISPUTE.RESOLVED"
@@ -586,7 +586,7 @@ def test_card_and_wallet_payments_in_one_run(
     assert fulfilments["cardprovider"].payment_reference == session["payment_intent"]
     numbers = sorted(i.number for i in dbsession.scalars(select(Invoice)))
     assert [n[-6:] for n in numbers] == ["000001", "000002"]
-    assert counts(dbsession)["licences"] == 2
+    assert counts(dbsession)["licenses"] == 2
     # A wallet capture naming an order placed with the card provider is not delivered.
     card_pending = make_order(dbsession, customer, ("themes",), provider="cardprovider")
     capture = paid_capture(paypal, card_pending, value="19.00")
@@ -700,7 +700,7 @@ def test_concurrent_deliveries_fulfil_exactly_once(
         "fulfilments": 1,
         "invoices": 1,
         "entitlements": 2,
-        "licences": 1,
+        "licenses": 1,
         "events": 5,
     }
     fulfilment = dbsession.scalar(select(Fulfilment))

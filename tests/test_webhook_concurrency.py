@@ -1,6 +1,6 @@
 """Exactly once under concurrency: the same event delivered many times at once, plus two
 other events for the same payment, end in one paid order, one invoice, one entitlement
-and one licence -- across two separate server processes on PostgreSQL, and across the
+and one license -- across two separate server processes on PostgreSQL, and across the
 threads of one server on any database."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def check_exactly_once(dbsession, order, completed, responses):
         "fulfilments": 1,
         "invoices": 1,
         "entitlements": 1,
-        "licences": 1,
+        "licenses": 1,
         "events": 3,
     }
     row = event_row(dbsession, completed["id"])

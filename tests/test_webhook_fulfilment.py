@@ -19,7 +19,7 @@ from fakes.stripe_api import (
 )
 from sqlalchemy import select
 
-from cmsshop.models import Entitlement, Fulfilment, Invoice, Licence, Order
+from cmsshop.models import Entitlement, Fulfilment, Invoice, License, Order
 
 pytest_plugins = ["fakes.payment_fixtures"]
 
@@ -58,12 +58,12 @@ def test_completed_checkout_fulfils_once(webhook, fake_stripe, order, dbsession)
     assert [line["product"] for line in invoice.lines] == ["site-guard", "themes"]
     entitlements = dbsession.scalars(select(Entitlement)).all()
     assert sorted(e.status for e in entitlements) == ["active", "active"]
-    licences = dbsession.scalars(select(Licence)).all()
-    assert len(licences) == 1  # themes is not a licensed product
-    licence = licences[0]
-    assert licence.max_activations == 3 and licence.status == "active"
-    assert licence.expires_at is not None
-    assert len(licence.key) == 29 and licence.key.count("-") == 4
+    licenses = dbsession.scalars(select(License)).all()
+    assert len(licenses) == 1  # themes is not a licensed product
+    license = licenses[0]
+    assert license.max_activations == 3 and license.status == "active"
+    assert license.expires_at is not None
+    assert len(license.key) == 29 and license.key.count("-") == 4
     row = event_row(dbsession, payload["id"])
     assert row.status == "processed" and row.order_number == order.number
     assert row.processed_at is not None and row.attempts == 1
@@ -195,7 +195,7 @@ def test_provider_lying_about_the_amount_puts_the_order_in_review(
         "fulfilments": 0,
         "invoices": 0,
         "entitlements": 0,
-        "licences": 0,
+        "licenses": 0,
         "events": 0,
     }
     row = event_row(dbsession, payload["id"])
@@ -270,7 +270,7 @@ def grant_statuses(dbsession):
     dbsession.expire_all()
     return (
         sorted(e.status for e in dbsession.scalars(select(Entitlement))),
-        sorted(li.status for li in dbsession.scalars(select(Licence))),
+        sorted(li.status for li in dbsession.scalars(select(License))),
     )
 
 

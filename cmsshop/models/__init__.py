@@ -9,13 +9,13 @@ from cmsshop.models.commerce import (
     Fulfilment,
     Invoice,
     InvoiceCounter,
-    Licence,
+    License,
     Order,
     OrderItem,
     PaymentEvent,
 )
 from cmsshop.models.dashboard import DownloadLog, SupportTicket
-from cmsshop.models.licensing import LicenceAuditEntry, LicenceNonce
+from cmsshop.models.licensing import LicenseAuditEntry, LicenseNonce
 from cmsshop.models.meta import Base
 from cmsshop.models.payments import PaymentSetting
 from cmsshop.models.support import ErrorRecord, RateCounter
@@ -31,9 +31,9 @@ __all__ = [
     "Fulfilment",
     "Invoice",
     "InvoiceCounter",
-    "Licence",
-    "LicenceAuditEntry",
-    "LicenceNonce",
+    "License",
+    "LicenseAuditEntry",
+    "LicenseNonce",
     "Order",
     "OrderItem",
     "PaymentEvent",

@@ -1,4 +1,4 @@
-"""Orders, fulfilment and what fulfilment creates: invoices, entitlements, licences.
+"""Orders, fulfilment and what fulfilment creates: invoices, entitlements, licenses.
 
 Every "exactly once" rule of the payment flow is a unique constraint here, so a race
 that slips past a row lock still cannot write a second row (the loser's transaction
@@ -36,7 +36,7 @@ ORDER_STATUSES = (
     "needs_review",
 )
 ENTITLEMENT_STATUSES = ("active", "on_hold", "revoked")
-LICENCE_STATUSES = ("active", "suspended", "revoked", "expired")
+LICENSE_STATUSES = ("active", "suspended", "revoked", "expired")
 EVENT_STATUSES = (
     "received",
     "processed",
@@ -157,16 +157,19 @@ class Entitlement(Base):
     product: Mapped[Product] = relationship()
 
 
-class Licence(Base):
+class License(Base):
+    # Tables and columns keep the spelling they were created with (migrations 0001 and
+    # 0004): renaming live tables is a risky migration for no behaviour. Code says
+    # "license" everywhere; only the stored names below say "licence".
     __tablename__ = "licences"
     __table_args__ = (
-        CheckConstraint(_in("status", LICENCE_STATUSES), name="status"),
+        CheckConstraint(_in("status", LICENSE_STATUSES), name="status"),
         CheckConstraint("max_activations >= 0", name="max_activations"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     key: Mapped[str] = mapped_column(String(64), unique=True)
-    # Nullable so an operator can issue a licence by hand; unique when set.
+    # Nullable so an operator can issue a license by hand; unique when set.
     order_item_id: Mapped[int | None] = mapped_column(ForeignKey("order_items.id"), unique=True)
     user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), index=True)
     product_id: Mapped[int] = mapped_column(ForeignKey("products.id"), index=True)
@@ -178,7 +181,7 @@ class Licence(Base):
 
     product: Mapped[Product] = relationship()
     activations: Mapped[list[Activation]] = relationship(
-        back_populates="licence", order_by="Activation.id"
+        back_populates="license", order_by="Activation.id"
     )
 
 
@@ -190,7 +193,9 @@ class Activation(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    licence_id: Mapped[int] = mapped_column(ForeignKey("licences.id", ondelete="CASCADE"))
+    license_id: Mapped[int] = mapped_column(
+        "licence_id", ForeignKey("licences.id", ondelete="CASCADE")
+    )
     fingerprint: Mapped[str] = mapped_column(String(256))
     fingerprint_sha256: Mapped[str] = mapped_column(String(64))
     domain: Mapped[str] = mapped_column(String(255))
@@ -200,7 +205,7 @@ class Activation(Base):
     last_validated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     deactivated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
-    licence: Mapped[Licence] = relationship(back_populates="activations")
+    license: Mapped[License] = relationship(back_populates="activations")
 
 
 class PaymentEvent(Base):

@@ -1,6 +1,7 @@
-"""Licensing records: the nonces seen per licence and the audit log of every call.
+"""Licensing records: the nonces seen per license and the audit log of every call.
+(Stored in tables named ``licence_*``; see models.commerce.License.)
 
-Licences and activations themselves live in models/commerce.py (fulfilment issues them).
+Licenses and activations themselves live in models/commerce.py (fulfilment issues them).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from cmsshop.models.meta import Base, UTCDateTime
 from cmsshop.util import utcnow
 
 
-class LicenceNonce(Base):
-    """A nonce a runtime sent for a licence. The unique pair makes a replay within the
+class LicenseNonce(Base):
+    """A nonce a runtime sent for a license. The unique pair makes a replay within the
     window fail even when two copies of a request race; rows older than the window are
     purged now and then (and may be reused once they are that old)."""
 
@@ -26,12 +27,14 @@ class LicenceNonce(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    licence_id: Mapped[int] = mapped_column(ForeignKey("licences.id", ondelete="CASCADE"))
+    license_id: Mapped[int] = mapped_column(
+        "licence_id", ForeignKey("licences.id", ondelete="CASCADE")
+    )
     nonce: Mapped[str] = mapped_column(String(128))
     seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class LicenceAuditEntry(Base):
+class LicenseAuditEntry(Base):
     """One licensing call: what was asked, by whom (IP) and how it ended (``outcome`` is
     ``ok`` or the error code). Failed calls are written after the request's rollback."""
 
@@ -46,7 +49,9 @@ class LicenceAuditEntry(Base):
     action: Mapped[str] = mapped_column(String(20))  # activate, validate, deactivate
     outcome: Mapped[str] = mapped_column(String(64))
     status: Mapped[int] = mapped_column(Integer)
-    licence_id: Mapped[int | None] = mapped_column(ForeignKey("licences.id", ondelete="SET NULL"))
+    license_id: Mapped[int | None] = mapped_column(
+        "licence_id", ForeignKey("licences.id", ondelete="SET NULL")
+    )
     activation_id: Mapped[int | None] = mapped_column(Integer)
     # The first 16 hex digits of SHA-256(key) for unknown keys: enough to spot a
     # guessing run, useless for recovering a key.

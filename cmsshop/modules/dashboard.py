@@ -1,5 +1,5 @@
 """The dashboard module: a customer's orders, invoices, downloads (signed URLs and the
-cookie-less download route), licences and support tickets, plus the admin ticket queue."""
+cookie-less download route), licenses and support tickets, plus the admin ticket queue."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pyramid.exceptions import ConfigurationError
 
 from cmsshop import openapi as oa
 from cmsshop.models.dashboard import DELIVERY_MODES, TICKET_STATUSES
-from cmsshop.services.downloads import (
+from cmsshop.services.dashboard.downloads import (
     DownloadTokenSigner,
     IFileDelivery,
     make_file_delivery,
@@ -145,7 +145,7 @@ SCHEMAS = {
         "required": ["url", "expiresAt"],
         "properties": {"url": {"type": "string", "format": "uri"}, "expiresAt": TIME},
     },
-    "DashboardLicence": {
+    "DashboardLicense": {
         "type": "object",
         "required": ["key", "product", "status", "expiresAt", "maxActivations", "activations"],
         "properties": {
@@ -264,9 +264,9 @@ PATHS = {
     },
     "/api/dashboard/downloads/{id}/license": {
         "post": oa.operation(
-            "The licence of this purchase, issued now if fulfilment has not (idempotent; "
+            "The license of this purchase, issued now if fulfilment has not (idempotent; "
             "404 license_not_available for an unlicensed product)",
-            {**oa.ok(oa.ref("DashboardLicence")), **oa.errors(401, 403, 404, 410)},
+            {**oa.ok(oa.ref("DashboardLicense")), **oa.errors(401, 403, 404, 410)},
             params=[ID_PARAM],
             csrf=True,
             tags=["dashboard"],

@@ -8,8 +8,8 @@ from typing import Any
 from pyramid.exceptions import ConfigurationError
 
 from cmsshop import openapi as oa
-from cmsshop.services.licensing import LicensingPolicy
-from cmsshop.services.signing import signer_from_settings
+from cmsshop.services.licensing.calls import LicensingPolicy
+from cmsshop.services.licensing.signing import signer_from_settings
 from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
 
 
@@ -185,7 +185,7 @@ def _post(summary: str, responses: dict) -> dict:
         "schema": oa.ref("LicenseRequest")
     }
     op["description"] = (
-        "No session or CSRF token: the licence key authenticates. The body is JSON or a "
+        "No session or CSRF token: the license key authenticates. The body is JSON or a "
         "url-encoded form with the same five fields. Errors switch on `code`: "
         "license_not_found, product_mismatch, license_expired, license_suspended, "
         "license_revoked, activation_not_found, activation_limit_reached (with "
@@ -198,7 +198,7 @@ def _post(summary: str, responses: dict) -> dict:
 OPENAPI_PATHS = {
     "/api/license/activate": {
         "post": _post(
-            "Bind an installation to a licence (uses a seat unless it has one)",
+            "Bind an installation to a license (uses a seat unless it has one)",
             {
                 **oa.ok(oa.ref("LicenseResult"), "Already active on this domain (or moved)"),
                 **oa.ok(oa.ref("LicenseResult"), "Activated", 201),

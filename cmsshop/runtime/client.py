@@ -33,7 +33,7 @@ class LicenseClientError(Exception):
 
 
 class LicenseError(LicenseClientError):
-    """The service refused the licence (a 4xx answer other than 429): stop using it."""
+    """The service refused the license (a 4xx answer other than 429): stop using it."""
 
     def __init__(self, status: int, code: str, message: str, body: dict | None = None):
         super().__init__(f"{status} {code}: {message}")
@@ -139,7 +139,7 @@ def verify_lease(
         raise LeaseRejected(f"bad signature or unknown key: {exc}") from None
     header = obj.headers()
     if header.get("typ") != LEASE_TYP or header.get("alg") != ALG or not header.get("kid"):
-        raise LeaseRejected("not a licence lease (typ/alg/kid)")
+        raise LeaseRejected("not a license lease (typ/alg/kid)")
     if not isinstance(claims, dict):
         raise LeaseRejected("claims are not an object")
     required = ("aud", "fp", "nonce", "exp", "nbf", "iat", "dom", "env", "act", "lic")

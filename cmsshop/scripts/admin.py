@@ -41,7 +41,7 @@ def cmd_initdb(env, args) -> int:
 
 
 def cmd_create_user(env, args) -> int:
-    from cmsshop.services import accounts
+    from cmsshop.services.accounts import users as accounts
 
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\n")
@@ -84,7 +84,7 @@ def cmd_seed_demo(env, args) -> int:
 
 
 def cmd_support_code(env, args) -> int:
-    from cmsshop.services.support import error_record_body, find_error_record
+    from cmsshop.services.support.codes import error_record_body, find_error_record
 
     request = env["request"]
     with request.tm:

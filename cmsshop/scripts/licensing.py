@@ -29,7 +29,7 @@ def _key_dir(ini: str) -> str:
 
 def cmd_gen_signing_key(env, args) -> int:
     """Write a new Ed25519 key into the key directory; it becomes the signing key."""
-    from cmsshop.services.signing import generate_signing_key
+    from cmsshop.services.licensing.signing import generate_signing_key
 
     key_dir = _key_dir(args.ini)
     path, kid = generate_signing_key(key_dir)
@@ -43,7 +43,7 @@ def cmd_gen_signing_key(env, args) -> int:
 
 
 def cmd_list_signing_keys(env, args) -> int:
-    from cmsshop.services.signing import list_signing_keys
+    from cmsshop.services.licensing.signing import list_signing_keys
 
     keys = list_signing_keys(_key_dir(args.ini))
     if not keys:
@@ -55,7 +55,7 @@ def cmd_list_signing_keys(env, args) -> int:
 
 def cmd_retire_signing_key(env, args) -> int:
     """Move a key to <key dir>/retired/: it leaves the JWKS and signs nothing more."""
-    from cmsshop.services.signing import retire_signing_key
+    from cmsshop.services.licensing.signing import retire_signing_key
 
     try:
         target = retire_signing_key(_key_dir(args.ini), args.kid)

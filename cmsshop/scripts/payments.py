@@ -16,13 +16,13 @@ import requests
 from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
-from cmsshop.services.payment_settings import (
+from cmsshop.services.payments.base import NotConfigured
+from cmsshop.services.payments.settings import (
     SimulatedOrder,
     find_provider,
     provider_config,
     providers,
 )
-from cmsshop.services.payments.base import NotConfigured
 
 
 def cmd_simulate_payment(env, args) -> int:

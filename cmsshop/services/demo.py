@@ -13,8 +13,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import Article, Currency, Product, ProductPrice, Release, User
-from cmsshop.services import accounts
-from cmsshop.services.markdown import render_markdown
+from cmsshop.services.accounts import users as accounts
+from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.util import utcnow
 
 DEMO_PASSWORD = "demo-password"
@@ -35,7 +35,7 @@ PRODUCTS = [
     {
         "slug": "pixel-forge",
         "name": "PixelForge Desktop",
-        "summary": "An image editor for the desktop, perpetual licence.",
+        "summary": "An image editor for the desktop, perpetual license.",
         "description": "A **fast** image editor with layers and RAW support.",
         "prices": {"EUR": 7900, "USD": 8900},
         "licensed": True,
@@ -46,7 +46,7 @@ PRODUCTS = [
     {
         "slug": "theme-pack",
         "name": "Theme Pack",
-        "summary": "Twelve responsive themes; no licence key needed.",
+        "summary": "Twelve responsive themes; no license key needed.",
         "description": "Download and install. That's it.",
         "prices": {"EUR": 1900, "USD": 2100},
         "licensed": False,
@@ -75,13 +75,13 @@ ARTICLES = [
         "guides",
         "Buy, download, activate.",
         "## Buying\n\nPick a product, pay, and your download appears in the dashboard.\n\n"
-        "## Activating\n\nPaste your licence key into the product's settings page.",
+        "## Activating\n\nPaste your license key into the product's settings page.",
     ),
     (
         "licensing-faq",
         "Licensing FAQ",
         "licensing",
-        "Seats, staging sites and moving a licence.",
+        "Seats, staging sites and moving a license.",
         "Staging and local sites (`*.test`, `localhost`, `staging.` hosts) do not use a seat.\n\n"
         "Deactivate an old installation to free its seat.",
     ),
@@ -171,7 +171,7 @@ def seed_demo(session: Session, settings: dict) -> list[str]:
 def seed_demo_order(session: Session) -> list[str]:
     """A pending order of the demo customer, ready for ``simulate-payment``."""
     from cmsshop.models import Order
-    from cmsshop.services.checkout import create_demo_order
+    from cmsshop.services.payments.checkout import create_demo_order
 
     customer = accounts.find_user(session, "demo@example.com")
     product = session.scalar(select(Product).where(Product.slug == "site-guard-pro"))

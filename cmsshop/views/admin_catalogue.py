@@ -9,7 +9,7 @@ from __future__ import annotations
 import colander
 
 from cmsshop.errors import ApiError, ValidationFailed
-from cmsshop.services import catalogue
+from cmsshop.services.catalogue import products as catalogue
 from cmsshop.views.common import StrictBool, StrictInt, StrictString, read_paging
 
 # The longest Markdown source (characters). Even written entirely as 12-byte JSON escapes

@@ -12,10 +12,10 @@ from cmsshop.errors import Conflict, NotFound, ValidationFailed
 from cmsshop.models import Invoice, PaymentEvent
 from cmsshop.models.commerce import EVENT_STATUSES
 from cmsshop.security import ADMIN
-from cmsshop.services import fulfilment
-from cmsshop.services import payment_events as pe
-from cmsshop.services import payment_settings as ps
-from cmsshop.services.checkout import order_body
+from cmsshop.services.payments import events as pe
+from cmsshop.services.payments import fulfilment
+from cmsshop.services.payments import settings as ps
+from cmsshop.services.payments.checkout import order_body
 from cmsshop.util import isoformat_z
 from cmsshop.views.common import (
     StrictMapping,

@@ -9,7 +9,8 @@ from pyramid.view import view_config
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
 from cmsshop.security import ADMIN
-from cmsshop.services import catalogue, releases
+from cmsshop.services.catalogue import products as catalogue
+from cmsshop.services.catalogue import releases
 from cmsshop.views.admin_catalogue import (
     MAX_MARKDOWN,
     SLUG,
@@ -35,7 +36,7 @@ from cmsshop.views.common import (
 from cmsshop.views.store import MAX_AMOUNT, product_body, release_body
 
 MAX_ACTIVATIONS = 1_000_000
-MAX_DURATION_DAYS = 36_500  # a century; also keeps licence expiry dates representable
+MAX_DURATION_DAYS = 36_500  # a century; also keeps license expiry dates representable
 MAX_PRICES = 50
 UPLOAD_CHUNK = 256 * 1024
 

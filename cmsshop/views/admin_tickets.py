@@ -8,7 +8,7 @@ from pyramid.view import view_config
 from cmsshop.errors import NotFound
 from cmsshop.models.dashboard import TICKET_STATUSES
 from cmsshop.security import ADMIN
-from cmsshop.services import tickets
+from cmsshop.services.support import tickets
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,

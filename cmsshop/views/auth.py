@@ -9,7 +9,8 @@ from pyramid.view import view_config
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, Conflict, RateLimited
 from cmsshop.security import end_session, start_session
-from cmsshop.services import accounts, ratelimit
+from cmsshop.services import ratelimit
+from cmsshop.services.accounts import users as accounts
 from cmsshop.views.common import StrictMapping, StrictString, read_json
 from cmsshop.views.core import user_body
 

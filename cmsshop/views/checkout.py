@@ -9,8 +9,8 @@ from pyramid.view import view_config
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, NotFound, ServiceUnavailable, ValidationFailed
 from cmsshop.security import CUSTOMER
-from cmsshop.services import checkout as co
-from cmsshop.services.payment_settings import find_provider, providers
+from cmsshop.services.payments import checkout as co
+from cmsshop.services.payments.settings import find_provider, providers
 from cmsshop.views.common import StrictMapping, StrictSequence, StrictString, read_json
 
 INCLUDED_KEY = "cmsshop.views.checkout.included"

@@ -11,7 +11,7 @@ from cmsshop.db import ping
 from cmsshop.errors import NotFound, ServiceUnavailable
 from cmsshop.models import Currency
 from cmsshop.security import ADMIN
-from cmsshop.services.support import error_record_body, find_error_record
+from cmsshop.services.support.codes import error_record_body, find_error_record
 
 
 def user_body(user) -> dict | None:

@@ -1,4 +1,4 @@
-"""The customer dashboard: orders, invoices, downloads, licences and support tickets."""
+"""The customer dashboard: orders, invoices, downloads, licenses and support tickets."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pyramid.view import view_config
 
 from cmsshop.errors import RateLimited, ValidationFailed
 from cmsshop.security import CUSTOMER
-from cmsshop.services import dashboard, tickets
-from cmsshop.services.downloads import DownloadClaims
+from cmsshop.services.dashboard import records as dashboard
+from cmsshop.services.dashboard.downloads import DownloadClaims
+from cmsshop.services.support import tickets
 from cmsshop.util import isoformat_z
 from cmsshop.views.common import (
     StrictMapping,
@@ -74,13 +75,13 @@ def download_body(entitlement, release) -> dict:
     }
 
 
-def licence_body(licence) -> dict:
+def license_body(license) -> dict:
     return {
-        "key": licence.key,
-        "product": licence.product.slug,
-        "status": dashboard.effective_licence_status(licence),
-        "expiresAt": isoformat_z(licence.expires_at),
-        "maxActivations": licence.max_activations,
+        "key": license.key,
+        "product": license.product.slug,
+        "status": dashboard.effective_license_status(license),
+        "expiresAt": isoformat_z(license.expires_at),
+        "maxActivations": license.max_activations,
         "activations": [
             {
                 "domain": activation.domain,
@@ -88,7 +89,7 @@ def licence_body(licence) -> dict:
                 "activatedAt": isoformat_z(activation.activated_at),
                 "lastValidatedAt": isoformat_z(activation.last_validated_at),
             }
-            for activation in licence.activations
+            for activation in license.activations
             if activation.active
         ],
     }
@@ -193,13 +194,13 @@ def create_signed_url(request):
 @view_config(
     route_name="dashboard.license", request_method="POST", renderer="json", permission=CUSTOMER
 )
-def get_licence(request):
+def get_license(request):
     entitlement = dashboard.find_entitlement(
         request.db, request.user.id, parse_path_id(request.matchdict["id"])
     )
-    licence = dashboard.licence_for(request.db, entitlement)
+    license = dashboard.license_for(request.db, entitlement)
     request.response.cache_control = "no-store"
-    return licence_body(licence)
+    return license_body(license)
 
 
 @view_config(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyramid.view import view_config
 
 from cmsshop import openapi as oa
-from cmsshop.services import catalogue
+from cmsshop.services.catalogue import products as catalogue
 from cmsshop.util import isoformat_z
 from cmsshop.views.admin_catalogue import (
     DATE_TIME,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyramid.view import view_config
 
-from cmsshop.services import dashboard
-from cmsshop.services.downloads import IFileDelivery
+from cmsshop.services.dashboard import records as dashboard
+from cmsshop.services.dashboard.downloads import IFileDelivery
 
 
 # No permission and no CSRF: the signed token is the credential, so download managers

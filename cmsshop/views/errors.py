@@ -31,7 +31,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 
 from cmsshop import errors as E
 from cmsshop.db import is_retryable_db_error
-from cmsshop.services.support import new_support_code, record_server_error
+from cmsshop.services.support.codes import new_support_code, record_server_error
 
 log = logging.getLogger("cmsshop.request")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

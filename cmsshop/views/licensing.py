@@ -1,6 +1,6 @@
 """Licensing routes for product runtimes: activate, validate, deactivate, and the JWKS.
 
-No session and no CSRF token: the licence key authenticates. Bodies are JSON or a form
+No session and no CSRF token: the license key authenticates. Bodies are JSON or a form
 post (many PHP runtimes send ``application/x-www-form-urlencoded``).
 """
 
@@ -18,9 +18,9 @@ from zope.sqlalchemy import mark_changed
 
 from cmsshop.db import own_transaction
 from cmsshop.errors import ApiError, RateLimited, ServiceUnavailable, UnsupportedMediaType
-from cmsshop.services import licensing
-from cmsshop.services.domains import InvalidDomain, normalise_domain
-from cmsshop.services.signing import SigningUnavailable
+from cmsshop.services.licensing import calls as licensing
+from cmsshop.services.licensing.domains import InvalidDomain, normalise_domain
+from cmsshop.services.licensing.signing import SigningUnavailable
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,
@@ -57,7 +57,7 @@ def _printable(node, value):
         raise colander.Invalid(node, "must not contain control characters")
 
 
-class LicenceRequestSchema(colander.MappingSchema):
+class LicenseRequestSchema(colander.MappingSchema):
     schema_type = StrictMapping
     product = colander.SchemaNode(StrictString(), validator=colander.Length(min=1, max=100))
     licenseKey = colander.SchemaNode(  # noqa: N815 - JSON name
@@ -102,7 +102,7 @@ def decode_form(raw: bytes) -> dict:
     return data
 
 
-def read_licence_request(request) -> licensing.LicenceRequest:
+def read_license_request(request) -> licensing.LicenseRequest:
     """The five items from a JSON or form body (415 / 400 / 413 / 422 otherwise)."""
     if is_json_content_type(request.content_type):
         data = decode_json(read_body(request))
@@ -113,10 +113,10 @@ def read_licence_request(request) -> licensing.LicenceRequest:
             f"This route accepts application/json or {FORM_TYPE}.",
             hints=["Set Content-Type: application/json (or a form post)."],
         )
-    values = validate(LicenceRequestSchema(), data)
-    return licensing.LicenceRequest(
+    values = validate(LicenseRequestSchema(), data)
+    return licensing.LicenseRequest(
         product=values["product"],
-        licence_key=values["licenseKey"],
+        license_key=values["licenseKey"],
         domain=values["domain"],
         fingerprint=values["fingerprint"],
         nonce=values["nonce"],
@@ -163,7 +163,7 @@ def _call(request, action: str) -> dict:
     ip = client_ip(request)
     audit = licensing.AuditRecord(action=action, ip=ip, request_id=request_id(request))
     request.add_finished_callback(partial(_record_failure, audit))
-    data = read_licence_request(request)
+    data = read_license_request(request)
     audit.describe(data)
     limits = [
         (f"license:ip:{ip}", *settings["cmsshop.license_rate_per_ip"]),
@@ -192,7 +192,7 @@ def _call(request, action: str) -> dict:
             # for this transaction's write lock.
             request.db.rollback()
         raise ServiceUnavailable(
-            "Licences cannot be signed right now; nothing was changed. Try again shortly.",
+            "Licenses cannot be signed right now; nothing was changed. Try again shortly.",
             code="signing_unavailable",
             title="Signing unavailable",
             retry_after=settings["cmsshop.license_retry_after"],

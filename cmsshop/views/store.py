@@ -6,7 +6,7 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.models import Currency
-from cmsshop.services import catalogue
+from cmsshop.services.catalogue import products as catalogue
 from cmsshop.util import isoformat_z
 from cmsshop.views.admin_catalogue import (
     DATE_TIME,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, Conflict, NotFound, ServiceUnavailable
-from cmsshop.services import payment_events as pe
-from cmsshop.services.payment_settings import find_provider
+from cmsshop.services.payments import events as pe
+from cmsshop.services.payments.settings import find_provider
 from cmsshop.views.common import read_body
 
 STATUSES = ["processed", "duplicate", "ignored", "needs_review"]

@@ -13,14 +13,14 @@ from cmsshop.models import (
     Entitlement,
     Fulfilment,
     Invoice,
-    Licence,
+    License,
     Order,
     OrderItem,
     PaymentEvent,
     Product,
     ProductPrice,
 )
-from cmsshop.services.checkout import new_order_number
+from cmsshop.services.payments.checkout import new_order_number
 
 
 def make_catalogue(session) -> dict[str, Product]:
@@ -104,7 +104,7 @@ def counts(session) -> dict[str, int]:
         "fulfilments": count(Fulfilment),
         "invoices": count(Invoice),
         "entitlements": count(Entitlement),
-        "licences": count(Licence),
+        "licenses": count(License),
         "events": count(PaymentEvent),
     }
 

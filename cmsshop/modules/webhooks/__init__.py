@@ -30,7 +30,8 @@ from typing import Any
 
 from pyramid.exceptions import ConfigurationError
 
-from cmsshop.services.payment_settings import (
+from cmsshop.services.payments.base import PaymentProvider
+from cmsshop.services.payments.settings import (
     DEFAULT_SIGNATURE_TOLERANCE,
     REGISTRY_KEY,
     FieldValidator,
@@ -39,7 +40,6 @@ from cmsshop.services.payment_settings import (
     env_name,
     ini_name,
 )
-from cmsshop.services.payments.base import PaymentProvider
 from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"

@@ -1,1 +1,3 @@
-"""Payment providers: the provider-neutral interface (base) and one module per provider."""
+"""Payments: checkout, the provider event log, exactly-once fulfilment and the order
+state machine, provider settings, and one module per payment provider (the provider
+contract is in ``base``)."""

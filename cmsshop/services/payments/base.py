@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 # What an event asks the machinery to do.
-FULFIL = "fulfil"  # the payment is final: mark paid, invoice, entitlements, licences
+FULFIL = "fulfil"  # the payment is final: mark paid, invoice, entitlements, licenses
 FAIL = "fail"  # payment failed: pending -> failed
 CANCEL = "cancel"  # checkout abandoned/expired: pending -> cancelled
 # A refund: paid -> refunded, revoke. When the action carries ``amount`` (the cumulative

@@ -456,7 +456,7 @@ def signed_delivery(
 
 def simulate_payment(order, config: Mapping[str, Any]) -> tuple[dict[str, str], bytes]:
     """simulate-payment: a signed ``checkout.session.completed`` paying ``order`` in full
-    (``order`` is a cmsshop.services.payment_settings.SimulatedOrder)."""
+    (``order`` is a cmsshop.services.payments.settings.SimulatedOrder)."""
     keys = _secrets(config)
     if not keys:
         raise NotConfigured("cardprovider webhookSecrets is not configured")

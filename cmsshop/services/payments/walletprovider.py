@@ -1054,7 +1054,7 @@ def _random_paypal_id() -> str:
 
 def simulate_payment(order, config: Mapping[str, Any]) -> tuple[dict[str, str], bytes]:
     """simulate-payment: a signed PAYMENT.CAPTURE.COMPLETED paying ``order`` in full
-    (``order`` is a cmsshop.services.payment_settings.SimulatedOrder)."""
+    (``order`` is a cmsshop.services.payments.settings.SimulatedOrder)."""
     webhook_id = _text(config, "webhookId")
     if not webhook_id:
         raise NotConfigured("walletprovider webhookId is not configured")

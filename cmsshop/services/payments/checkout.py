@@ -18,12 +18,12 @@ from sqlalchemy.orm import Session, selectinload
 
 from cmsshop.db import own_transaction
 from cmsshop.models import Currency, Order, OrderItem, Product, User
-from cmsshop.services.payment_settings import ProviderSpec, provider_config
 from cmsshop.services.payments.base import (
     CheckoutRequest,
     NotConfigured,
     ProviderUnavailable,
 )
+from cmsshop.services.payments.settings import ProviderSpec, provider_config
 from cmsshop.util import isoformat_z, readable_token, utcnow
 
 log = logging.getLogger(__name__)

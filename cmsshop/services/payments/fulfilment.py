@@ -15,7 +15,7 @@ Everything here runs in the caller's transaction (the request's, via pyramid_tm)
 order row locked (``lock_order``), so two deliveries for the same payment are serialised
 on that lock and the second sees the first one's committed result. The unique constraints
 on fulfilments (order_id; provider + payment_reference), invoices (order_id), entitlements
-and licences (order_item_id) back this up: a race that slips past the lock fails with
+and licenses (order_item_id) back this up: a race that slips past the lock fails with
 IntegrityError, which is retried (cmsshop.db) and then finds the winner's rows.
 """
 
@@ -32,12 +32,12 @@ from cmsshop.models import (
     Fulfilment,
     Invoice,
     InvoiceCounter,
-    Licence,
+    License,
     Order,
     OrderItem,
     PaymentEvent,
 )
-from cmsshop.services.licences import issue_licence
+from cmsshop.services.licensing.issuing import issue_license
 from cmsshop.services.payments.base import Confirmation
 from cmsshop.util import utcnow
 
@@ -160,7 +160,7 @@ def write_invoice(session: Session, order: Order) -> Invoice:
 
 
 def grant_items(session: Session, order: Order) -> None:
-    """One active entitlement per item, one licence per item of a licensed product
+    """One active entitlement per item, one license per item of a licensed product
     (right after the gate row, like the invoice; both tables are unique per item)."""
     for item in order.items:
         session.add(
@@ -171,7 +171,7 @@ def grant_items(session: Session, order: Order) -> None:
                 status="active",
             )
         )
-        issue_licence(session, item, order.user_id)
+        issue_license(session, item, order.user_id)
 
 
 def fulfil_order(
@@ -188,7 +188,7 @@ def fulfil_order(
     reason: str | None = None,
 ) -> Fulfilment:
     """Mark a locked order paid and deliver it: the fulfilment gate row first (its unique
-    constraints stop a second delivery), then entitlements, licences and the invoice.
+    constraints stop a second delivery), then entitlements, licenses and the invoice.
 
     The invoice comes last on purpose: numbering locks the year's counter row until the
     transaction ends, and every fulfilment in the shop queues on that lock, so it is
@@ -266,8 +266,8 @@ def fulfil_confirmed_payment(
 # --- the other events ------------------------------------------------------------------------
 
 
-def _set_grants(session: Session, order: Order, entitlement: str, licence: str | None) -> None:
-    """Entitlements of ``order`` to ``entitlement``; licences to ``licence`` (revoked ones
+def _set_grants(session: Session, order: Order, entitlement: str, license: str | None) -> None:
+    """Entitlements of ``order`` to ``entitlement``; licenses to ``license`` (revoked ones
     stay revoked, expired ones stay expired)."""
     item_ids = [item.id for item in order.items]
     now = utcnow()
@@ -276,14 +276,14 @@ def _set_grants(session: Session, order: Order, entitlement: str, licence: str |
         .where(Entitlement.order_item_id.in_(item_ids), Entitlement.status != "revoked")
         .values(status=entitlement, updated_at=now)
     )
-    if licence is not None:
+    if license is not None:
         session.execute(
-            update(Licence)
+            update(License)
             .where(
-                Licence.order_item_id.in_(item_ids),
-                Licence.status.in_(("active", "suspended")),
+                License.order_item_id.in_(item_ids),
+                License.status.in_(("active", "suspended")),
             )
-            .values(status=licence, updated_at=now)
+            .values(status=license, updated_at=now)
         )
 
 

@@ -24,13 +24,13 @@ from cmsshop.models import (
     Article,
     Currency,
     Entitlement,
-    Licence,
+    License,
     OrderItem,
     Product,
     ProductPrice,
     Release,
 )
-from cmsshop.services.markdown import render_markdown
+from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.util import utcnow
 
 # --- text rules --------------------------------------------------------------------------
@@ -524,7 +524,7 @@ def product_is_referenced(session: Session, product: Product) -> bool:
     """Whether orders (or what orders made) point at ``product``."""
     return any(
         session.scalar(select(exists().where(model.product_id == product.id)))
-        for model in (OrderItem, Entitlement, Licence)
+        for model in (OrderItem, Entitlement, License)
     )
 
 

@@ -1,4 +1,4 @@
-"""A customer's own records: orders, invoices, download entitlements and their licences.
+"""A customer's own records: orders, invoices, download entitlements and their licenses.
 
 Every lookup here is scoped to one user: a record of another customer is "not found",
 exactly like one that does not exist, so ids never leak whether they exist.
@@ -15,13 +15,13 @@ from cmsshop.models import (
     DownloadLog,
     Entitlement,
     Invoice,
-    Licence,
+    License,
     Order,
     OrderItem,
     Release,
 )
 from cmsshop.models.meta import MAX_ID
-from cmsshop.services.downloads import (
+from cmsshop.services.dashboard.downloads import (
     Delivery,
     DownloadClaims,
     DownloadNotFound,
@@ -30,13 +30,13 @@ from cmsshop.services.downloads import (
     DownloadTokenSigner,
     ReleaseNotAvailable,
 )
-from cmsshop.services.licences import issue_licence
+from cmsshop.services.licensing.issuing import issue_license
 from cmsshop.util import utcnow
 
 
-class LicenceNotAvailable(ApiError):
-    status, code, title = 404, "license_not_available", "No licence for this product"
-    message = "This product is used without a licence key."
+class LicenseNotAvailable(ApiError):
+    status, code, title = 404, "license_not_available", "No license for this product"
+    message = "This product is used without a license key."
 
 
 def _page(session: Session, query, count_query, page: int, per_page: int) -> tuple[list, int]:
@@ -175,16 +175,16 @@ def log_download(
     return entry
 
 
-def licence_for(session: Session, entitlement: Entitlement) -> Licence:
-    """The entitlement's licence; issued now (exactly once) if the product is licensed,
+def license_for(session: Session, entitlement: Entitlement) -> License:
+    """The entitlement's license; issued now (exactly once) if the product is licensed,
     the order is paid and fulfilment has not issued it yet."""
     ensure_usable(entitlement)
-    existing = _licence_of(session, entitlement)
+    existing = _license_of(session, entitlement)
     if existing is not None:
         return existing
     # About to write: on SQLite, queue behind any other writer and look again.
     take_write_lock(session)
-    existing = _licence_of(session, entitlement)
+    existing = _license_of(session, entitlement)
     if existing is not None:
         return existing
     item = session.scalar(
@@ -193,24 +193,24 @@ def licence_for(session: Session, entitlement: Entitlement) -> Licence:
         .options(joinedload(OrderItem.order), joinedload(OrderItem.product))
     )
     if item is None or not item.product.licensed:
-        raise LicenceNotAvailable()
+        raise LicenseNotAvailable()
     if item.order.status != "paid":
-        raise LicenceNotAvailable(
-            "The licence is issued once the payment of this order is confirmed.",
+        raise LicenseNotAvailable(
+            "The license is issued once the payment of this order is confirmed.",
             hints=["Try again after the order shows as paid."],
         )
-    licence = issue_licence(session, item, entitlement.user_id)
-    if licence is None:  # the product stopped being licensed in between
-        raise LicenceNotAvailable()
-    return licence
+    license = issue_license(session, item, entitlement.user_id)
+    if license is None:  # the product stopped being licensed in between
+        raise LicenseNotAvailable()
+    return license
 
 
-def _licence_of(session: Session, entitlement: Entitlement) -> Licence | None:
-    return session.scalar(select(Licence).where(Licence.order_item_id == entitlement.order_item_id))
+def _license_of(session: Session, entitlement: Entitlement) -> License | None:
+    return session.scalar(select(License).where(License.order_item_id == entitlement.order_item_id))
 
 
-def effective_licence_status(licence: Licence) -> str:
-    """The stored status, except that an active licence past its expiry reads "expired"."""
-    if licence.status == "active" and licence.expires_at and licence.expires_at <= utcnow():
+def effective_license_status(license: License) -> str:
+    """The stored status, except that an active license past its expiry reads "expired"."""
+    if license.status == "active" and license.expires_at and license.expires_at <= utcnow():
         return "expired"
-    return licence.status
+    return license.status

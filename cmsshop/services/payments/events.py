@@ -52,8 +52,7 @@ from transaction.interfaces import NoTransaction
 
 from cmsshop.db import is_retryable_db_error, own_transaction
 from cmsshop.models import Fulfilment, Order, PaymentEvent
-from cmsshop.services import fulfilment
-from cmsshop.services.payment_settings import ProviderSpec, find_provider, provider_config
+from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments.base import (
     CANCEL,
     CAPTURE,
@@ -71,6 +70,7 @@ from cmsshop.services.payments.base import (
     SignatureInvalid,
     VerifiedEvent,
 )
+from cmsshop.services.payments.settings import ProviderSpec, find_provider, provider_config
 from cmsshop.util import isoformat_z, utcnow
 
 log = logging.getLogger(__name__)

@@ -27,15 +27,15 @@ from cmsshop.db import take_write_lock
 from cmsshop.errors import ApiError, Conflict, NotFound, RateLimited
 from cmsshop.models import (
     Activation,
-    Licence,
-    LicenceAuditEntry,
-    LicenceNonce,
+    License,
+    LicenseAuditEntry,
+    LicenseNonce,
     Product,
 )
 from cmsshop.models.meta import UTCDateTime
-from cmsshop.services.domains import PRODUCTION, SeatRules, classify_environment
+from cmsshop.services.licensing.domains import PRODUCTION, SeatRules, classify_environment
+from cmsshop.services.licensing.signing import LeaseSigner
 from cmsshop.services.ratelimit import RateDecision
-from cmsshop.services.signing import LeaseSigner
 from cmsshop.util import isoformat_z, utcnow
 
 NONCE_PURGE_PROBABILITY = 0.01
@@ -66,11 +66,11 @@ class LicensingPolicy:
 
 
 @dataclasses.dataclass(frozen=True)
-class LicenceRequest:
+class LicenseRequest:
     """The five items a runtime sends, already validated; ``domain`` is normalised."""
 
     product: str
-    licence_key: str
+    license_key: str
     domain: str
     fingerprint: str
     nonce: str
@@ -85,14 +85,14 @@ def fingerprint_hash(fingerprint: str) -> str:
     return hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()
 
 
-def key_hint(licence_key: str) -> str:
+def key_hint(license_key: str) -> str:
     """A short hash of a key for logs and rate-limit buckets (never the key itself)."""
-    return hashlib.sha256(licence_key.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(license_key.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclasses.dataclass
 class AuditRecord:
-    """What is known about a call so far; becomes one LicenceAuditEntry."""
+    """What is known about a call so far; becomes one LicenseAuditEntry."""
 
     action: str
     ip: str
@@ -102,14 +102,14 @@ class AuditRecord:
     fingerprint_sha256: str | None = None
     domain: str | None = None
     environment: str | None = None
-    licence_id: int | None = None
+    license_id: int | None = None
     activation_id: int | None = None
     limits: list[tuple[str, int, int]] | None = None
     counted: bool = False  # against the rate limits, in a committed transaction
 
-    def describe(self, data: LicenceRequest) -> None:
+    def describe(self, data: LicenseRequest) -> None:
         self.product = data.product[:100]
-        self.key_hint = key_hint(data.licence_key)
+        self.key_hint = key_hint(data.license_key)
         self.fingerprint_sha256 = data.fingerprint_sha256
         self.domain = data.domain[:255]
 
@@ -119,7 +119,7 @@ class AuditRecord:
             "action": self.action,
             "outcome": outcome[:64],
             "status": status,
-            "licence_id": self.licence_id,
+            "license_id": self.license_id,
             "activation_id": self.activation_id,
             "key_hint": self.key_hint,
             "product": self.product,
@@ -130,13 +130,13 @@ class AuditRecord:
             "request_id": self.request_id,
         }
 
-    def entry(self, outcome: str, status: int) -> LicenceAuditEntry:
-        return LicenceAuditEntry(**self.values(outcome, status))
+    def entry(self, outcome: str, status: int) -> LicenseAuditEntry:
+        return LicenseAuditEntry(**self.values(outcome, status))
 
 
 @dataclasses.dataclass
 class LicensingResult:
-    licence: Licence
+    license: License
     product: str
     activation: Activation
     activations_used: int
@@ -146,13 +146,13 @@ class LicensingResult:
     deactivated: bool = False
 
     def body(self) -> dict[str, Any]:
-        licence, activation = self.licence, self.activation
+        license, activation = self.license, self.activation
         body: dict[str, Any] = {
             "license": {
                 "product": self.product,
-                "status": licence.status,
-                "expiresAt": isoformat_z(licence.expires_at),
-                "maxActivations": licence.max_activations,
+                "status": license.status,
+                "expiresAt": isoformat_z(license.expires_at),
+                "maxActivations": license.max_activations,
                 "activationsUsed": self.activations_used,
             },
             "activation": {
@@ -175,27 +175,27 @@ class LicensingResult:
 # --- errors --------------------------------------------------------------------------------
 
 
-def _licence_not_found() -> ApiError:
+def _license_not_found() -> ApiError:
     return NotFound(
-        "No licence has this key.",
+        "No license has this key.",
         code="license_not_found",
-        title="Licence not found",
-        hints=["Check the licence key for typos; it is shown in your dashboard."],
+        title="License not found",
+        hints=["Check the license key for typos; it is shown in your dashboard."],
     )
 
 
 def _product_mismatch() -> ApiError:
     return ApiError(
-        "This licence key is for another product.",
+        "This license key is for another product.",
         status=403,
         code="product_mismatch",
         title="Wrong product",
-        hints=["Use the licence key you received for this product."],
+        hints=["Use the license key you received for this product."],
     )
 
 
-def _licence_state_error(code: str, message: str, hint: str) -> ApiError:
-    return ApiError(message, status=403, code=code, title="Licence not usable", hints=[hint])
+def _license_state_error(code: str, message: str, hint: str) -> ApiError:
+    return ApiError(message, status=403, code=code, title="License not usable", hints=[hint])
 
 
 def _activation_not_found(message: str) -> ApiError:
@@ -365,55 +365,55 @@ def _is_sqlite(session: Session | Connection) -> bool:
     return bind.dialect.name == "sqlite"
 
 
-def open_licence(
-    session: Session, data: LicenceRequest, audit: AuditRecord, *, for_update: bool = False
-) -> tuple[Licence, str]:
-    """The usable licence of the key and its product slug, or the matching 4xx.
+def open_license(
+    session: Session, data: LicenseRequest, audit: AuditRecord, *, for_update: bool = False
+) -> tuple[License, str]:
+    """The usable license of the key and its product slug, or the matching 4xx.
 
-    ``for_update`` locks the licence row (PostgreSQL) so that counting seats and taking
+    ``for_update`` locks the license row (PostgreSQL) so that counting seats and taking
     one are atomic across concurrent activations.
     """
     take_write_lock(session)
     query = (
-        select(Licence, Product.slug)
-        .join(Product, Product.id == Licence.product_id)
-        .where(Licence.key == data.licence_key)
+        select(License, Product.slug)
+        .join(Product, Product.id == License.product_id)
+        .where(License.key == data.license_key)
     )
     if for_update:
-        query = query.with_for_update(of=Licence)
+        query = query.with_for_update(of=License)
     row = session.execute(query).first()
     if row is None:
-        raise _licence_not_found()
-    licence, slug = row
-    audit.licence_id = licence.id
+        raise _license_not_found()
+    license, slug = row
+    audit.license_id = license.id
     if slug != data.product:
         raise _product_mismatch()
-    check_licence_state(licence)
-    return licence, slug
+    check_license_state(license)
+    return license, slug
 
 
-def check_licence_state(licence: Licence, now: dt.datetime | None = None) -> None:
-    """403 for a revoked, suspended or expired licence (expiry wins over a stale status)."""
+def check_license_state(license: License, now: dt.datetime | None = None) -> None:
+    """403 for a revoked, suspended or expired license (expiry wins over a stale status)."""
     now = now or utcnow()
-    if licence.status == "revoked":
-        raise _licence_state_error(
+    if license.status == "revoked":
+        raise _license_state_error(
             "license_revoked",
-            "This licence has been revoked.",
+            "This license has been revoked.",
             "Contact support if you think this is a mistake.",
         )
-    if licence.status == "suspended":
-        raise _licence_state_error(
+    if license.status == "suspended":
+        raise _license_state_error(
             "license_suspended",
-            "This licence is suspended.",
+            "This license is suspended.",
             "Contact support or check your account for an open payment issue.",
         )
-    if licence.status == "expired" or (
-        licence.expires_at is not None and licence.expires_at <= now
+    if license.status == "expired" or (
+        license.expires_at is not None and license.expires_at <= now
     ):
-        raise _licence_state_error(
+        raise _license_state_error(
             "license_expired",
-            f"This licence expired on {isoformat_z(licence.expires_at) or 'an earlier date'}.",
-            "Renew the licence in your dashboard to keep using the product.",
+            f"This license expired on {isoformat_z(license.expires_at) or 'an earlier date'}.",
+            "Renew the license in your dashboard to keep using the product.",
         )
 
 
@@ -426,53 +426,53 @@ def _nonce_upsert(dialect: str):
         dml = postgresql if dialect == "postgresql" else sqlite
         now = bindparam("now", type_=UTCDateTime())
         _NONCE_UPSERT[dialect] = (
-            dml.insert(LicenceNonce)
-            .values(licence_id=bindparam("licence_id"), nonce=bindparam("nonce"), seen_at=now)
+            dml.insert(LicenseNonce)
+            .values(license_id=bindparam("license_id"), nonce=bindparam("nonce"), seen_at=now)
             .on_conflict_do_update(
-                index_elements=[LicenceNonce.licence_id, LicenceNonce.nonce],
+                index_elements=[LicenseNonce.license_id, LicenseNonce.nonce],
                 set_={"seen_at": now},
-                where=LicenceNonce.seen_at < bindparam("cutoff", type_=UTCDateTime()),
+                where=LicenseNonce.seen_at < bindparam("cutoff", type_=UTCDateTime()),
             )
-            .returning(LicenceNonce.id)
+            .returning(LicenseNonce.id)
         )
     return _NONCE_UPSERT[dialect]
 
 
 def record_nonce(
-    session: Session | Connection, licence_id: int, nonce: str, now: dt.datetime, window: int
+    session: Session | Connection, license_id: int, nonce: str, now: dt.datetime, window: int
 ) -> None:
-    """Remember ``nonce`` for the licence; 409 if it was seen within ``window`` seconds.
+    """Remember ``nonce`` for the license; 409 if it was seen within ``window`` seconds.
 
     One statement: insert, or take over a row older than the window. A racing copy of
     the same request waits on the unique key and then sees the winner's row.
     """
     cutoff = now - dt.timedelta(seconds=window)
     stmt = _nonce_upsert("sqlite" if _is_sqlite(session) else "postgresql")
-    params = {"licence_id": licence_id, "nonce": nonce, "now": now, "cutoff": cutoff}
+    params = {"license_id": license_id, "nonce": nonce, "now": now, "cutoff": cutoff}
     if session.execute(stmt, params).first() is None:
         raise _nonce_reused()
     if random.random() < NONCE_PURGE_PROBABILITY:
-        session.execute(delete(LicenceNonce).where(LicenceNonce.seen_at < cutoff))
+        session.execute(delete(LicenseNonce).where(LicenseNonce.seen_at < cutoff))
 
 
 def find_activation(
-    session: Session, licence_id: int, fingerprint_sha256: str
+    session: Session, license_id: int, fingerprint_sha256: str
 ) -> Activation | None:
     return session.scalar(
         select(Activation).where(
-            Activation.licence_id == licence_id,
+            Activation.license_id == license_id,
             Activation.fingerprint_sha256 == fingerprint_sha256,
         )
     )
 
 
-def seats_used(session: Session, licence_id: int, exclude_id: int | None = None) -> tuple[int, int]:
-    """Active (production, staging + local) activations of the licence."""
+def seats_used(session: Session, license_id: int, exclude_id: int | None = None) -> tuple[int, int]:
+    """Active (production, staging + local) activations of the license."""
     production = Activation.environment == PRODUCTION
     query = select(
         func.coalesce(func.sum(case((production, 1), else_=0)), 0),
         func.coalesce(func.sum(case((production, 0), else_=1)), 0),
-    ).where(Activation.licence_id == licence_id, Activation.active.is_(True))
+    ).where(Activation.license_id == license_id, Activation.active.is_(True))
     if exclude_id is not None:
         query = query.where(Activation.id != exclude_id)
     used_production, used_other = session.execute(query).one()
@@ -481,7 +481,7 @@ def seats_used(session: Session, licence_id: int, exclude_id: int | None = None)
 
 def lease_claims(
     policy: LicensingPolicy,
-    licence: Licence,
+    license: License,
     product: str,
     activation: Activation,
     nonce: str,
@@ -489,24 +489,24 @@ def lease_claims(
     now: dt.datetime,
     deactivated: bool = False,
 ) -> dict[str, Any]:
-    """The lease's claims; ``exp`` never passes the licence's own expiry."""
+    """The lease's claims; ``exp`` never passes the license's own expiry."""
     iat = int(now.timestamp())
     exp = iat + policy.lease_lifetime
-    if licence.expires_at is not None:
-        exp = max(iat, min(exp, int(licence.expires_at.timestamp())))
+    if license.expires_at is not None:
+        exp = max(iat, min(exp, int(license.expires_at.timestamp())))
     claims: dict[str, Any] = {
         "iss": policy.issuer,
         "aud": product,
-        "sub": str(licence.id),
+        "sub": str(license.id),
         "act": activation.id,
         "dom": activation.domain,
         "fp": activation.fingerprint_sha256,
         "nonce": nonce,
         "env": activation.environment,
         "lic": {
-            "status": licence.status,
-            "expiresAt": isoformat_z(licence.expires_at),
-            "maxActivations": licence.max_activations,
+            "status": license.status,
+            "expiresAt": isoformat_z(license.expires_at),
+            "maxActivations": license.max_activations,
             "activationsUsed": activations_used,
         },
         "iat": iat,
@@ -523,10 +523,10 @@ def _finish(
     session: Session,
     signer: LeaseSigner,
     policy: LicensingPolicy,
-    licence: Licence,
+    license: License,
     product: str,
     activation: Activation,
-    data: LicenceRequest,
+    data: LicenseRequest,
     audit: AuditRecord,
     now: dt.datetime,
     outcome: str,
@@ -536,16 +536,16 @@ def _finish(
 ) -> LicensingResult:
     """Count seats, sign the lease (may raise SigningUnavailable) and log the success."""
     session.flush()
-    used_production, _ = seats_used(session, licence.id)
+    used_production, _ = seats_used(session, license.id)
     claims = lease_claims(
-        policy, licence, product, activation, data.nonce, used_production, now, deactivated
+        policy, license, product, activation, data.nonce, used_production, now, deactivated
     )
     lease = signer.sign(claims)
     audit.activation_id = activation.id
     audit.environment = activation.environment
     session.add(audit.entry(outcome, status))
     return LicensingResult(
-        licence=licence,
+        license=license,
         product=product,
         activation=activation,
         activations_used=used_production,
@@ -563,46 +563,46 @@ def activate(
     session: Session,
     signer: LeaseSigner,
     policy: LicensingPolicy,
-    data: LicenceRequest,
+    data: LicenseRequest,
     audit: AuditRecord,
 ) -> LicensingResult:
-    """Bind the installation to the licence, using a seat unless it already has one.
+    """Bind the installation to the license, using a seat unless it already has one.
 
     Idempotent: the same fingerprint again returns its activation with a fresh lease. A
     known fingerprint on a new domain moves the activation (and needs a seat of the new
     domain's kind). Local and staging sites use the separate staging cap.
     """
     now = utcnow()
-    licence, product = open_licence(session, data, audit, for_update=True)
-    record_nonce(session, licence.id, data.nonce, now, policy.nonce_window)
+    license, product = open_license(session, data, audit, for_update=True)
+    record_nonce(session, license.id, data.nonce, now, policy.nonce_window)
     environment = classify_environment(data.domain, policy.seat_rules)
     audit.environment = environment
-    activation = find_activation(session, licence.id, data.fingerprint_sha256)
+    activation = find_activation(session, license.id, data.fingerprint_sha256)
     if activation is not None:
         audit.activation_id = activation.id
     if activation is not None and activation.active and activation.domain == data.domain:
         return _finish(
-            session, signer, policy, licence, product, activation, data, audit, now,
+            session, signer, policy, license, product, activation, data, audit, now,
             "already_active", 200,
         )  # fmt: skip
 
     was_active = activation is not None and activation.active
     used_production, used_other = seats_used(
-        session, licence.id, exclude_id=activation.id if was_active else None
+        session, license.id, exclude_id=activation.id if was_active else None
     )
     if environment == PRODUCTION:
-        used, cap = used_production, licence.max_activations
+        used, cap = used_production, license.max_activations
     else:
         used, cap = used_other, policy.staging_cap
     if used >= cap:
         kind = "production" if environment == PRODUCTION else "staging/local"
         raise Conflict(
-            f"All {cap} {kind} activations of this licence are in use.",
+            f"All {cap} {kind} activations of this license are in use.",
             code="activation_limit_reached",
             title="Activation limit reached",
             hints=[
                 "Deactivate an installation you no longer use (POST /api/license/deactivate "
-                "from it) to free its seat, or buy another licence.",
+                "from it) to free its seat, or buy another license.",
                 "Staging and local sites (localhost, *.test, staging.*) do not use a paid "
                 "seat; they have a separate allowance.",
             ],
@@ -611,7 +611,7 @@ def activate(
 
     if activation is None:
         activation = Activation(
-            licence_id=licence.id,
+            license_id=license.id,
             fingerprint=data.fingerprint,
             fingerprint_sha256=data.fingerprint_sha256,
             domain=data.domain,
@@ -631,12 +631,12 @@ def activate(
         activation.environment = environment
     status = 201 if created else 200
     return _finish(
-        session, signer, policy, licence, product, activation, data, audit, now,
+        session, signer, policy, license, product, activation, data, audit, now,
         outcome, status, created=created,
     )  # fmt: skip
 
 
-# validate's one read: the licence, its product, the installation and the paid seats used.
+# validate's one read: the license, its product, the installation and the paid seats used.
 _VALIDATE_LOOKUP = HotStatement(
     "SELECT l.id, l.status, l.max_activations, l.expires_at, p.slug, a.id, a.domain, "
     "a.environment, a.active, a.activated_at, a.deactivated_at, "
@@ -650,11 +650,11 @@ _TOUCH_ACTIVATION = HotStatement("UPDATE activations SET last_validated_at = :no
 _INSERT_AUDIT = HotStatement(
     "INSERT INTO licence_audit_log (created_at, action, outcome, status, licence_id, "
     "activation_id, key_hint, product, fingerprint_sha256, domain, environment, ip, "
-    "request_id) VALUES (:created_at, :action, :outcome, :status, :licence_id, "
+    "request_id) VALUES (:created_at, :action, :outcome, :status, :license_id, "
     ":activation_id, :key_hint, :product, :fingerprint_sha256, :domain, :environment, :ip, "
     ":request_id)"
 )
-# The nonce, with the licence found by key (INSERT .. SELECT): validate's first
+# The nonce, with the license found by key (INSERT .. SELECT): validate's first
 # statement after the rate counts is a write, so on SQLite no read comes before the
 # write lock. (SQLite needs the WHERE to parse ON CONFLICT after a SELECT.)
 _KEYED_NONCE = HotStatement(
@@ -681,7 +681,7 @@ _PG_TOUCH_AND_AUDIT = HotStatement(
 
 def _nonce_reused() -> ApiError:
     return Conflict(
-        "This nonce was already used with this licence.",
+        "This nonce was already used with this license.",
         code="nonce_reused",
         title="Nonce reused",
         hints=["Send a fresh random nonce (16-128 base64url characters) with every call."],
@@ -692,7 +692,7 @@ def validate(
     engine: Engine,
     signer: LeaseSigner,
     policy: LicensingPolicy,
-    data: LicenceRequest,
+    data: LicenseRequest,
     audit: AuditRecord,
     limits: list[tuple[str, int, int]] = (),
 ) -> LicensingResult:
@@ -723,14 +723,14 @@ def _validate_on(
     conn: RawTransaction,
     signer: LeaseSigner,
     policy: LicensingPolicy,
-    data: LicenceRequest,
+    data: LicenseRequest,
     audit: AuditRecord,
 ) -> LicensingResult:
     now = utcnow()
     fp = data.fingerprint_sha256
     cutoff = now - dt.timedelta(seconds=policy.nonce_window)
     nonce_params = {
-        "key": data.licence_key,
+        "key": data.license_key,
         "nonce": data.nonce,
         "now": _db_time(conn, now),
         "cutoff": _db_time(conn, cutoff),
@@ -744,12 +744,12 @@ def _validate_on(
         cursor = _KEYED_NONCE.run(conn, nonce_params)
         nonce_row = cursor.fetchone()
         cursor.close()
-        cursor = _VALIDATE_LOOKUP.run(conn, {"key": data.licence_key, "fp": fp})
+        cursor = _VALIDATE_LOOKUP.run(conn, {"key": data.license_key, "fp": fp})
         row = cursor.fetchone()
     cursor.close()
     if row is None:
-        raise _licence_not_found()
-    licence = SimpleNamespace(
+        raise _license_not_found()
+    license = SimpleNamespace(
         id=row[0], status=row[1], max_activations=row[2], expires_at=_from_db_time(row[3])
     )
     row = SimpleNamespace(
@@ -762,16 +762,16 @@ def _validate_on(
         deactivated_at=_from_db_time(row[10]),
         seats_used=int(row[11]),
     )
-    audit.licence_id = licence.id
+    audit.license_id = license.id
     if row.slug != data.product:
         raise _product_mismatch()
-    check_licence_state(licence, now)
+    check_license_state(license, now)
     if nonce_row is None:
         raise _nonce_reused()
     if random.random() < NONCE_PURGE_PROBABILITY:
         _PURGE_NONCES.run(conn, {"cutoff": nonce_params["cutoff"]}).close()
     if row.activation_id is None:
-        raise _activation_not_found("This installation was never activated on this licence.")
+        raise _activation_not_found("This installation was never activated on this license.")
     audit.activation_id = row.activation_id
     audit.environment = row.environment
     if not row.active:
@@ -793,7 +793,7 @@ def _validate_on(
     )
     if not postgresql:
         _TOUCH_ACTIVATION.run(conn, {"id": activation.id, "now": nonce_params["now"]}).close()
-    claims = lease_claims(policy, licence, row.slug, activation, data.nonce, row.seats_used, now)
+    claims = lease_claims(policy, license, row.slug, activation, data.nonce, row.seats_used, now)
     lease = signer.sign(claims)
     entry = audit.values("validated", 200)
     entry["created_at"] = _db_time(conn, entry["created_at"])
@@ -803,7 +803,7 @@ def _validate_on(
     else:
         _INSERT_AUDIT.run(conn, entry).close()
     return LicensingResult(
-        licence=licence,
+        license=license,
         product=row.slug,
         activation=activation,
         activations_used=row.seats_used,
@@ -816,7 +816,7 @@ def deactivate(
     session: Session,
     signer: LeaseSigner,
     policy: LicensingPolicy,
-    data: LicenceRequest,
+    data: LicenseRequest,
     audit: AuditRecord,
 ) -> LicensingResult:
     """Free the installation's seat (found by fingerprint, whatever its domain now).
@@ -824,16 +824,16 @@ def deactivate(
     Idempotent: an installation that is already inactive gets the same answer again.
     """
     now = utcnow()
-    licence, product = open_licence(session, data, audit)
-    record_nonce(session, licence.id, data.nonce, now, policy.nonce_window)
-    activation = find_activation(session, licence.id, data.fingerprint_sha256)
+    license, product = open_license(session, data, audit)
+    record_nonce(session, license.id, data.nonce, now, policy.nonce_window)
+    activation = find_activation(session, license.id, data.fingerprint_sha256)
     if activation is None:
-        raise _activation_not_found("This installation was never activated on this licence.")
+        raise _activation_not_found("This installation was never activated on this license.")
     outcome = "deactivated" if activation.active else "already_inactive"
     if activation.active:
         activation.active = False
         activation.deactivated_at = now
     return _finish(
-        session, signer, policy, licence, product, activation, data, audit, now,
+        session, signer, policy, license, product, activation, data, audit, now,
         outcome, 200, deactivated=True,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""Licence issuing, shared by fulfilment and the dashboard."""
+"""License issuing, shared by fulfilment and the dashboard."""
 
 from __future__ import annotations
 
@@ -8,39 +8,39 @@ import secrets
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cmsshop.models import Licence, OrderItem, Product
+from cmsshop.models import License, OrderItem, Product
 from cmsshop.util import READABLE_ALPHABET, utcnow
 
 DEFAULT_MAX_ACTIVATIONS = 1
 
 
-def generate_licence_key() -> str:
+def generate_license_key() -> str:
     """``XXXXX-XXXXX-XXXXX-XXXXX-XXXXX``: 25 characters of a 32-letter alphabet, 125 bits."""
     chars = "".join(secrets.choice(READABLE_ALPHABET) for _ in range(25))
     return "-".join(chars[i : i + 5] for i in range(0, 25, 5))
 
 
-def licence_expiry(product: Product, start: dt.datetime) -> dt.datetime | None:
+def license_expiry(product: Product, start: dt.datetime) -> dt.datetime | None:
     if product.duration_days is None:
         return None
     return start + dt.timedelta(days=product.duration_days)
 
 
-def issue_licence(session: Session, order_item: OrderItem, user_id: int) -> Licence | None:
-    """The licence of ``order_item``, issued now if the product is licensed and none exists.
+def issue_license(session: Session, order_item: OrderItem, user_id: int) -> License | None:
+    """The license of ``order_item``, issued now if the product is licensed and none exists.
 
     Idempotent; a racing second issuer fails on the unique order_item_id and is retried
-    (see cmsshop.db), after which it finds the winner's licence.
+    (see cmsshop.db), after which it finds the winner's license.
     """
-    existing = session.scalar(select(Licence).where(Licence.order_item_id == order_item.id))
+    existing = session.scalar(select(License).where(License.order_item_id == order_item.id))
     if existing is not None:
         return existing
     product = order_item.product
     if not product.licensed:
         return None
     now = utcnow()
-    licence = Licence(
-        key=generate_licence_key(),
+    license = License(
+        key=generate_license_key(),
         order_item_id=order_item.id,
         user_id=user_id,
         product_id=product.id,
@@ -50,9 +50,9 @@ def issue_licence(session: Session, order_item: OrderItem, user_id: int) -> Lice
             if product.max_activations is not None
             else DEFAULT_MAX_ACTIVATIONS
         ),
-        expires_at=licence_expiry(product, now),
+        expires_at=license_expiry(product, now),
         created_at=now,
     )
-    session.add(licence)
+    session.add(license)
     session.flush()
-    return licence
+    return license

@@ -1,0 +1,1 @@
+"""Users: creation, normalised e-mail addresses and argon2id password hashing."""

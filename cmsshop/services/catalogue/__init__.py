@@ -1,0 +1,1 @@
+"""The catalogue: products and their prices, currencies, and release files."""

@@ -1,0 +1,1 @@
+"""A customer's own records (orders, invoices, entitlements) and signed file downloads."""

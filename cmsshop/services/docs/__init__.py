@@ -1,0 +1,1 @@
+"""Documentation articles and the Markdown renderer (CommonMark + an HTML sanitiser)."""

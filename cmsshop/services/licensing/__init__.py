@@ -1,0 +1,1 @@
+"""Licensing: issuing license keys, activate/validate/deactivate, domain rules, lease signing."""

@@ -1,0 +1,1 @@
+"""Support: tickets, and the support codes and records kept for server errors."""
