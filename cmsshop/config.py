@@ -24,6 +24,11 @@ def configure(settings: dict | None = None) -> Configurator:
     config.include("pyramid_tm")
     # Engine and request.db joined to request.tm.
     config.include("cmsshop.db")
+    # request.find_service(): how views find backends (signers, file delivery, provider
+    # clients, the rate limiter), as in PyPI's warehouse.
+    config.include("pyramid_services")
+    # The rate limiter service and config.add_rate_policy (modules declare policies).
+    config.include("cmsshop.services.ratelimit")
     # The add_openapi directive, used by every include below that adds routes.
     config.include("cmsshop.openapi")
     # JSON errors everywhere, request ids, body limit, and the execution policy:

@@ -12,6 +12,7 @@ from cmsshop.services.dashboard.downloads import (
     IFileDelivery,
     make_file_delivery,
 )
+from cmsshop.services.support import tickets
 from cmsshop.settings import as_int, as_str, declare
 
 SETTINGS = {
@@ -351,6 +352,9 @@ def includeme(config) -> None:
     # The delivery backend (stream / X-Accel-Redirect) behind one interface.
     config.registry.registerUtility(make_file_delivery(settings), IFileDelivery)
 
+    config.add_rate_policy(
+        tickets.TICKET_POLICY, settings["cmsshop.tickets_per_hour"], tickets.TICKET_WINDOW
+    )
     config.add_route("dashboard.orders", "/api/dashboard/orders")
     config.add_route("dashboard.invoices", "/api/dashboard/invoices")
     config.add_route("dashboard.downloads", "/api/dashboard/downloads")

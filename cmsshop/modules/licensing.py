@@ -11,6 +11,7 @@ from cmsshop import openapi as oa
 from cmsshop.services.licensing.calls import LicensingPolicy
 from cmsshop.services.licensing.signing import signer_from_settings
 from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
+from cmsshop.views import licensing as views
 
 
 def as_rate(value: Any) -> tuple[int, int]:
@@ -245,6 +246,12 @@ def includeme(config) -> None:
     # The signer and policy are per process; views read them from the registry.
     config.registry["cmsshop.lease_signer"] = signer
     config.registry["cmsshop.licensing_policy"] = LicensingPolicy.from_settings(settings)
+    for name, setting in (
+        (views.LICENSE_IP_POLICY, "cmsshop.license_rate_per_ip"),
+        (views.LICENSE_KEY_POLICY, "cmsshop.license_rate_per_license"),
+        (views.LICENSE_CHURN_POLICY, "cmsshop.license_rate_churn"),
+    ):
+        config.add_rate_policy(name, *settings[setting])
     config.add_route("licensing.activate", "/api/license/activate")
     config.add_route("licensing.validate", "/api/license/validate")
     config.add_route("licensing.deactivate", "/api/license/deactivate")

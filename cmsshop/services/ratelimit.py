@@ -1,17 +1,48 @@
-"""Fixed-window rate limits kept in the database, so every app process sees the same
-counts (a per-process counter would multiply the limit by the number of processes)."""
+"""The rate limiter: named policies over one table of fixed-window counters.
+
+Counts live in the database, so every app process sees the same numbers (a per-process
+counter would multiply each limit by the number of processes). A *policy* is a name, a
+limit and a window, declared once where its feature is wired (``config.add_rate_policy``)
+from that feature's settings; callers name the policy and the subject (an IP address, a
+user id, a hashed key), never numbers. The limiter is a service
+(``request.find_service(RateLimiter)``).
+
+Counting is one ``INSERT .. ON CONFLICT DO UPDATE .. RETURNING`` for every policy a
+request checks (one round trip), written as plain SQL because the licensing hot path
+runs it on every call (see cmsshop.hotsql).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import random
 import time
+from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
 
-from cmsshop.db import own_transaction
-from cmsshop.models import RateCounter
+from cmsshop.hotsql import HotStatement, RawTransaction
+
+PURGE_PROBABILITY = 0.01  # now and then, drop windows older than a day
+MAX_KEY = 255
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """At most ``limit`` events per ``window`` seconds for each subject."""
+
+    name: str
+    limit: int
+    window: int
+
+    def key(self, subject: str) -> str:
+        return f"{self.name}:{subject}"[:MAX_KEY]
+
+    def window_of(self, now: int) -> tuple[int, int]:
+        """The current window's start and the seconds until it ends."""
+        start = now - now % self.window
+        return start, start + self.window - now
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,42 +53,122 @@ class RateDecision:
     retry_after: int
 
 
-def _window(window: int, now: float | None) -> tuple[int, int]:
-    now_i = int(now if now is not None else time.time())
-    start = now_i - now_i % window
-    return start, start + window - now_i
+Check = tuple[str, str]  # (policy name, subject)
+
+_UPSERTS: dict[int, HotStatement] = {}
 
 
-def hit(registry, key: str, limit: int, window: int, now: float | None = None) -> RateDecision:
-    """Count one event for ``key`` in the current window (own transaction) and decide.
-
-    Call it before the request session writes anything: on SQLite the two transactions
-    would otherwise wait on each other's lock.
-    """
-    start, retry_after = _window(window, now)
-    with own_transaction(registry) as session:
-        dialect = session.get_bind().dialect.name
-        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-        stmt = insert(RateCounter).values(key=key[:255], window_start=start, count=1)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[RateCounter.key, RateCounter.window_start],
-            set_={"count": RateCounter.count + 1},
-        ).returning(RateCounter.count)
-        count = session.execute(stmt).scalar_one()
-        if random.random() < 0.01:  # purge old windows now and then
-            session.execute(delete(RateCounter).where(RateCounter.window_start < start - 86400))
-    return RateDecision(count <= limit, count, limit, retry_after)
-
-
-def peek(session, key: str, limit: int, window: int, now: float | None = None) -> RateDecision:
-    """The current window's count without counting (e.g. failed logins so far)."""
-    start, retry_after = _window(window, now)
-    count = (
-        session.scalar(
-            select(RateCounter.count).where(
-                RateCounter.key == key[:255], RateCounter.window_start == start
-            )
+def _upsert(keys: int) -> HotStatement:
+    """Count ``keys`` counters in one statement."""
+    if keys not in _UPSERTS:
+        rows = ", ".join(f"(:key{i}, :start{i}, :step{i})" for i in range(keys))
+        _UPSERTS[keys] = HotStatement(
+            "INSERT INTO rate_counters (key, window_start, count) VALUES "  # noqa: S608 - no user input in the SQL
+            + rows
+            + " ON CONFLICT (key, window_start) DO UPDATE SET count = rate_counters.count"
+            " + excluded.count RETURNING key, count"
         )
-        or 0
-    )
-    return RateDecision(count < limit, count, limit, retry_after)
+    return _UPSERTS[keys]
+
+
+_PURGE = HotStatement("DELETE FROM rate_counters WHERE window_start < :before")
+_PEEK = HotStatement("SELECT count FROM rate_counters WHERE key = :key AND window_start = :start")
+
+
+class UnknownPolicy(KeyError):
+    pass
+
+
+class RateLimiter:
+    """Named policies over the ``rate_counters`` table of one engine."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.policies: dict[str, Policy] = {}
+
+    def add_policy(self, name: str, limit: int, window: int) -> Policy:
+        if limit < 1 or window < 1:
+            raise ValueError(f"rate policy {name}: limit and window must be at least 1")
+        self.policies[name] = Policy(name, limit, window)
+        return self.policies[name]
+
+    def policy(self, name: str) -> Policy:
+        try:
+            return self.policies[name]
+        except KeyError:
+            raise UnknownPolicy(name) from None
+
+    # --- counting ------------------------------------------------------------------------
+
+    def count_on(
+        self,
+        conn: Connection | RawTransaction,
+        checks: Sequence[Check],
+        now: float | None = None,
+        step: int = 1,
+    ) -> RateDecision | None:
+        """Count one event for every check on ``conn`` (in its transaction); the first
+        refusal, or None. Subjects of one call must give different keys."""
+        now_i = int(now if now is not None else time.time())
+        params: dict[str, Any] = {}
+        planned = []
+        for i, (name, subject) in enumerate(checks):
+            policy = self.policy(name)
+            key = policy.key(subject)
+            start, retry_after = policy.window_of(now_i)
+            params.update({f"key{i}": key, f"start{i}": start, f"step{i}": step})
+            planned.append((key, policy, retry_after))
+        cursor = _upsert(len(checks)).run(conn, params)
+        counts = dict(cursor.fetchall())
+        cursor.close()
+        if random.random() < PURGE_PROBABILITY:
+            _PURGE.run(conn, {"before": now_i - 86400}).close()
+        for key, policy, retry_after in planned:
+            if counts[key] > policy.limit:
+                return RateDecision(False, counts[key], policy.limit, retry_after)
+        return None
+
+    def count(
+        self, checks: Sequence[Check], now: float | None = None, step: int = 1
+    ) -> RateDecision | None:
+        """:meth:`count_on`, committed at once whatever the request does next.
+
+        Call it before the request's session writes anything: on SQLite the two
+        transactions would otherwise wait on each other's lock. On PostgreSQL the
+        statement runs in autocommit mode: it is atomic on its own, and that spares a
+        BEGIN/COMMIT round trip (and its WAL flush).
+        """
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+                return self.count_on(conn, checks, now, step)
+        with self.engine.begin() as conn:
+            return self.count_on(conn, checks, now, step)
+
+    def refund(self, checks: Sequence[Check], now: float | None = None) -> None:
+        """Take back an event counted by :meth:`count` (e.g. a login attempt reserved
+        before the password check, once the password proved right)."""
+        self.count(checks, now, step=-1)
+
+    def peek(
+        self, conn: Connection | RawTransaction, name: str, subject: str, now: float | None = None
+    ) -> RateDecision:
+        """The current window's count for one check, without counting."""
+        policy = self.policy(name)
+        now_i = int(now if now is not None else time.time())
+        start, retry_after = policy.window_of(now_i)
+        cursor = _PEEK.run(conn, {"key": policy.key(subject), "start": start})
+        row = cursor.fetchone()
+        cursor.close()
+        count = row[0] if row else 0
+        return RateDecision(count < policy.limit, count, policy.limit, retry_after)
+
+
+def includeme(config) -> None:
+    limiter = RateLimiter(config.registry["cmsshop.engine"])
+    config.register_service(limiter, RateLimiter)
+
+    def add_rate_policy(config, name: str, limit: int, window: int) -> None:
+        """Declare a named policy (at include time, from the feature's settings)."""
+        limiter.add_policy(name, limit, window)
+
+    config.add_directive("add_rate_policy", add_rate_policy)

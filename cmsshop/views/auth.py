@@ -7,10 +7,11 @@ from pyramid.csrf import get_csrf_token
 from pyramid.view import view_config
 
 from cmsshop import openapi as oa
+from cmsshop.db import take_write_lock
 from cmsshop.errors import ApiError, Conflict, RateLimited
 from cmsshop.security import end_session, start_session
-from cmsshop.services import ratelimit
 from cmsshop.services.accounts import users as accounts
+from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.views.common import StrictMapping, StrictString, read_json
 from cmsshop.views.core import user_body
 
@@ -34,6 +35,10 @@ class RegisterSchema(colander.MappingSchema):
 
 def session_body(request) -> dict:
     return {"user": user_body(request.user), "csrfToken": get_csrf_token(request)}
+
+
+LOGIN_EMAIL_POLICY = "login.email"
+LOGIN_IP_POLICY = "login.ip"
 
 
 def _client_ip(request) -> str:
@@ -68,25 +73,19 @@ def register(request):
 @view_config(route_name="auth.login", request_method="POST", renderer="json")
 def login(request):
     data = read_json(request, LoginSchema())
-    settings = request.registry.settings
-    limit = settings["cmsshop.login_max_failures"]
-    window = settings["cmsshop.login_failure_window"]
-    keys = [
-        f"login-fail:email:{accounts.normalise_email(data['email'])}",
-        f"login-fail:ip:{_client_ip(request)}",
+    # The attempt is counted (reserved) before the password is checked, in one atomic
+    # statement shared by every process, so N parallel guesses check at most the limit;
+    # a right password takes its attempt back.
+    limiter = request.find_service(RateLimiter)
+    checks = [
+        (LOGIN_EMAIL_POLICY, accounts.normalise_email(data["email"])),
+        (LOGIN_IP_POLICY, _client_ip(request)),
     ]
-    for key in keys:
-        decision = ratelimit.peek(request.db, key, limit if "email" in key else limit * 4, window)
-        if not decision.allowed:
-            raise RateLimited(
-                decision.retry_after, "Too many failed logins; wait before trying again."
-            )
+    refusal = limiter.count(checks)
+    if refusal is not None:
+        raise RateLimited(refusal.retry_after, "Too many failed logins; wait before trying again.")
     user = accounts.authenticate(request.db, data["email"], data["password"])
     if user is None:
-        # Counted in transactions of their own: this request's transaction is rolled
-        # back (401), and it has written nothing that could hold a lock against them.
-        for key in keys:
-            ratelimit.hit(request.registry, key, limit, window)
         raise ApiError(
             "The email or password is wrong.",
             status=401,
@@ -94,6 +93,10 @@ def login(request):
             title="Login failed",
             hints=["Check both and try again."],
         )
+    limiter.refund(checks)
+    # The session row is this request's first write: on SQLite, queue for the write lock
+    # now (the counters above committed after this request's read snapshot began).
+    take_write_lock(request.db)
     start_session(request, user)
     return session_body(request)
 
@@ -171,6 +174,11 @@ OPENAPI_PATHS = {
 
 
 def includeme(config) -> None:
+    settings = config.get_settings()
+    limit, window = settings["cmsshop.login_max_failures"], settings["cmsshop.login_failure_window"]
+    config.add_rate_policy(LOGIN_EMAIL_POLICY, limit, window)
+    # An address shared by many people (an office, a NAT) gets four times the allowance.
+    config.add_rate_policy(LOGIN_IP_POLICY, limit * 4, window)
     config.add_route("auth.register", "/api/auth/register")
     config.add_route("auth.login", "/api/auth/login")
     config.add_route("auth.logout", "/api/auth/logout")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import colander
 
 from cmsshop.errors import MalformedJson, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 from cmsshop.models.meta import MAX_ID
+from cmsshop.services.paging import Page, PageRequest
 
 # --- strict colander types ---------------------------------------------------------------
 # colander's own String/Int/Bool coerce (123 -> "123", 1.9 -> 1, "yes" -> True). A JSON API
@@ -153,6 +155,30 @@ def read_paging(request) -> tuple[int, int]:
 
 def page_body(items: list, page: int, per_page: int, total: int) -> dict:
     return {"items": items, "page": page, "perPage": per_page, "total": total}
+
+
+def read_page_request(request) -> PageRequest:
+    """``page`` (from 1) and ``perPage`` (1-100, default 20) from the query string; 422
+    for a bad, empty or repeated value."""
+    raw = {}
+    for name in ("page", "perPage"):
+        values = request.GET.getall(name)
+        if len(values) > 1 or values == [""]:
+            raise ValidationFailed({name: "must be one integer"})
+        if values:
+            raw[name] = values[0]
+    data = validate(PagingSchema(), raw)
+    return PageRequest(data["page"], data["perPage"])
+
+
+def page_json(page: Page, serialise: Callable[[Any], dict]) -> dict:
+    """The JSON of every list route: its items serialised, and where the page stands."""
+    return {
+        "items": [serialise(item) for item in page.items],
+        "page": page.page,
+        "perPage": page.per_page,
+        "total": page.total,
+    }
 
 
 # --- caching -----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from cmsshop.errors import RateLimited, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadClaims
+from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.support import tickets
 from cmsshop.util import isoformat_z
 from cmsshop.views.common import (
@@ -223,12 +224,11 @@ def open_ticket(request):
         order = tickets.find_customer_order(request.db, user.id, data["orderNumber"])
         if order is None:
             raise ValidationFailed({"orderNumber": "is not one of your orders"})
-    limit = request.registry.settings["cmsshop.tickets_per_hour"]
-    decision = tickets.count_ticket(request.registry, user.id, limit)
-    if not decision.allowed:
+    refusal = tickets.count_ticket(request.find_service(RateLimiter), user.id)
+    if refusal is not None:
         raise RateLimited(
-            decision.retry_after,
-            f"You can open at most {limit} tickets per hour.",
+            refusal.retry_after,
+            f"You can open at most {refusal.limit} tickets per hour.",
             code="ticket_rate_limited",
         )
     ticket = tickets.open_ticket(request.db, user, data["subject"], data["body"], order)

@@ -21,6 +21,7 @@ from cmsshop.errors import ApiError, RateLimited, ServiceUnavailable, Unsupporte
 from cmsshop.services.licensing import calls as licensing
 from cmsshop.services.licensing.domains import InvalidDomain, normalise_domain
 from cmsshop.services.licensing.signing import SigningUnavailable
+from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,
@@ -33,6 +34,9 @@ from cmsshop.views.common import (
 from cmsshop.views.errors import request_id
 
 FORM_TYPE = "application/x-www-form-urlencoded"
+LICENSE_IP_POLICY = "license.ip"
+LICENSE_KEY_POLICY = "license.key"
+LICENSE_CHURN_POLICY = "license.churn"
 NONCE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 MAX_FORM_FIELDS = 20
 
@@ -145,13 +149,8 @@ def _record_failure(audit: licensing.AuditRecord, request) -> None:
         outcome, status = "internal_error", 500
     try:
         if not audit.counted:  # not counted yet, or the count was rolled back: count now
-            limits = audit.limits or [
-                (
-                    f"license:ip:{audit.ip}",
-                    *request.registry.settings["cmsshop.license_rate_per_ip"],
-                )
-            ]
-            licensing.count_request(request.registry["cmsshop.engine"], limits)
+            limits = audit.limits or [(LICENSE_IP_POLICY, audit.ip)]
+            request.find_service(RateLimiter).count(limits)
         with own_transaction(request.registry) as session:
             session.add(audit.entry(outcome, status))
     except Exception:  # noqa: BLE001 - the audit must not turn an answer into a crash
@@ -165,12 +164,9 @@ def _call(request, action: str) -> dict:
     request.add_finished_callback(partial(_record_failure, audit))
     data = read_license_request(request)
     audit.describe(data)
-    limits = [
-        (f"license:ip:{ip}", *settings["cmsshop.license_rate_per_ip"]),
-        (f"license:key:{audit.key_hint}", *settings["cmsshop.license_rate_per_license"]),
-    ]
+    limits = [(LICENSE_IP_POLICY, ip), (LICENSE_KEY_POLICY, audit.key_hint)]
     if action != "validate":
-        limits.append((f"license:churn:{audit.key_hint}", *settings["cmsshop.license_rate_churn"]))
+        limits.append((LICENSE_CHURN_POLICY, audit.key_hint))
     audit.limits = limits
     registry = request.registry
     signer, policy = registry["cmsshop.lease_signer"], registry["cmsshop.licensing_policy"]
@@ -178,7 +174,13 @@ def _call(request, action: str) -> dict:
         if action == "validate":
             # The hot path: its own short transaction, rate counts included.
             result = licensing.validate(
-                registry["cmsshop.engine"], signer, policy, data, audit, limits
+                registry["cmsshop.engine"],
+                signer,
+                policy,
+                data,
+                audit,
+                request.find_service(RateLimiter),
+                limits,
             )
         else:
             _count_in_request(request, limits, audit)
@@ -214,14 +216,14 @@ def _count_in_request(request, limits, audit: licensing.AuditRecord) -> None:
         # counts them again in a transaction of its own.
         licensing.SQLITE_WRITER.acquire()
         request.add_finished_callback(lambda request: licensing.SQLITE_WRITER.release())
-        refusal = licensing.count_request_on(request.db.connection(), limits)
+        refusal = request.find_service(RateLimiter).count_on(request.db.connection(), limits)
         # Plain SQL on request.db's connection, unseen by the ORM: tell zope.sqlalchemy,
         # so that pyramid_tm commits it.
         mark_changed(request.db)
     else:
         # PostgreSQL: a short transaction of its own, so the counter rows are not
         # locked for the length of this request.
-        refusal = licensing.count_request(engine, limits)
+        refusal = request.find_service(RateLimiter).count(limits)
         audit.counted = True
     if refusal is not None:
         raise RateLimited(refusal.retry_after)

@@ -12,9 +12,8 @@ import dataclasses
 import datetime as dt
 import hashlib
 import random
-import re
 import threading
-import time
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -25,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from cmsshop.db import take_write_lock
 from cmsshop.errors import ApiError, Conflict, NotFound, RateLimited
+from cmsshop.hotsql import HotStatement, RawTransaction, db_time, from_db_time, raw_transaction
 from cmsshop.models import (
     Activation,
     License,
@@ -35,7 +35,7 @@ from cmsshop.models import (
 from cmsshop.models.meta import UTCDateTime
 from cmsshop.services.licensing.domains import PRODUCTION, SeatRules, classify_environment
 from cmsshop.services.licensing.signing import LeaseSigner
-from cmsshop.services.ratelimit import RateDecision
+from cmsshop.services.ratelimit import Check, RateLimiter
 from cmsshop.util import isoformat_z, utcnow
 
 NONCE_PURGE_PROBABILITY = 0.01
@@ -208,142 +208,6 @@ def _activation_not_found(message: str) -> ApiError:
 
 
 # --- the hot path's statements -------------------------------------------------------------
-
-
-class HotStatement:
-    """One SQL statement of the validate hot path, run on the DBAPI cursor.
-
-    Measured (docs/licensing.md, Performance): building the execution context of a Core
-    statement costs about five times the database work of these small writes, and
-    validate must stay within a few times the cost of a bare route. So the writes that
-    every call makes are plain SQL, written once for both dialects (``:name``
-    parameters; psycopg gets ``%(name)s``), inside the SQLAlchemy transaction of the
-    connection they run on. Times are bound as the UTCDateTime type stores them.
-    """
-
-    def __init__(self, sql: str):
-        self.sql = {"sqlite": sql, "postgresql": re.sub(r":(\w+)", r"%(\1)s", sql)}
-
-    def run(self, conn: Connection | RawTransaction, params: dict[str, Any]):
-        name, dbapi = _driver(conn)
-        cursor = dbapi.cursor()
-        cursor.execute(self.sql[name], params)
-        return cursor
-
-
-@dataclasses.dataclass(frozen=True)
-class RawTransaction:
-    """A pooled DBAPI connection inside a transaction (see :func:`raw_transaction`)."""
-
-    dialect_name: str
-    dbapi: Any
-
-
-def _driver(conn: Connection | RawTransaction) -> tuple[str, Any]:
-    if isinstance(conn, RawTransaction):
-        return conn.dialect_name, conn.dbapi
-    return conn.dialect.name, conn.connection.driver_connection
-
-
-@contextlib.contextmanager
-def raw_transaction(engine: Engine):
-    """A connection from the engine's pool in a transaction of its own: committed when
-    the block ends, rolled back if it raises. Skips SQLAlchemy's Connection and
-    Transaction objects, which cost as much as the hot path's statements themselves.
-    On SQLite it issues the BEGIN that cmsshop.db's recipe would (pysqlite's own
-    transaction handling is off)."""
-    pooled = engine.raw_connection()
-    conn = RawTransaction(engine.dialect.name, pooled.driver_connection)
-    try:
-        if conn.dialect_name == "sqlite":
-            conn.dbapi.execute("BEGIN")
-        yield conn
-        pooled.commit()
-    except BaseException:
-        pooled.rollback()
-        raise
-    finally:
-        pooled.close()  # back to the pool
-
-
-def _from_db_time(value: Any) -> dt.datetime | None:
-    """A time as UTCDateTime would return it (aware UTC) from a raw row."""
-    if value is None:
-        return None
-    if isinstance(value, str):  # SQLite keeps text
-        value = dt.datetime.fromisoformat(value)
-    if value.tzinfo is None:
-        return value.replace(tzinfo=dt.UTC)
-    return value.astimezone(dt.UTC)
-
-
-def _db_time(conn: Connection | RawTransaction, value: dt.datetime) -> Any:
-    """What UTCDateTime binds: naive UTC text on SQLite, the aware value on PostgreSQL."""
-    if _driver(conn)[0] == "sqlite":
-        return value.astimezone(dt.UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
-    return value
-
-
-# --- rate limits ---------------------------------------------------------------------------
-
-_RATE_UPSERTS: dict[int, HotStatement] = {}
-
-
-def _rate_upsert(keys: int) -> HotStatement:
-    """Count ``keys`` counters in one statement (one round trip for every limit)."""
-    if keys not in _RATE_UPSERTS:
-        rows = ", ".join(f"(:key{i}, :start{i}, 1)" for i in range(keys))
-        _RATE_UPSERTS[keys] = HotStatement(
-            "INSERT INTO rate_counters (key, window_start, count) VALUES "  # noqa: S608 - no user input in the SQL
-            + rows
-            + " ON CONFLICT (key, window_start) DO UPDATE SET count = rate_counters.count + 1 "
-            "RETURNING key, count"
-        )
-    return _RATE_UPSERTS[keys]
-
-
-_PURGE_RATE_COUNTERS = HotStatement("DELETE FROM rate_counters WHERE window_start < :before")
-_PURGE_NONCES = HotStatement("DELETE FROM licence_nonces WHERE seen_at < :cutoff")
-
-
-def count_request_on(
-    conn: Connection | RawTransaction, limits: list[tuple[str, int, int]], now: float | None = None
-) -> RateDecision | None:
-    """Count one request against every ``(key, limit, window)`` on ``conn``; the first
-    refusal, or None. The same fixed-window counters (table, windows, purge) as
-    services.ratelimit.hit, every key in one statement. Keys must differ."""
-    now_i = int(now if now is not None else time.time())
-    params: dict[str, Any] = {}
-    for i, (key, _, window) in enumerate(limits):
-        params[f"key{i}"] = key[:255]
-        params[f"start{i}"] = now_i - now_i % window
-    cursor = _rate_upsert(len(limits)).run(conn, params)
-    counts = dict(cursor.fetchall())
-    cursor.close()
-    if random.random() < 0.01:  # purge old windows now and then
-        _PURGE_RATE_COUNTERS.run(conn, {"before": now_i - 86400}).close()
-    for key, limit, window in limits:
-        count = counts[key[:255]]
-        if count > limit:
-            start = now_i - now_i % window
-            return RateDecision(False, count, limit, start + window - now_i)
-    return None
-
-
-def count_request(
-    engine: Engine, limits: list[tuple[str, int, int]], now: float | None = None
-) -> RateDecision | None:
-    """:func:`count_request_on`, committed at once whatever the request does next. Like
-    ratelimit.hit, call it before the request's session reads or writes anything.
-
-    On PostgreSQL the counting statement runs in autocommit mode: it is atomic on its
-    own, and this spares a BEGIN/COMMIT round trip (and its WAL flush) on every call.
-    """
-    if engine.dialect.name == "postgresql":
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            return count_request_on(conn, limits, now)
-    with engine.begin() as conn:
-        return count_request_on(conn, limits, now)
 
 
 # SQLite has one writer at a time. Threads of this process that want to write wait on
@@ -646,6 +510,7 @@ _VALIDATE_LOOKUP = HotStatement(
     "LEFT OUTER JOIN activations AS a ON a.licence_id = l.id AND a.fingerprint_sha256 = :fp "
     "WHERE l.key = :key"
 )
+_PURGE_NONCES = HotStatement("DELETE FROM licence_nonces WHERE seen_at < :cutoff")
 _TOUCH_ACTIVATION = HotStatement("UPDATE activations SET last_validated_at = :now WHERE id = :id")
 _INSERT_AUDIT = HotStatement(
     "INSERT INTO licence_audit_log (created_at, action, outcome, status, licence_id, "
@@ -694,7 +559,8 @@ def validate(
     policy: LicensingPolicy,
     data: LicenseRequest,
     audit: AuditRecord,
-    limits: list[tuple[str, int, int]] = (),
+    limiter: RateLimiter | None = None,
+    limits: Sequence[Check] = (),
 ) -> LicensingResult:
     """Check an active installation on its activated domain; refresh ``lastValidatedAt``.
 
@@ -706,14 +572,14 @@ def validate(
     """
     with _one_writer(engine):
         if limits and engine.dialect.name != "sqlite":
-            refusal = count_request(engine, list(limits))
+            refusal = limiter.count(limits)
             audit.counted = True
             limits = ()
             if refusal is not None:
                 raise RateLimited(refusal.retry_after)
         with raw_transaction(engine) as conn:
             if limits:
-                refusal = count_request_on(conn, list(limits))  # SQLite: takes the write lock
+                refusal = limiter.count_on(conn, limits)  # SQLite: takes the write lock
                 if refusal is not None:
                     raise RateLimited(refusal.retry_after)
             return _validate_on(conn, signer, policy, data, audit)
@@ -732,8 +598,8 @@ def _validate_on(
     nonce_params = {
         "key": data.license_key,
         "nonce": data.nonce,
-        "now": _db_time(conn, now),
-        "cutoff": _db_time(conn, cutoff),
+        "now": db_time(conn, now),
+        "cutoff": db_time(conn, cutoff),
     }
     postgresql = conn.dialect_name == "postgresql"
     if postgresql:
@@ -750,7 +616,7 @@ def _validate_on(
     if row is None:
         raise _license_not_found()
     license = SimpleNamespace(
-        id=row[0], status=row[1], max_activations=row[2], expires_at=_from_db_time(row[3])
+        id=row[0], status=row[1], max_activations=row[2], expires_at=from_db_time(row[3])
     )
     row = SimpleNamespace(
         slug=row[4],
@@ -758,8 +624,8 @@ def _validate_on(
         domain=row[6],
         environment=row[7],
         active=bool(row[8]),
-        activated_at=_from_db_time(row[9]),
-        deactivated_at=_from_db_time(row[10]),
+        activated_at=from_db_time(row[9]),
+        deactivated_at=from_db_time(row[10]),
         seats_used=int(row[11]),
     )
     audit.license_id = license.id
@@ -796,7 +662,7 @@ def _validate_on(
     claims = lease_claims(policy, license, row.slug, activation, data.nonce, row.seats_used, now)
     lease = signer.sign(claims)
     entry = audit.values("validated", 200)
-    entry["created_at"] = _db_time(conn, entry["created_at"])
+    entry["created_at"] = db_time(conn, entry["created_at"])
     if postgresql:
         entry.update(touched_at=nonce_params["now"], touched_id=activation.id)
         _PG_TOUCH_AND_AUDIT.run(conn, entry).close()

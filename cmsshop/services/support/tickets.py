@@ -8,19 +8,21 @@ from sqlalchemy.orm import Session, joinedload
 from cmsshop.db import take_write_lock
 from cmsshop.models import Order, SupportTicket, User
 from cmsshop.models.dashboard import TICKET_STATUSES
-from cmsshop.services import ratelimit
+from cmsshop.services.ratelimit import RateDecision, RateLimiter
 from cmsshop.util import readable_token, utcnow
 
 TICKET_WINDOW = 3600  # the limit is "tickets per hour"
+TICKET_POLICY = "tickets.user"
 
 
-def count_ticket(registry, user_id: int, limit: int) -> ratelimit.RateDecision:
-    """Count one ticket of ``user_id`` in this hour's window (shared, own transaction).
+def count_ticket(limiter: RateLimiter, user_id: int) -> RateDecision | None:
+    """Count one ticket of ``user_id`` in this hour's window (shared, own transaction);
+    the refusal, or None.
 
     Called after validation, so a typo does not use up the allowance, and before the
-    request's first write, as ``ratelimit.hit`` requires.
+    request's first write, as ``RateLimiter.count`` requires.
     """
-    return ratelimit.hit(registry, f"tickets:user:{user_id}", limit, TICKET_WINDOW)
+    return limiter.count([(TICKET_POLICY, str(user_id))])
 
 
 def find_customer_order(session: Session, user_id: int, number: str) -> Order | None:
