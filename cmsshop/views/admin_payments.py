@@ -15,8 +15,8 @@ from cmsshop.security import ADMIN
 from cmsshop.services.payments import events as pe
 from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments import settings as ps
-from cmsshop.services.payments.checkout import order_body
 from cmsshop.util import isoformat_z
+from cmsshop.views.bodies import order_body
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,

@@ -26,6 +26,7 @@ from cmsshop.views.admin_catalogue import (
     text_node,
     text_schema,
 )
+from cmsshop.views.bodies import release_body
 from cmsshop.views.common import (
     StrictMapping,
     StrictSequence,
@@ -33,7 +34,7 @@ from cmsshop.views.common import (
     page_body,
     read_json,
 )
-from cmsshop.views.store import MAX_AMOUNT, product_body, release_body
+from cmsshop.views.store import MAX_AMOUNT, product_body
 
 MAX_ACTIVATIONS = 1_000_000
 MAX_DURATION_DAYS = 36_500  # a century; also keeps license expiry dates representable

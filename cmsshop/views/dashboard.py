@@ -12,6 +12,7 @@ from cmsshop.services.dashboard.downloads import DownloadClaims
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.support import tickets
 from cmsshop.util import isoformat_z
+from cmsshop.views.bodies import order_body, release_body
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,
@@ -24,22 +25,6 @@ from cmsshop.views.common import (
 # --- serialisation -----------------------------------------------------------------------
 
 
-def order_body(order) -> dict:
-    return {
-        "number": order.number,
-        "status": order.status,
-        "currency": order.currency,
-        "total": order.total,
-        "items": [
-            {"product": item.product_slug, "name": item.name, "amount": item.amount}
-            for item in order.items
-        ],
-        "provider": order.provider,
-        "createdAt": isoformat_z(order.created_at),
-        "paidAt": isoformat_z(order.paid_at),
-    }
-
-
 def invoice_body(invoice) -> dict:
     return {
         "number": invoice.number,
@@ -48,18 +33,6 @@ def invoice_body(invoice) -> dict:
         "currency": invoice.currency,
         "total": invoice.total,
         "lines": list(invoice.lines or []),
-    }
-
-
-def release_body(release) -> dict | None:
-    if release is None:
-        return None
-    return {
-        "version": release.version,
-        "fileName": release.file_name,
-        "size": release.size,
-        "sha256": release.sha256,
-        "releasedAt": isoformat_z(release.released_at),
     }
 
 

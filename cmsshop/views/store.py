@@ -16,6 +16,7 @@ from cmsshop.views.admin_catalogue import (
     list_paging,
     query_value,
 )
+from cmsshop.views.bodies import release_body
 from cmsshop.views.common import json_with_etag, page_body
 
 # --- JSON bodies (shared with the admin views) -------------------------------------------
@@ -32,19 +33,6 @@ def currency_body(currency: Currency, admin: bool = False) -> dict:
     if admin:
         body["enabled"] = currency.enabled
     return body
-
-
-def release_body(release) -> dict | None:
-    """A Release, or a row with its columns (see catalogue.load_cards)."""
-    if release is None:
-        return None
-    return {
-        "version": release.version,
-        "fileName": release.file_name,
-        "size": release.size,
-        "sha256": release.sha256,
-        "releasedAt": isoformat_z(release.released_at),
-    }
 
 
 def product_body(card: catalogue.ProductCard, admin: bool = False) -> dict:
