@@ -196,6 +196,19 @@ class ByteRange:
 
 
 _SINGLE_RANGE = re.compile(r"^\s*bytes\s*=\s*([0-9]*)\s*-\s*([0-9]*)\s*$", re.IGNORECASE)
+# More digits than this (leading zeros aside) is past the end of any file we could hold.
+MAX_POSITION_DIGITS = 18
+PAST_ANY_FILE = 10**MAX_POSITION_DIGITS
+
+
+def _position(digits: str) -> int:
+    """A byte position of a Range header; PAST_ANY_FILE for an over-long one.
+
+    Not ``int(digits)`` on the raw text: Python refuses more than 4300 digits with an
+    error, and a client can send thousands.
+    """
+    digits = digits.lstrip("0") or "0"
+    return PAST_ANY_FILE if len(digits) > MAX_POSITION_DIGITS else int(digits)
 
 
 def parse_range(header: str | None, size: int) -> ByteRange | None:
@@ -204,7 +217,9 @@ def parse_range(header: str | None, size: int) -> ByteRange | None:
     None also for what RFC 9110 lets a server ignore: other units, a syntax error, or
     several ranges (serving them would need multipart/byteranges, which download
     managers do not use). Raises RangeNotSatisfiable for a well-formed range that lies
-    outside the file.
+    outside the file. A position of any length is well-formed: one beyond 18 digits
+    reads as past the end (416 as a first position, "to the end" as a last one, "the
+    whole file" as a suffix length).
     """
     if not header:
         return None
@@ -215,16 +230,16 @@ def parse_range(header: str | None, size: int) -> ByteRange | None:
     if not first and not last:
         return None
     if not first:  # suffix range: the last N bytes
-        suffix = int(last)
+        suffix = _position(last)
         if suffix == 0 or size == 0:
             raise RangeNotSatisfiable(size)
         return ByteRange(max(0, size - suffix), size - 1)
-    start = int(first)
-    if last and int(last) < start:
+    start = _position(first)
+    if last and _position(last) < start:
         return None  # invalid range-spec: ignored, as the RFC says
     if start >= size:
         raise RangeNotSatisfiable(size)
-    end = min(int(last), size - 1) if last else size - 1
+    end = min(_position(last), size - 1) if last else size - 1
     return ByteRange(start, end)
 
 
