@@ -62,17 +62,24 @@ def fetch_page(
     count_query: Select | None = None,
     scalars: bool = True,
     params: dict[str, Any] | None = None,
+    bound_window: bool = False,
 ) -> Page:
     """One page of ``query`` and the total (``count_query``, or the count of ``query``).
 
     ``scalars`` returns the first column of each row (ORM entities); otherwise rows.
+    ``bound_window``: ``query`` ends in ``LIMIT :limit OFFSET :offset`` already (a statement
+    built once and cached by its caller), so the window goes in as parameters instead of
+    building a new statement per request.
     """
     params = params or {}
     total = session.scalar(count_query if count_query is not None else count_of(query), params)
     window = request.window(total or 0)
     if window is None:
         return Page([], request.page, request.per_page, total or 0)
-    paged = query.limit(window["limit"]).offset(window["offset"])
+    if bound_window:
+        paged, params = query, {**params, **window}
+    else:
+        paged = query.limit(window["limit"]).offset(window["offset"])
     if scalars:
         items = session.scalars(paged, params).unique().all()
     else:

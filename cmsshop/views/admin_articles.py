@@ -7,22 +7,21 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.security import ADMIN
-from cmsshop.services.catalogue import products as catalogue
+from cmsshop.services.catalogue import text
+from cmsshop.services.docs import articles
 from cmsshop.views.admin_catalogue import (
     MAX_MARKDOWN,
     SLUG,
     body_schema,
     bool_node,
-    list_paging,
     no_store,
     optional,
-    query_value,
     slug_node,
     text_node,
     text_schema,
 )
-from cmsshop.views.common import StrictMapping, page_body, read_json
-from cmsshop.views.docs import article_body
+from cmsshop.views.common import StrictMapping, page_json, read_json, read_page_request
+from cmsshop.views.docs import article_body, read_article_filters
 
 MAX_BODY = MAX_MARKDOWN
 
@@ -37,18 +36,19 @@ class ArticleSchema(colander.MappingSchema):
     published = bool_node(missing=False)
 
 
+def admin_article_body(article) -> dict:
+    return article_body(article, admin=True)
+
+
 @view_config(
     route_name="docs.admin_articles", request_method="GET", renderer="json", permission=ADMIN
 )
 def list_articles(request):
     no_store(request)
-    page, per_page = list_paging(request)
-    q = catalogue.parse_search(query_value(request, "q"))
-    category = catalogue.parse_category(query_value(request, "category"))
-    articles, total = catalogue.list_articles(
-        request.db, page=page, per_page=per_page, q=q, category=category, public=False
-    )
-    return page_body([article_body(a, admin=True) for a in articles], page, per_page, total)
+    page_request = read_page_request(request)
+    filters = read_article_filters(request)
+    page = articles.list_articles(request.db, page_request, **filters, public=False)
+    return page_json(page, admin_article_body)
 
 
 @view_config(
@@ -56,9 +56,9 @@ def list_articles(request):
 )
 def create_article(request):
     data = read_json(request, ArticleSchema())
-    article = catalogue.create_article(request.db, data)
+    article = articles.create_article(request.db, data)
     request.response.status = 201
-    return article_body(article, admin=True)
+    return admin_article_body(article)
 
 
 @view_config(
@@ -66,27 +66,27 @@ def create_article(request):
 )
 def show_article(request):
     no_store(request)
-    article = catalogue.find_article(request.db, request.matchdict["slug"], public=False)
-    return article_body(article, admin=True)
+    article = articles.find_article(request.db, request.matchdict["slug"], public=False)
+    return admin_article_body(article)
 
 
 @view_config(
     route_name="docs.admin_article", request_method="PATCH", renderer="json", permission=ADMIN
 )
 def update_article(request):
-    article = catalogue.find_article(request.db, request.matchdict["slug"], public=False)
+    article = articles.find_article(request.db, request.matchdict["slug"], public=False)
     changes = read_json(request, optional(ArticleSchema()))
-    catalogue.update_article(request.db, article, changes)
-    return article_body(article, admin=True)
+    articles.update_article(request.db, article, changes)
+    return admin_article_body(article)
 
 
 @view_config(
     route_name="docs.admin_article", request_method="DELETE", renderer="json", permission=ADMIN
 )
 def delete_article(request):
-    article = catalogue.find_article(request.db, request.matchdict["slug"], public=False)
+    article = articles.find_article(request.db, request.matchdict["slug"], public=False)
     slug = article.slug
-    catalogue.delete_article(request.db, article)
+    articles.delete_article(request.db, article)
     return {"slug": slug, "deleted": True}
 
 
@@ -124,8 +124,8 @@ OPENAPI_PATHS = {
             {**oa.ok(oa.page_of(oa.ref("AdminArticle"))), **oa.errors(401, 403, 422)},
             params=[
                 *oa.PAGING_PARAMS,
-                oa.query_param("q", text_schema(catalogue.MAX_SEARCH_LENGTH)),
-                oa.query_param("category", {"type": "string", "pattern": catalogue.SLUG_PATTERN}),
+                oa.query_param("q", text_schema(text.MAX_SEARCH_LENGTH)),
+                oa.query_param("category", {"type": "string", "pattern": text.SLUG_PATTERN}),
             ],
             tags=TAGS,
         ),

@@ -1,5 +1,6 @@
 """Building blocks shared by the catalogue views of the store and docs modules: colander
-nodes for slugs and text, nullable integers, caching and OpenAPI fragments.
+nodes for slugs and text, nullable integers, caching and OpenAPI fragments. (Generic
+helpers every view uses -- query strings, paging, JSON bodies -- are in views.common.)
 
 No views live here, so neither module scans it; each imports what it needs.
 """
@@ -8,43 +9,13 @@ from __future__ import annotations
 
 import colander
 
-from cmsshop.errors import ApiError, ValidationFailed
-from cmsshop.services.catalogue import products as catalogue
-from cmsshop.views.common import StrictBool, StrictInt, StrictString, read_paging
+from cmsshop.services.catalogue import text
+from cmsshop.views.common import StrictBool, StrictInt, StrictString, json_with_etag
 
 # The longest Markdown source (characters). Even written entirely as 12-byte JSON escapes
 # ("\ud83d\ude00") it stays under the 1 MiB JSON body limit, so a body that its schema
 # allows is never refused as too large.
 MAX_MARKDOWN = 64_000
-
-# --- query strings -----------------------------------------------------------------------
-
-
-def query_value(request, name: str) -> str | None:
-    """A query parameter given at most once (a repeated one is a 422, not "the last")."""
-    try:
-        values = request.GET.getall(name)
-    except UnicodeDecodeError:
-        # WebOb decodes the whole query string on first use and refuses invalid UTF-8.
-        raise ApiError(
-            "The query string is not valid UTF-8.",
-            status=400,
-            code="malformed_query",
-            title="Malformed query string",
-            hints=["Percent-encode UTF-8 text, e.g. é as %C3%A9."],
-        ) from None
-    if len(values) > 1:
-        raise ValidationFailed({name: "give this parameter once"})
-    return values[0] if values else None
-
-
-def list_paging(request) -> tuple[int, int]:
-    """``read_paging``, refusing repeated or empty ``page``/``perPage`` too."""
-    for name in ("page", "perPage"):
-        if query_value(request, name) == "":
-            raise ValidationFailed({name: "must be an integer"})
-    return read_paging(request)
-
 
 # --- colander ----------------------------------------------------------------------------
 
@@ -68,7 +39,7 @@ def unless_none(validator):
 
 def _text_rules(multiline: bool):
     def check(node, value):
-        problem = catalogue.text_problem(value, multiline=multiline)
+        problem = text.text_problem(value, multiline=multiline)
         if problem:
             raise colander.Invalid(node, problem)
 
@@ -89,7 +60,7 @@ def slug_node(**kwargs):
     return colander.SchemaNode(
         # allow_empty: "" must fail the pattern, not quietly become the default.
         StrictString(allow_empty=True),
-        validator=colander.Regex(catalogue.SLUG, "letters a-z, digits and '-', 1-100 characters"),
+        validator=colander.Regex(text.SLUG, "letters a-z, digits and '-', 1-100 characters"),
         **kwargs,
     )
 
@@ -132,11 +103,11 @@ def text_schema(max_length: int, *, min_length: int = 0, multiline: bool = False
         "type": "string",
         "minLength": min_length,
         "maxLength": max_length,
-        "pattern": catalogue.MULTI_LINE_PATTERN if multiline else catalogue.SINGLE_LINE_PATTERN,
+        "pattern": text.MULTI_LINE_PATTERN if multiline else text.SINGLE_LINE_PATTERN,
     }
 
 
-SLUG = {"type": "string", "pattern": catalogue.SLUG_PATTERN, "maxLength": 100}
+SLUG = {"type": "string", "pattern": text.SLUG_PATTERN, "maxLength": 100}
 
 
 def body_schema(properties: dict, required: list[str]) -> dict:
@@ -146,9 +117,11 @@ def body_schema(properties: dict, required: list[str]) -> dict:
     return schema
 
 
-def cache_seconds(request) -> int:
-    """Cache-Control max-age of public catalogue answers (cmsshop.public_max_age)."""
-    return request.registry.settings["cmsshop.public_max_age"]
+def cached_json(request, body: dict):
+    """A public catalogue or docs answer: JSON with an ETag, cached for
+    cmsshop.public_max_age seconds."""
+    max_age = request.registry.settings["cmsshop.public_max_age"]
+    return json_with_etag(request, body, max_age=max_age)
 
 
 DATE_TIME = {"type": "string", "format": "date-time"}

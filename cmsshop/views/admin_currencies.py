@@ -7,7 +7,7 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.security import ADMIN
-from cmsshop.services.catalogue import products as catalogue
+from cmsshop.services.catalogue import currencies
 from cmsshop.views.admin_catalogue import (
     body_schema,
     bool_node,
@@ -24,11 +24,11 @@ class CurrencySchema(colander.MappingSchema):
     schema_type = StrictMapping
     code = colander.SchemaNode(
         StrictString(),
-        validator=colander.Regex(catalogue.CURRENCY_CODE, "three capital letters, e.g. EUR"),
+        validator=colander.Regex(currencies.CURRENCY_CODE, "three capital letters, e.g. EUR"),
     )
     name = text_node(100, min_length=1)
     symbol = text_node(8, min_length=1)
-    decimals = int_node(0, catalogue.MAX_DECIMALS, missing=2)
+    decimals = int_node(0, currencies.MAX_DECIMALS, missing=2)
     enabled = bool_node(missing=True)
     default = bool_node(missing=False)
 
@@ -53,8 +53,8 @@ def _code(request) -> str:
 )
 def list_currencies(request):
     no_store(request)
-    currencies = catalogue.list_currencies(request.db, enabled_only=False)
-    return {"items": [currency_body(c, admin=True) for c in currencies]}
+    found = currencies.list_currencies(request.db, enabled_only=False)
+    return {"items": [currency_body(c, admin=True) for c in found]}
 
 
 @view_config(
@@ -62,7 +62,7 @@ def list_currencies(request):
 )
 def create_currency(request):
     data = read_json(request, CurrencySchema())
-    currency = catalogue.create_currency(request.db, data)
+    currency = currencies.create_currency(request.db, data)
     request.response.status = 201
     return currency_body(currency, admin=True)
 
@@ -72,9 +72,9 @@ def create_currency(request):
 )
 def update_currency(request):
     code = _code(request)
-    catalogue.find_currency(request.db, code)  # 404 before looking at the body
+    currencies.find_currency(request.db, code)  # 404 before looking at the body
     changes = read_json(request, CurrencyPatchSchema())
-    currency = catalogue.update_currency(request.db, code, changes)
+    currency = currencies.update_currency(request.db, code, changes)
     return currency_body(currency, admin=True)
 
 
@@ -123,7 +123,7 @@ OPENAPI_PATHS = {
                         "decimals": {
                             "type": "integer",
                             "minimum": 0,
-                            "maximum": catalogue.MAX_DECIMALS,
+                            "maximum": currencies.MAX_DECIMALS,
                         },
                         "enabled": {"type": "boolean"},
                         "default": {"type": "boolean"},

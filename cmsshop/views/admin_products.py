@@ -9,19 +9,16 @@ from pyramid.view import view_config
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
 from cmsshop.security import ADMIN
-from cmsshop.services.catalogue import products as catalogue
-from cmsshop.services.catalogue import releases
+from cmsshop.services.catalogue import currencies, products, releases, text
 from cmsshop.views.admin_catalogue import (
     MAX_MARKDOWN,
     SLUG,
     body_schema,
     bool_node,
     int_node,
-    list_paging,
     no_store,
     nullable_int_node,
     optional,
-    query_value,
     slug_node,
     text_node,
     text_schema,
@@ -31,8 +28,10 @@ from cmsshop.views.common import (
     StrictMapping,
     StrictSequence,
     StrictString,
-    page_body,
+    page_json,
+    query_value,
     read_json,
+    read_page_request,
 )
 from cmsshop.views.store import MAX_AMOUNT, product_body
 
@@ -55,7 +54,7 @@ def _unique_currencies(node, prices):
 class PriceSchema(colander.MappingSchema):
     schema_type = StrictMapping
     currency = colander.SchemaNode(
-        StrictString(), validator=colander.Regex(catalogue.CURRENCY_CODE, "e.g. EUR")
+        StrictString(), validator=colander.Regex(currencies.CURRENCY_CODE, "e.g. EUR")
     )
     amount = int_node(0, MAX_AMOUNT)
 
@@ -95,9 +94,13 @@ def product_patch_schema() -> colander.SchemaNode:
 # --- views -------------------------------------------------------------------------------
 
 
-def _card(request, product) -> dict:
-    (card,) = catalogue.load_cards(request.db, [product], public=False)
+def admin_product_body(card: products.ProductCard) -> dict:
     return product_body(card, admin=True)
+
+
+def _card(request, product) -> dict:
+    (card,) = products.load_cards(request.db, [product], public=False)
+    return admin_product_body(card)
 
 
 @view_config(
@@ -105,12 +108,10 @@ def _card(request, product) -> dict:
 )
 def list_products(request):
     no_store(request)
-    page, per_page = list_paging(request)
-    q = catalogue.parse_search(query_value(request, "q"))
-    cards, total = catalogue.list_products(
-        request.db, page=page, per_page=per_page, q=q, public=False
-    )
-    return page_body([product_body(c, admin=True) for c in cards], page, per_page, total)
+    page_request = read_page_request(request)
+    q = text.parse_search(query_value(request, "q"))
+    page = products.list_products(request.db, page_request, q=q, public=False)
+    return page_json(page, admin_product_body)
 
 
 @view_config(
@@ -118,7 +119,7 @@ def list_products(request):
 )
 def create_product(request):
     data = read_json(request, ProductSchema())
-    product = catalogue.create_product(request.db, data)
+    product = products.create_product(request.db, data)
     request.response.status = 201
     return _card(request, product)
 
@@ -128,7 +129,7 @@ def create_product(request):
 )
 def show_product(request):
     no_store(request)
-    product = catalogue.find_product(request.db, request.matchdict["slug"], public=False)
+    product = products.find_product(request.db, request.matchdict["slug"], public=False)
     return _card(request, product)
 
 
@@ -136,9 +137,9 @@ def show_product(request):
     route_name="store.admin_product", request_method="PATCH", renderer="json", permission=ADMIN
 )
 def update_product(request):
-    product = catalogue.find_product(request.db, request.matchdict["slug"], public=False)
+    product = products.find_product(request.db, request.matchdict["slug"], public=False)
     changes = read_json(request, product_patch_schema())
-    catalogue.update_product(request.db, product, changes)
+    products.update_product(request.db, product, changes)
     return _card(request, product)
 
 
@@ -146,9 +147,9 @@ def update_product(request):
     route_name="store.admin_product", request_method="DELETE", renderer="json", permission=ADMIN
 )
 def delete_product(request):
-    product = catalogue.find_product(request.db, request.matchdict["slug"], public=False)
+    product = products.find_product(request.db, request.matchdict["slug"], public=False)
     slug = product.slug
-    archived, paths = catalogue.delete_product(request.db, product)
+    archived, paths = products.delete_product(request.db, product)
     if paths:
         files = releases.absolute_paths(request.registry.settings["cmsshop.storage_dir"], paths)
         # Only once the deletion has committed: a rolled-back request keeps its files.
@@ -267,7 +268,7 @@ class _UploadReader:
     permission=ADMIN,
 )
 def upload_release(request):
-    product = catalogue.find_product(request.db, request.matchdict["slug"], public=False)
+    product = products.find_product(request.db, request.matchdict["slug"], public=False)
     reader = _UploadReader(request, product)
     try:
         reader.read()
@@ -369,7 +370,7 @@ OPENAPI_PATHS = {
                 *oa.PAGING_PARAMS,
                 oa.query_param(
                     "q",
-                    text_schema(catalogue.MAX_SEARCH_LENGTH),
+                    text_schema(text.MAX_SEARCH_LENGTH),
                     "Case-insensitive substring of the name or summary.",
                 ),
             ],

@@ -9,7 +9,13 @@ from typing import Any
 
 import colander
 
-from cmsshop.errors import MalformedJson, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from cmsshop.errors import (
+    ApiError,
+    MalformedJson,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
 from cmsshop.models.meta import MAX_ID
 from cmsshop.services.paging import Page, PageRequest
 
@@ -157,12 +163,35 @@ def page_body(items: list, page: int, per_page: int, total: int) -> dict:
     return {"items": items, "page": page, "perPage": per_page, "total": total}
 
 
+def query_values(request, name: str) -> list[str]:
+    """Every value of a query parameter; 400 ``malformed_query`` for a query string that
+    is not UTF-8 (WebOb decodes all of it on first use and raises)."""
+    try:
+        return request.GET.getall(name)
+    except UnicodeDecodeError:
+        raise ApiError(
+            "The query string is not valid UTF-8.",
+            status=400,
+            code="malformed_query",
+            title="Malformed query string",
+            hints=["Percent-encode UTF-8 text, e.g. é as %C3%A9."],
+        ) from None
+
+
+def query_value(request, name: str) -> str | None:
+    """A query parameter given at most once (a repeated one is a 422, not "the last")."""
+    values = query_values(request, name)
+    if len(values) > 1:
+        raise ValidationFailed({name: "give this parameter once"})
+    return values[0] if values else None
+
+
 def read_page_request(request) -> PageRequest:
     """``page`` (from 1) and ``perPage`` (1-100, default 20) from the query string; 422
     for a bad, empty or repeated value."""
     raw = {}
     for name in ("page", "perPage"):
-        values = request.GET.getall(name)
+        values = query_values(request, name)
         if len(values) > 1 or values == [""]:
             raise ValidationFailed({name: "must be one integer"})
         if values:

@@ -5,21 +5,15 @@ from __future__ import annotations
 from pyramid.view import view_config
 
 from cmsshop import openapi as oa
-from cmsshop.services.catalogue import products as catalogue
+from cmsshop.services.catalogue import text
+from cmsshop.services.docs import articles
 from cmsshop.util import isoformat_z
-from cmsshop.views.admin_catalogue import (
-    DATE_TIME,
-    IF_NONE_MATCH,
-    cache_seconds,
-    cached_ok,
-    list_paging,
-    query_value,
-)
-from cmsshop.views.common import json_with_etag, page_body
+from cmsshop.views.admin_catalogue import DATE_TIME, IF_NONE_MATCH, cached_json, cached_ok
+from cmsshop.views.common import page_json, query_value, read_page_request
 
 
 def article_body(article, admin: bool = False) -> dict:
-    """An Article, or a row of its columns (see catalogue.list_articles)."""
+    """An Article, or a row of its columns (see articles.list_articles)."""
     body = {
         "slug": article.slug,
         "title": article.title,
@@ -36,22 +30,25 @@ def article_body(article, admin: bool = False) -> dict:
     return body
 
 
+def read_article_filters(request) -> dict:
+    """``q`` and ``category`` of an article list (public or admin)."""
+    return {
+        "q": text.parse_search(query_value(request, "q")),
+        "category": text.parse_category(query_value(request, "category")),
+    }
+
+
 @view_config(route_name="docs.articles", request_method="GET")
 def list_articles(request):
-    page, per_page = list_paging(request)
-    q = catalogue.parse_search(query_value(request, "q"))
-    category = catalogue.parse_category(query_value(request, "category"))
-    articles, total = catalogue.list_articles(
-        request.db, page=page, per_page=per_page, q=q, category=category
-    )
-    body = page_body([article_body(a) for a in articles], page, per_page, total)
-    return json_with_etag(request, body, max_age=cache_seconds(request))
+    page_request = read_page_request(request)
+    page = articles.list_articles(request.db, page_request, **read_article_filters(request))
+    return cached_json(request, page_json(page, article_body))
 
 
 @view_config(route_name="docs.article", request_method="GET")
 def show_article(request):
-    article = catalogue.find_article(request.db, request.matchdict["slug"], public=True)
-    return json_with_etag(request, article_body(article), max_age=cache_seconds(request))
+    article = articles.find_article(request.db, request.matchdict["slug"], public=True)
+    return cached_json(request, article_body(article))
 
 
 # --- OpenAPI -----------------------------------------------------------------------------
@@ -82,14 +79,14 @@ OPENAPI_PATHS = {
                     "q",
                     {
                         "type": "string",
-                        "maxLength": catalogue.MAX_SEARCH_LENGTH,
-                        "pattern": catalogue.SINGLE_LINE_PATTERN,
+                        "maxLength": text.MAX_SEARCH_LENGTH,
+                        "pattern": text.SINGLE_LINE_PATTERN,
                     },
                     "Case-insensitive substring of the title or summary.",
                 ),
                 oa.query_param(
                     "category",
-                    {"type": "string", "pattern": catalogue.SLUG_PATTERN},
+                    {"type": "string", "pattern": text.SLUG_PATTERN},
                     "Only articles of this category.",
                 ),
                 IF_NONE_MATCH,
@@ -102,7 +99,7 @@ OPENAPI_PATHS = {
             "One published article (404 article_not_found otherwise)",
             {**cached_ok(oa.ref("Article")), **oa.errors(404)},
             params=[
-                oa.path_param("slug", {"type": "string", "pattern": catalogue.SLUG_PATTERN}),
+                oa.path_param("slug", {"type": "string", "pattern": text.SLUG_PATTERN}),
                 IF_NONE_MATCH,
             ],
             tags=["docs"],

@@ -6,18 +6,11 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.models import Currency
-from cmsshop.services.catalogue import products as catalogue
+from cmsshop.services.catalogue import currencies, products, text
 from cmsshop.util import isoformat_z
-from cmsshop.views.admin_catalogue import (
-    DATE_TIME,
-    IF_NONE_MATCH,
-    cache_seconds,
-    cached_ok,
-    list_paging,
-    query_value,
-)
+from cmsshop.views.admin_catalogue import DATE_TIME, IF_NONE_MATCH, cached_json, cached_ok
 from cmsshop.views.bodies import release_body
-from cmsshop.views.common import json_with_etag, page_body
+from cmsshop.views.common import page_json, query_value, read_page_request
 
 # --- JSON bodies (shared with the admin views) -------------------------------------------
 
@@ -35,7 +28,7 @@ def currency_body(currency: Currency, admin: bool = False) -> dict:
     return body
 
 
-def product_body(card: catalogue.ProductCard, admin: bool = False) -> dict:
+def product_body(card: products.ProductCard, admin: bool = False) -> dict:
     product = card.product
     body = {
         "slug": product.slug,
@@ -47,7 +40,7 @@ def product_body(card: catalogue.ProductCard, admin: bool = False) -> dict:
             {
                 "currency": price.currency,
                 "amount": price.amount,
-                "formatted": catalogue.format_amount(price.amount, price.symbol, price.decimals),
+                "formatted": currencies.format_amount(price.amount, price.symbol, price.decimals),
             }
             for price in card.prices
         ],
@@ -68,9 +61,9 @@ def product_body(card: catalogue.ProductCard, admin: bool = False) -> dict:
 
 def read_currency_param(request) -> str | None:
     """The ``currency`` query parameter: an enabled currency's code, or a 422."""
-    code = catalogue.parse_currency_code(query_value(request, "currency"))
+    code = currencies.parse_currency_code(query_value(request, "currency"))
     if code is not None:
-        catalogue.require_enabled_currency(request.db, code)
+        currencies.require_enabled_currency(request.db, code)
     return code
 
 
@@ -79,35 +72,31 @@ def read_currency_param(request) -> str | None:
 
 @view_config(route_name="store.products", request_method="GET")
 def list_products(request):
-    page, per_page = list_paging(request)
-    q = catalogue.parse_search(query_value(request, "q"))
+    page_request = read_page_request(request)
+    q = text.parse_search(query_value(request, "q"))
     currency = read_currency_param(request)
-    cards, total = catalogue.list_products(
-        request.db, page=page, per_page=per_page, q=q, currency=currency
-    )
-    body = page_body([product_body(card) for card in cards], page, per_page, total)
-    return json_with_etag(request, body, max_age=cache_seconds(request))
+    page = products.list_products(request.db, page_request, q=q, currency=currency)
+    return cached_json(request, page_json(page, product_body))
 
 
 @view_config(route_name="store.product", request_method="GET")
 def show_product(request):
     currency = read_currency_param(request)
-    product = catalogue.find_product(request.db, request.matchdict["slug"], public=True)
-    (card,) = catalogue.load_cards(request.db, [product], currency=currency)
-    return json_with_etag(request, product_body(card), max_age=cache_seconds(request))
+    product = products.find_product(request.db, request.matchdict["slug"], public=True)
+    (card,) = products.load_cards(request.db, [product], currency=currency)
+    return cached_json(request, product_body(card))
 
 
 @view_config(route_name="store.currencies", request_method="GET")
 def list_currencies(request):
-    currencies = catalogue.list_currencies(request.db, enabled_only=True)
-    body = {"items": [currency_body(c) for c in currencies]}
-    return json_with_etag(request, body, max_age=cache_seconds(request))
+    found = currencies.list_currencies(request.db, enabled_only=True)
+    return cached_json(request, {"items": [currency_body(c) for c in found]})
 
 
 # --- OpenAPI -----------------------------------------------------------------------------
 
-TEXT = {"type": "string", "pattern": catalogue.SINGLE_LINE_PATTERN}
-SLUG_SCHEMA = {"type": "string", "pattern": catalogue.SLUG_PATTERN, "maxLength": 100}
+TEXT = {"type": "string", "pattern": text.SINGLE_LINE_PATTERN}
+SLUG_SCHEMA = {"type": "string", "pattern": text.SLUG_PATTERN, "maxLength": 100}
 MAX_AMOUNT = 10**15
 
 PRICE = {
@@ -159,14 +148,14 @@ CURRENCY_FIELDS = {
     "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
     "name": {"type": "string"},
     "symbol": {"type": "string"},
-    "decimals": {"type": "integer", "minimum": 0, "maximum": catalogue.MAX_DECIMALS},
+    "decimals": {"type": "integer", "minimum": 0, "maximum": currencies.MAX_DECIMALS},
     "default": {"type": "boolean"},
 }
 CURRENCY = {"type": "object", "required": list(CURRENCY_FIELDS), "properties": CURRENCY_FIELDS}
 
 SEARCH_PARAM = oa.query_param(
     "q",
-    {"type": "string", "maxLength": catalogue.MAX_SEARCH_LENGTH, **TEXT},
+    {"type": "string", "maxLength": text.MAX_SEARCH_LENGTH, **TEXT},
     "Case-insensitive substring of the name/title or summary.",
 )
 CURRENCY_PARAM = oa.query_param(

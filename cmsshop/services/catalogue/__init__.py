@@ -1,1 +1,8 @@
-"""The catalogue: products and their prices, currencies, and release files."""
+"""The catalogue: what the shop sells.
+
+- ``text``: slugs, storable text, search/filter input (shared with docs)
+- ``listing``: the one searchable, paged listing of products and articles
+- ``products``: products, their cards (prices, latest release) and content management
+- ``currencies``: currencies, the default one, and money formatting
+- ``releases``: release files (streamed upload, storage paths, display names)
+"""

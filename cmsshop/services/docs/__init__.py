@@ -1,1 +1,2 @@
-"""Documentation articles and the Markdown renderer (CommonMark + an HTML sanitiser)."""
+"""Documentation: ``articles`` (listing and content management) and ``markdown`` (the
+CommonMark renderer and HTML sanitiser products and articles share)."""

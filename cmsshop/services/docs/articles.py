@@ -1,0 +1,134 @@
+"""Documentation articles: the listing (catalogue.listing, the same as products') and
+their content management. Bodies are Markdown, stored with their sanitised HTML."""
+
+from __future__ import annotations
+
+import functools
+
+from sqlalchemy import Select, bindparam, select
+from sqlalchemy.orm import Session
+
+from cmsshop.errors import NotFound
+from cmsshop.models import Article
+from cmsshop.services.catalogue.listing import ListingStatements, fetch_listing, listing_statements
+from cmsshop.services.catalogue.text import is_slug, slug_taken
+from cmsshop.services.docs.markdown import render_markdown
+from cmsshop.services.paging import Page, PageRequest
+from cmsshop.util import utcnow
+
+# What an article's JSON shows; a row of these reads like an Article (row.slug, ...).
+ARTICLE_COLUMNS = (
+    Article.id,
+    Article.slug,
+    Article.title,
+    Article.summary,
+    Article.category,
+    Article.body,
+    Article.body_html,
+    Article.published,
+    Article.published_at,
+    Article.created_at,
+    Article.updated_at,
+)
+
+
+@functools.cache
+def _article_statements(public: bool, search: bool, by_category: bool) -> ListingStatements:
+    filters = [Article.category == bindparam("category")] if by_category else []
+    if public:
+        filters.append(Article.published.is_(True))
+    order = (
+        (Article.published, Article.published_at.desc(), Article.id.desc())
+        if public
+        else (Article.title, Article.id)
+    )
+    return listing_statements(
+        Article,
+        ARTICLE_COLUMNS,
+        order=order,
+        filters=filters,
+        search_in=(Article.title, Article.summary) if search else (),
+    )
+
+
+@functools.cache
+def _find_article_statement(public: bool) -> Select:
+    stmt = select(Article).where(Article.slug == bindparam("slug"))
+    if public:
+        stmt = stmt.where(Article.published.is_(True))
+    return stmt
+
+
+def list_articles(
+    session: Session,
+    request: PageRequest,
+    *,
+    q: str | None = None,
+    category: str | None = None,
+    public: bool = True,
+) -> Page:
+    """Published articles newest first (all articles by title for admins): a page of
+    rows of ARTICLE_COLUMNS."""
+    statements = _article_statements(public, bool(q), category is not None)
+    return fetch_listing(session, statements, request, q=q, category=category)
+
+
+def find_article(session: Session, slug: str, *, public: bool) -> Article:
+    article = None
+    if is_slug(slug):
+        article = session.scalar(_find_article_statement(public), {"slug": slug})
+    if article is None:
+        raise NotFound(f"There is no article {slug!r}.", code="article_not_found")
+    return article
+
+
+def _publish(article: Article, published: bool) -> None:
+    article.published = published
+    if published and article.published_at is None:
+        # Kept when an article is unpublished and published again.
+        article.published_at = utcnow()
+
+
+def create_article(session: Session, data: dict) -> Article:
+    if session.scalar(select(Article.id).where(Article.slug == data["slug"])) is not None:
+        raise slug_taken("article", data["slug"])
+    article = Article(
+        slug=data["slug"],
+        title=data["title"],
+        summary=data["summary"],
+        category=data["category"],
+        body=data["body"],
+        body_html=render_markdown(data["body"]),
+        published=False,
+    )
+    _publish(article, data["published"])
+    session.add(article)
+    session.flush()
+    return article
+
+
+def update_article(session: Session, article: Article, changes: dict) -> Article:
+    slug = changes.get("slug")
+    if slug is not None and slug != article.slug:
+        clash = session.scalar(
+            select(Article.id).where(Article.slug == slug, Article.id != article.id)
+        )
+        if clash is not None:
+            raise slug_taken("article", slug)
+        article.slug = slug
+    for key in ("title", "summary", "category"):
+        if key in changes:
+            setattr(article, key, changes[key])
+    if "body" in changes:
+        article.body = changes["body"]
+        article.body_html = render_markdown(changes["body"])
+    if "published" in changes:
+        _publish(article, changes["published"])
+    article.updated_at = utcnow()
+    session.flush()
+    return article
+
+
+def delete_article(session: Session, article: Article) -> None:
+    session.delete(article)
+    session.flush()
