@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from cmsshop.modules.store import SETTINGS
+from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import declare
 from cmsshop.views import admin_articles, docs
 
 
 def includeme(config) -> None:
-    # Shares cmsshop.public_max_age with the store (declaring twice is harmless).
-    declare(config.get_settings(), {"cmsshop.public_max_age": SETTINGS["cmsshop.public_max_age"]})
+    declare(config.get_settings(), PUBLIC_CONTENT_SETTINGS)
     config.add_route("docs.articles", "/api/docs/articles")
     config.add_route("docs.article", "/api/docs/articles/{slug}")
     config.add_route("docs.admin_articles", "/api/admin/articles")

@@ -3,6 +3,7 @@ management (admin products, release uploads, currencies), then checkout."""
 
 from __future__ import annotations
 
+from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import as_int, declare
 from cmsshop.views import admin_currencies, admin_products, store
 
@@ -11,8 +12,7 @@ SETTINGS = {
     # Largest release file accepted; the body-limit tween (views/errors.py) applies the
     # same number to every multipart body before a view reads it.
     "cmsshop.max_upload_bytes": (as_int, 512 * MIB, "CMSSHOP_MAX_UPLOAD_BYTES"),
-    # Cache-Control max-age of the public catalogue and docs answers (they carry ETags).
-    "cmsshop.public_max_age": (as_int, 60, "CMSSHOP_PUBLIC_MAX_AGE"),
+    **PUBLIC_CONTENT_SETTINGS,
 }
 
 

@@ -85,6 +85,22 @@ class ProductSchema(colander.MappingSchema):
     prices = PricesSchema(missing=[])
 
 
+# JSON names of the licensing object -> the service's field names.
+LICENSING_NAMES = {
+    "licensed": "licensed",
+    "maxActivations": "max_activations",
+    "durationDays": "duration_days",
+}
+
+
+def read_product(request, schema: colander.SchemaNode) -> dict:
+    """A validated product body, its licensing object in the service's field names."""
+    data = read_json(request, schema)
+    if "licensing" in data:
+        data["licensing"] = {LICENSING_NAMES[k]: v for k, v in data["licensing"].items()}
+    return data
+
+
 def product_patch_schema() -> colander.SchemaNode:
     schema = optional(ProductSchema())
     schema.add(bool_node(name="archived", missing=colander.drop))
@@ -118,7 +134,7 @@ def list_products(request):
     route_name="store.admin_products", request_method="POST", renderer="json", permission=ADMIN
 )
 def create_product(request):
-    data = read_json(request, ProductSchema())
+    data = read_product(request, ProductSchema())
     product = products.create_product(request.db, data)
     request.response.status = 201
     return _card(request, product)
@@ -138,7 +154,7 @@ def show_product(request):
 )
 def update_product(request):
     product = products.find_product(request.db, request.matchdict["slug"], public=False)
-    changes = read_json(request, product_patch_schema())
+    changes = read_product(request, product_patch_schema())
     products.update_product(request.db, product, changes)
     return _card(request, product)
 

@@ -12,10 +12,11 @@ from cmsshop.services.support import tickets
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,
-    page_body,
+    page_json,
     parse_path_id,
+    query_value,
     read_json,
-    read_paging,
+    read_page_request,
 )
 from cmsshop.views.common import validate as validate_data
 from cmsshop.views.dashboard import ticket_body
@@ -47,11 +48,11 @@ def admin_ticket_body(ticket) -> dict:
     route_name="dashboard.admin_tickets", request_method="GET", renderer="json", permission=ADMIN
 )
 def list_tickets(request):
-    page, per_page = read_paging(request)
-    raw = {"status": request.GET["status"]} if "status" in request.GET else {}
-    status = validate_data(TicketFilterSchema(), raw)["status"]
-    found, total = tickets.list_all_tickets(request.db, status, page, per_page)
-    return page_body([admin_ticket_body(t) for t in found], page, per_page, total)
+    page_request = read_page_request(request)
+    raw = query_value(request, "status")
+    status = validate_data(TicketFilterSchema(), {} if raw is None else {"status": raw})["status"]
+    page = tickets.list_all_tickets(request.db, status, page_request)
+    return page_json(page, admin_ticket_body)
 
 
 @view_config(

@@ -6,6 +6,7 @@ Services return models or dataclasses; only the view layer turns them into camel
 
 from __future__ import annotations
 
+from cmsshop.models.commerce import ORDER_STATUSES
 from cmsshop.util import isoformat_z
 
 
@@ -37,3 +38,53 @@ def release_body(release) -> dict | None:
         "sha256": release.sha256,
         "releasedAt": isoformat_z(release.released_at),
     }
+
+
+# --- their OpenAPI schemas, next to the code that writes them -----------------------------
+
+DATE_TIME = {"type": "string", "format": "date-time"}
+NULLABLE_DATE_TIME = {"type": ["string", "null"], "format": "date-time"}
+
+ORDER_LINE_SCHEMA = {
+    "type": "object",
+    "required": ["product", "name", "amount"],
+    "properties": {
+        "product": {"type": "string", "description": "Product slug"},
+        "name": {"type": "string"},
+        "amount": {"type": "integer", "description": "Minor units"},
+    },
+}
+ORDER_SCHEMA = {
+    "type": "object",
+    "required": [
+        "number",
+        "status",
+        "currency",
+        "total",
+        "items",
+        "provider",
+        "createdAt",
+        "paidAt",
+    ],
+    "properties": {
+        "number": {"type": "string"},
+        "status": {"type": "string", "enum": list(ORDER_STATUSES)},
+        "currency": {"type": "string"},
+        "total": {"type": "integer", "description": "Minor units"},
+        "items": {"type": "array", "items": ORDER_LINE_SCHEMA},
+        "provider": {"type": "string"},
+        "createdAt": DATE_TIME,
+        "paidAt": NULLABLE_DATE_TIME,
+    },
+}
+RELEASE_SCHEMA = {
+    "type": "object",
+    "required": ["version", "fileName", "size", "sha256", "releasedAt"],
+    "properties": {
+        "version": {"type": "string"},
+        "fileName": {"type": "string"},
+        "size": {"type": "integer", "minimum": 0},
+        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+        "releasedAt": DATE_TIME,
+    },
+}

@@ -8,7 +8,7 @@ from pyramid.view import view_config
 from cmsshop.errors import RateLimited, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.dashboard import records as dashboard
-from cmsshop.services.dashboard.downloads import DownloadClaims
+from cmsshop.services.dashboard.downloads import DownloadClaims, DownloadTokenSigner
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.support import tickets
 from cmsshop.util import isoformat_z
@@ -16,10 +16,10 @@ from cmsshop.views.bodies import order_body, release_body
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,
-    page_body,
+    page_json,
     parse_path_id,
     read_json,
-    read_paging,
+    read_page_request,
 )
 
 # --- serialisation -----------------------------------------------------------------------
@@ -36,7 +36,8 @@ def invoice_body(invoice) -> dict:
     }
 
 
-def download_body(entitlement, release) -> dict:
+def download_body(download: dashboard.Download) -> dict:
+    entitlement, release = download.entitlement, download.latest_release
     return {
         "id": entitlement.id,
         "product": entitlement.product.slug,
@@ -122,33 +123,31 @@ class TicketSchema(colander.MappingSchema):
 # --- views -------------------------------------------------------------------------------
 
 
+def _own_records(request, list_records, serialise) -> dict:
+    """A page of the logged-in customer's records (newest first), as JSON."""
+    page = list_records(request.db, request.user.id, read_page_request(request))
+    return page_json(page, serialise)
+
+
 @view_config(
     route_name="dashboard.orders", request_method="GET", renderer="json", permission=CUSTOMER
 )
 def list_orders(request):
-    page, per_page = read_paging(request)
-    orders, total = dashboard.list_orders(request.db, request.user.id, page, per_page)
-    return page_body([order_body(o) for o in orders], page, per_page, total)
+    return _own_records(request, dashboard.list_orders, order_body)
 
 
 @view_config(
     route_name="dashboard.invoices", request_method="GET", renderer="json", permission=CUSTOMER
 )
 def list_invoices(request):
-    page, per_page = read_paging(request)
-    invoices, total = dashboard.list_invoices(request.db, request.user.id, page, per_page)
-    return page_body([invoice_body(i) for i in invoices], page, per_page, total)
+    return _own_records(request, dashboard.list_invoices, invoice_body)
 
 
 @view_config(
     route_name="dashboard.downloads", request_method="GET", renderer="json", permission=CUSTOMER
 )
 def list_downloads(request):
-    page, per_page = read_paging(request)
-    entitlements, total = dashboard.list_entitlements(request.db, request.user.id, page, per_page)
-    latest = dashboard.latest_releases(request.db, [e.product_id for e in entitlements])
-    items = [download_body(e, latest.get(e.product_id)) for e in entitlements]
-    return page_body(items, page, per_page, total)
+    return _own_records(request, dashboard.list_downloads, download_body)
 
 
 @view_config(
@@ -158,7 +157,7 @@ def create_signed_url(request):
     entitlement = dashboard.find_entitlement(
         request.db, request.user.id, parse_path_id(request.matchdict["id"])
     )
-    signer = request.registry["cmsshop.download_signer"]
+    signer = request.find_service(DownloadTokenSigner)
     token, claims = dashboard.sign_download(request.db, signer, entitlement)
     # The URL is a short-lived credential: no cache may keep it.
     request.response.cache_control = "no-store"
@@ -181,9 +180,7 @@ def get_license(request):
     route_name="dashboard.tickets", request_method="GET", renderer="json", permission=CUSTOMER
 )
 def list_tickets(request):
-    page, per_page = read_paging(request)
-    found, total = tickets.list_customer_tickets(request.db, request.user.id, page, per_page)
-    return page_body([ticket_body(t) for t in found], page, per_page, total)
+    return _own_records(request, tickets.list_customer_tickets, ticket_body)
 
 
 @view_config(

@@ -5,17 +5,16 @@ from __future__ import annotations
 from pyramid.view import view_config
 
 from cmsshop.services.dashboard import records as dashboard
-from cmsshop.services.dashboard.downloads import IFileDelivery
+from cmsshop.services.dashboard.downloads import DownloadTokenSigner, IFileDelivery
 
 
 # No permission and no CSRF: the signed token is the credential, so download managers
 # and curl work without the session cookie. GET also answers HEAD (Pyramid implies it).
 @view_config(route_name="dashboard.download", request_method="GET", require_csrf=False)
 def download(request):
-    signer = request.registry["cmsshop.download_signer"]
-    claims = signer.verify(request.matchdict["token"])
+    claims = request.find_service(DownloadTokenSigner).verify(request.matchdict["token"])
     entitlement, release = dashboard.resolve_download(request.db, claims)
-    delivery = request.registry.getUtility(IFileDelivery).deliver(
+    delivery = request.find_service(IFileDelivery).deliver(
         release,
         request.method,
         request.headers.get("Range"),

@@ -9,7 +9,7 @@ from cmsshop.models import Currency
 from cmsshop.services.catalogue import currencies, products, text
 from cmsshop.util import isoformat_z
 from cmsshop.views.admin_catalogue import DATE_TIME, IF_NONE_MATCH, cached_json, cached_ok
-from cmsshop.views.bodies import release_body
+from cmsshop.views.bodies import RELEASE_SCHEMA, release_body
 from cmsshop.views.common import page_json, query_value, read_page_request
 
 # --- JSON bodies (shared with the admin views) -------------------------------------------
@@ -121,17 +121,6 @@ LICENSING = {
         },
     },
 }
-RELEASE = {
-    "type": "object",
-    "required": ["version", "fileName", "size", "sha256", "releasedAt"],
-    "properties": {
-        "version": {"type": "string"},
-        "fileName": {"type": "string"},
-        "size": {"type": "integer", "minimum": 0},
-        "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-        "releasedAt": DATE_TIME,
-    },
-}
 PRODUCT_FIELDS = {
     "slug": {"type": "string"},
     "name": {"type": "string"},
@@ -204,7 +193,7 @@ OPENAPI_PATHS = {
 OPENAPI_SCHEMAS = {
     "Price": PRICE,
     "Licensing": LICENSING,
-    "Release": RELEASE,
+    "Release": RELEASE_SCHEMA,
     "Product": PRODUCT,
     "Currency": CURRENCY,
 }

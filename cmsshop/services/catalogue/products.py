@@ -209,17 +209,18 @@ def _set_prices(session: Session, product: Product, prices: list[dict]) -> None:
         product.prices.append(ProductPrice(currency=code, amount=amount))
 
 
+LICENSING_FIELDS = ("licensed", "max_activations", "duration_days")
+
+
 def _apply_licensing(product: Product, licensing: dict) -> None:
-    if "licensed" in licensing:
-        product.licensed = licensing["licensed"]
-    if "maxActivations" in licensing:
-        product.max_activations = licensing["maxActivations"]
-    if "durationDays" in licensing:
-        product.duration_days = licensing["durationDays"]
+    """``licensing``: any of LICENSING_FIELDS (the Product attributes of the same names)."""
+    for name in LICENSING_FIELDS:
+        if name in licensing:
+            setattr(product, name, licensing[name])
 
 
 def create_product(session: Session, data: dict) -> Product:
-    """Create a product from a validated body (public field names plus ``published``)."""
+    """Create a product from validated fields (``licensing`` holds LICENSING_FIELDS)."""
     if session.scalar(select(Product.id).where(Product.slug == data["slug"])) is not None:
         raise slug_taken("product", data["slug"])
     _check_currencies(session, data["prices"])

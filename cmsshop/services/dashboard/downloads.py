@@ -130,7 +130,8 @@ def _b64encode(data: bytes) -> str:
 
 
 class DownloadTokenSigner:
-    """Signs and verifies download tokens; one instance per app (registered at start-up)."""
+    """Signs and verifies download tokens; one instance per app, a service found with
+    ``request.find_service(DownloadTokenSigner)``."""
 
     def __init__(self, secret: str, ttl: int):
         if ttl < 1:
@@ -338,7 +339,8 @@ class Delivery:
 
 
 class IFileDelivery(Interface):
-    """Chosen by ``cmsshop.download_delivery``; views get it from the registry."""
+    """Chosen by ``cmsshop.download_delivery``; views get it with
+    ``request.find_service(IFileDelivery)``."""
 
     def deliver(release, method, range_header, if_range_header):  # noqa: N805
         """Return a Delivery for ``release``."""

@@ -6,6 +6,8 @@ exactly like one that does not exist, so ids never leak whether they exist.
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload, selectinload
 
@@ -31,6 +33,7 @@ from cmsshop.services.dashboard.downloads import (
     ReleaseNotAvailable,
 )
 from cmsshop.services.licensing.issuing import issue_license
+from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.util import utcnow
 
 
@@ -39,13 +42,15 @@ class LicenseNotAvailable(ApiError):
     message = "This product is used without a license key."
 
 
-def _page(session: Session, query, count_query, page: int, per_page: int) -> tuple[list, int]:
-    total = session.scalar(count_query) or 0
-    items = session.scalars(query.limit(per_page).offset((page - 1) * per_page)).unique().all()
-    return list(items), total
+@dataclasses.dataclass(frozen=True)
+class Download:
+    """An entitlement and the newest release of its product (None before the first)."""
+
+    entitlement: Entitlement
+    latest_release: Release | None
 
 
-def list_orders(session: Session, user_id: int, page: int, per_page: int):
+def list_orders(session: Session, user_id: int, request: PageRequest) -> Page[Order]:
     """The user's orders, newest first, with their items."""
     query = (
         select(Order)
@@ -54,10 +59,10 @@ def list_orders(session: Session, user_id: int, page: int, per_page: int):
         .order_by(Order.created_at.desc(), Order.id.desc())
     )
     count = select(func.count()).select_from(Order).where(Order.user_id == user_id)
-    return _page(session, query, count, page, per_page)
+    return fetch_page(session, query, request, count_query=count)
 
 
-def list_invoices(session: Session, user_id: int, page: int, per_page: int):
+def list_invoices(session: Session, user_id: int, request: PageRequest) -> Page[Invoice]:
     """The user's invoices, newest first."""
     query = (
         select(Invoice)
@@ -66,11 +71,12 @@ def list_invoices(session: Session, user_id: int, page: int, per_page: int):
         .order_by(Invoice.issued_at.desc(), Invoice.id.desc())
     )
     count = select(func.count()).select_from(Invoice).where(Invoice.user_id == user_id)
-    return _page(session, query, count, page, per_page)
+    return fetch_page(session, query, request, count_query=count)
 
 
-def list_entitlements(session: Session, user_id: int, page: int, per_page: int):
-    """The user's download entitlements (revoked ones too, flagged), newest first."""
+def list_downloads(session: Session, user_id: int, request: PageRequest) -> Page[Download]:
+    """The user's download entitlements (revoked ones too), newest first, each with the
+    newest release of its product (one statement for the whole page)."""
     query = (
         select(Entitlement)
         .where(Entitlement.user_id == user_id)
@@ -78,7 +84,9 @@ def list_entitlements(session: Session, user_id: int, page: int, per_page: int):
         .order_by(Entitlement.created_at.desc(), Entitlement.id.desc())
     )
     count = select(func.count()).select_from(Entitlement).where(Entitlement.user_id == user_id)
-    return _page(session, query, count, page, per_page)
+    page = fetch_page(session, query, request, count_query=count)
+    latest = latest_releases(session, [e.product_id for e in page.items])
+    return page.map(lambda e: Download(e, latest.get(e.product_id)))
 
 
 def latest_releases(session: Session, product_ids: list[int]) -> dict[int, Release]:

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session, joinedload
 from cmsshop.db import take_write_lock
 from cmsshop.models import Order, SupportTicket, User
 from cmsshop.models.dashboard import TICKET_STATUSES
+from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.services.ratelimit import RateDecision, RateLimiter
 from cmsshop.util import readable_token, utcnow
 
@@ -57,28 +58,30 @@ def open_ticket(
     return ticket
 
 
-def _page(session: Session, where, page: int, per_page: int) -> tuple[list[SupportTicket], int]:
-    total = session.scalar(select(func.count()).select_from(SupportTicket).where(*where)) or 0
-    tickets = session.scalars(
+def _newest_first(session: Session, where: list, request: PageRequest) -> Page[SupportTicket]:
+    query = (
         select(SupportTicket)
         .where(*where)
         .options(joinedload(SupportTicket.order), joinedload(SupportTicket.user))
         .order_by(SupportTicket.created_at.desc(), SupportTicket.id.desc())
-        .limit(per_page)
-        .offset((page - 1) * per_page)
-    ).all()
-    return list(tickets), total
+    )
+    count = select(func.count()).select_from(SupportTicket).where(*where)
+    return fetch_page(session, query, request, count_query=count)
 
 
-def list_customer_tickets(session: Session, user_id: int, page: int, per_page: int):
+def list_customer_tickets(
+    session: Session, user_id: int, request: PageRequest
+) -> Page[SupportTicket]:
     """The user's tickets, newest first."""
-    return _page(session, [SupportTicket.user_id == user_id], page, per_page)
+    return _newest_first(session, [SupportTicket.user_id == user_id], request)
 
 
-def list_all_tickets(session: Session, status: str | None, page: int, per_page: int):
+def list_all_tickets(
+    session: Session, status: str | None, request: PageRequest
+) -> Page[SupportTicket]:
     """Every ticket (optionally of one status), newest first: the admin queue."""
     where = [SupportTicket.status == status] if status else []
-    return _page(session, where, page, per_page)
+    return _newest_first(session, where, request)
 
 
 def find_ticket(session: Session, ticket_id: int) -> SupportTicket | None:
