@@ -123,40 +123,39 @@ class TicketSchema(colander.MappingSchema):
 # --- views -------------------------------------------------------------------------------
 
 
-def _own_records(request, list_records, serialise) -> dict:
-    """A page of the logged-in customer's records (newest first), as JSON."""
+# The customer's own lists: route -> (the service listing them, newest first; serialiser).
+OWN_RECORDS = {
+    "dashboard.orders": (dashboard.list_orders, order_body),
+    "dashboard.invoices": (dashboard.list_invoices, invoice_body),
+    "dashboard.downloads": (dashboard.list_downloads, download_body),
+    "dashboard.tickets": (tickets.list_customer_tickets, ticket_body),
+}
+OWN_LIST = {"request_method": "GET", "renderer": "json", "permission": CUSTOMER}
+
+
+@view_config(route_name="dashboard.orders", **OWN_LIST)
+@view_config(route_name="dashboard.invoices", **OWN_LIST)
+@view_config(route_name="dashboard.downloads", **OWN_LIST)
+@view_config(route_name="dashboard.tickets", **OWN_LIST)
+def list_own_records(request):
+    """A page of the logged-in customer's orders, invoices, downloads or tickets."""
+    list_records, serialise = OWN_RECORDS[request.matched_route.name]
     page = list_records(request.db, request.user.id, read_page_request(request))
     return page_json(page, serialise)
 
 
-@view_config(
-    route_name="dashboard.orders", request_method="GET", renderer="json", permission=CUSTOMER
-)
-def list_orders(request):
-    return _own_records(request, dashboard.list_orders, order_body)
-
-
-@view_config(
-    route_name="dashboard.invoices", request_method="GET", renderer="json", permission=CUSTOMER
-)
-def list_invoices(request):
-    return _own_records(request, dashboard.list_invoices, invoice_body)
-
-
-@view_config(
-    route_name="dashboard.downloads", request_method="GET", renderer="json", permission=CUSTOMER
-)
-def list_downloads(request):
-    return _own_records(request, dashboard.list_downloads, download_body)
+def _own_entitlement(request):
+    """The entitlement of the path's id, if it is the logged-in customer's (404 if not)."""
+    return dashboard.find_entitlement(
+        request.db, request.user.id, parse_path_id(request.matchdict["id"])
+    )
 
 
 @view_config(
     route_name="dashboard.signed_url", request_method="POST", renderer="json", permission=CUSTOMER
 )
 def create_signed_url(request):
-    entitlement = dashboard.find_entitlement(
-        request.db, request.user.id, parse_path_id(request.matchdict["id"])
-    )
+    entitlement = _own_entitlement(request)
     signer = request.find_service(DownloadTokenSigner)
     token, claims = dashboard.sign_download(request.db, signer, entitlement)
     # The URL is a short-lived credential: no cache may keep it.
@@ -168,19 +167,10 @@ def create_signed_url(request):
     route_name="dashboard.license", request_method="POST", renderer="json", permission=CUSTOMER
 )
 def get_license(request):
-    entitlement = dashboard.find_entitlement(
-        request.db, request.user.id, parse_path_id(request.matchdict["id"])
-    )
+    entitlement = _own_entitlement(request)
     license = dashboard.license_for(request.db, entitlement)
     request.response.cache_control = "no-store"
     return license_body(license)
-
-
-@view_config(
-    route_name="dashboard.tickets", request_method="GET", renderer="json", permission=CUSTOMER
-)
-def list_tickets(request):
-    return _own_records(request, tickets.list_customer_tickets, ticket_body)
 
 
 @view_config(

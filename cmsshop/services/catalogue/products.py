@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.models import Currency, Entitlement, License, OrderItem, Product, ProductPrice, Release
 from cmsshop.services.catalogue.listing import ListingStatements, fetch_listing, listing_statements
-from cmsshop.services.catalogue.text import is_slug, slug_taken
+from cmsshop.services.catalogue.text import ensure_slug_free, is_slug
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
 from cmsshop.util import utcnow
@@ -221,8 +221,7 @@ def _apply_licensing(product: Product, licensing: dict) -> None:
 
 def create_product(session: Session, data: dict) -> Product:
     """Create a product from validated fields (``licensing`` holds LICENSING_FIELDS)."""
-    if session.scalar(select(Product.id).where(Product.slug == data["slug"])) is not None:
-        raise slug_taken("product", data["slug"])
+    ensure_slug_free(session, Product, data["slug"])
     _check_currencies(session, data["prices"])
     product = Product(
         slug=data["slug"],
@@ -247,11 +246,7 @@ def update_product(session: Session, product: Product, changes: dict) -> Product
     """Apply a validated partial update; Markdown is rendered again when it changes."""
     slug = changes.get("slug")
     if slug is not None and slug != product.slug:
-        clash = session.scalar(
-            select(Product.id).where(Product.slug == slug, Product.id != product.id)
-        )
-        if clash is not None:
-            raise slug_taken("product", slug)
+        ensure_slug_free(session, Product, slug, owner=product)
         product.slug = slug
     if "prices" in changes:
         _check_currencies(session, changes["prices"])

@@ -6,6 +6,10 @@ The same rules are given to the OpenAPI document as ECMA 262 patterns (``*_PATTE
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from cmsshop.errors import Conflict, ValidationFailed
 
@@ -62,6 +66,17 @@ def like_pattern(q: str) -> str:
     """``q`` as a LIKE pattern: a % or _ typed by the visitor matches itself."""
     escaped = q.replace("/", "//").replace("%", "/%").replace("_", "/_")
     return f"%{escaped}%"
+
+
+def ensure_slug_free(session: Session, model: Any, slug: str, *, owner: Any = None) -> None:
+    """409 ``slug_taken`` when a ``model`` row other than ``owner`` uses ``slug``: checked
+    on create and rename, so the answer is a clear conflict rather than a unique-index
+    error (which still guards a race, as a retried request)."""
+    query = select(model.id).where(model.slug == slug)
+    if owner is not None:
+        query = query.where(model.id != owner.id)
+    if session.scalar(query) is not None:
+        raise slug_taken(model.__name__.lower(), slug)
 
 
 def slug_taken(kind: str, slug: str) -> Conflict:

@@ -50,41 +50,43 @@ class Download:
     latest_release: Release | None
 
 
+def _newest_first(
+    session: Session, model, user_id: int, request: PageRequest, *, newest, load
+) -> Page:
+    """A page of ``model`` rows of the user, by ``newest`` (then id) descending."""
+    query = (
+        select(model)
+        .where(model.user_id == user_id)
+        .options(load)
+        .order_by(newest.desc(), model.id.desc())
+    )
+    count = select(func.count()).select_from(model).where(model.user_id == user_id)
+    return fetch_page(session, query, request, count_query=count)
+
+
 def list_orders(session: Session, user_id: int, request: PageRequest) -> Page[Order]:
     """The user's orders, newest first, with their items."""
-    query = (
-        select(Order)
-        .where(Order.user_id == user_id)
-        .options(selectinload(Order.items))
-        .order_by(Order.created_at.desc(), Order.id.desc())
-    )
-    count = select(func.count()).select_from(Order).where(Order.user_id == user_id)
-    return fetch_page(session, query, request, count_query=count)
+    load = selectinload(Order.items)
+    return _newest_first(session, Order, user_id, request, newest=Order.created_at, load=load)
 
 
 def list_invoices(session: Session, user_id: int, request: PageRequest) -> Page[Invoice]:
     """The user's invoices, newest first."""
-    query = (
-        select(Invoice)
-        .where(Invoice.user_id == user_id)
-        .options(joinedload(Invoice.order))
-        .order_by(Invoice.issued_at.desc(), Invoice.id.desc())
-    )
-    count = select(func.count()).select_from(Invoice).where(Invoice.user_id == user_id)
-    return fetch_page(session, query, request, count_query=count)
+    load = joinedload(Invoice.order)
+    return _newest_first(session, Invoice, user_id, request, newest=Invoice.issued_at, load=load)
 
 
 def list_downloads(session: Session, user_id: int, request: PageRequest) -> Page[Download]:
     """The user's download entitlements (revoked ones too), newest first, each with the
     newest release of its product (one statement for the whole page)."""
-    query = (
-        select(Entitlement)
-        .where(Entitlement.user_id == user_id)
-        .options(joinedload(Entitlement.product))
-        .order_by(Entitlement.created_at.desc(), Entitlement.id.desc())
+    page = _newest_first(
+        session,
+        Entitlement,
+        user_id,
+        request,
+        newest=Entitlement.created_at,
+        load=joinedload(Entitlement.product),
     )
-    count = select(func.count()).select_from(Entitlement).where(Entitlement.user_id == user_id)
-    page = fetch_page(session, query, request, count_query=count)
     latest = latest_releases(session, [e.product_id for e in page.items])
     return page.map(lambda e: Download(e, latest.get(e.product_id)))
 

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from cmsshop.errors import NotFound
 from cmsshop.models import Article
 from cmsshop.services.catalogue.listing import ListingStatements, fetch_listing, listing_statements
-from cmsshop.services.catalogue.text import is_slug, slug_taken
+from cmsshop.services.catalogue.text import ensure_slug_free, is_slug
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
 from cmsshop.util import utcnow
@@ -90,8 +90,7 @@ def _publish(article: Article, published: bool) -> None:
 
 
 def create_article(session: Session, data: dict) -> Article:
-    if session.scalar(select(Article.id).where(Article.slug == data["slug"])) is not None:
-        raise slug_taken("article", data["slug"])
+    ensure_slug_free(session, Article, data["slug"])
     article = Article(
         slug=data["slug"],
         title=data["title"],
@@ -110,11 +109,7 @@ def create_article(session: Session, data: dict) -> Article:
 def update_article(session: Session, article: Article, changes: dict) -> Article:
     slug = changes.get("slug")
     if slug is not None and slug != article.slug:
-        clash = session.scalar(
-            select(Article.id).where(Article.slug == slug, Article.id != article.id)
-        )
-        if clash is not None:
-            raise slug_taken("article", slug)
+        ensure_slug_free(session, Article, slug, owner=article)
         article.slug = slug
     for key in ("title", "summary", "category"):
         if key in changes:
