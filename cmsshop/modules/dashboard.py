@@ -37,6 +37,19 @@ def check_settings(settings: dict) -> None:
         raise ConfigurationError("cmsshop.tickets_per_hour must be at least 1")
 
 
+ROUTES = {
+    "dashboard.orders": "/api/dashboard/orders",
+    "dashboard.invoices": "/api/dashboard/invoices",
+    "dashboard.downloads": "/api/dashboard/downloads",
+    "dashboard.signed_url": "/api/dashboard/downloads/{id}/signed-url",
+    "dashboard.license": "/api/dashboard/downloads/{id}/license",
+    "dashboard.tickets": "/api/dashboard/tickets",
+    "dashboard.download": "/api/downloads/{token}",
+    "dashboard.admin_tickets": "/api/admin/tickets",
+    "dashboard.admin_ticket": "/api/admin/tickets/{id}",
+}
+
+
 def includeme(config) -> None:
     settings = config.get_settings()
     declare(settings, SETTINGS)
@@ -51,15 +64,8 @@ def includeme(config) -> None:
     config.add_rate_policy(
         tickets.TICKET_POLICY, settings["cmsshop.tickets_per_hour"], tickets.TICKET_WINDOW
     )
-    config.add_route("dashboard.orders", "/api/dashboard/orders")
-    config.add_route("dashboard.invoices", "/api/dashboard/invoices")
-    config.add_route("dashboard.downloads", "/api/dashboard/downloads")
-    config.add_route("dashboard.signed_url", "/api/dashboard/downloads/{id}/signed-url")
-    config.add_route("dashboard.license", "/api/dashboard/downloads/{id}/license")
-    config.add_route("dashboard.tickets", "/api/dashboard/tickets")
-    config.add_route("dashboard.download", "/api/downloads/{token}")
-    config.add_route("dashboard.admin_tickets", "/api/admin/tickets")
-    config.add_route("dashboard.admin_ticket", "/api/admin/tickets/{id}")
+    for name, pattern in ROUTES.items():
+        config.add_route(name, pattern)
     config.add_openapi(
         paths=dashboard_openapi.OPENAPI_PATHS, schemas=dashboard_openapi.OPENAPI_SCHEMAS
     )

@@ -16,16 +16,22 @@ SETTINGS = {
 }
 
 
+ROUTES = {
+    "store.products": "/api/store/products",
+    "store.product": "/api/store/products/{slug}",
+    "store.currencies": "/api/store/currencies",
+    "store.admin_products": "/api/admin/products",
+    "store.admin_product": "/api/admin/products/{slug}",
+    "store.admin_product_releases": "/api/admin/products/{slug}/releases",
+    "store.admin_currencies": "/api/admin/currencies",
+    "store.admin_currency": "/api/admin/currencies/{code}",
+}
+
+
 def includeme(config) -> None:
     declare(config.get_settings(), SETTINGS)
-    config.add_route("store.products", "/api/store/products")
-    config.add_route("store.product", "/api/store/products/{slug}")
-    config.add_route("store.currencies", "/api/store/currencies")
-    config.add_route("store.admin_products", "/api/admin/products")
-    config.add_route("store.admin_product", "/api/admin/products/{slug}")
-    config.add_route("store.admin_product_releases", "/api/admin/products/{slug}/releases")
-    config.add_route("store.admin_currencies", "/api/admin/currencies")
-    config.add_route("store.admin_currency", "/api/admin/currencies/{code}")
+    for name, pattern in ROUTES.items():
+        config.add_route(name, pattern)
     for views in (store, admin_products, admin_currencies):
         config.add_openapi(paths=views.OPENAPI_PATHS, schemas=views.OPENAPI_SCHEMAS)
         config.scan(views.__name__)
