@@ -12,10 +12,10 @@ import os
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from cmsshop.models import Article, Currency, Product, ProductPrice, Release, User
+from cmsshop.models import Article, Currency, Product, Release, User
 from cmsshop.services.accounts import users as accounts
-from cmsshop.services.docs.markdown import render_markdown
-from cmsshop.util import utcnow
+from cmsshop.services.catalogue import currencies, products
+from cmsshop.services.docs import articles
 
 DEMO_PASSWORD = "demo-password"
 
@@ -114,53 +114,53 @@ def seed_demo(session: Session, settings: dict) -> list[str]:
         ("USD", "US Dollar", "$", False),
     ):
         if session.get(Currency, code) is None:
-            session.add(
-                Currency(
-                    code=code,
-                    name=name,
-                    symbol=symbol,
-                    decimals=2,
-                    enabled=True,
-                    is_default=default,
-                )
+            currencies.create_currency(
+                session,
+                {
+                    "code": code,
+                    "name": name,
+                    "symbol": symbol,
+                    "decimals": 2,
+                    "enabled": True,
+                    "default": default,
+                },
             )
             report.append(f"currency {code}")
-    session.flush()
     storage = settings["cmsshop.storage_dir"]
     for spec in PRODUCTS:
-        if session.scalar(select(Product).where(Product.slug == spec["slug"])) is not None:
+        if session.scalar(select(Product.id).where(Product.slug == spec["slug"])) is not None:
             continue
-        product = Product(
-            slug=spec["slug"],
-            name=spec["name"],
-            summary=spec["summary"],
-            description=spec["description"],
-            description_html=render_markdown(spec["description"]),
-            published=spec.get("published", True),
-            licensed=spec["licensed"],
-            max_activations=spec["max_activations"],
-            duration_days=spec["duration_days"],
+        product = products.create_product(
+            session,
+            {
+                "slug": spec["slug"],
+                "name": spec["name"],
+                "summary": spec["summary"],
+                "description": spec["description"],
+                "published": spec.get("published", True),
+                "licensing": {
+                    name: spec[name] for name in ("licensed", "max_activations", "duration_days")
+                },
+                "prices": [{"currency": c, "amount": a} for c, a in spec["prices"].items()],
+            },
         )
-        product.prices = [ProductPrice(currency=c, amount=a) for c, a in spec["prices"].items()]
         if spec["release"]:
             version, file_name = spec["release"]
             product.releases = [write_demo_release(storage, spec["slug"], version, file_name)]
-        session.add(product)
         report.append(f"product {spec['slug']}")
     for slug, title, category, summary, body in ARTICLES:
-        if session.scalar(select(Article).where(Article.slug == slug)) is not None:
+        if session.scalar(select(Article.id).where(Article.slug == slug)) is not None:
             continue
-        session.add(
-            Article(
-                slug=slug,
-                title=title,
-                category=category,
-                summary=summary,
-                body=body,
-                body_html=render_markdown(body),
-                published=True,
-                published_at=utcnow(),
-            )
+        articles.create_article(
+            session,
+            {
+                "slug": slug,
+                "title": title,
+                "category": category,
+                "summary": summary,
+                "body": body,
+                "published": True,
+            },
         )
         report.append(f"article {slug}")
     session.flush()
