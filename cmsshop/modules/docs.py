@@ -6,7 +6,6 @@ from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import declare
 from cmsshop.views import admin_articles, docs
 
-
 ROUTES = {
     "docs.articles": "/api/docs/articles",
     "docs.article": "/api/docs/articles/{slug}",
