@@ -26,6 +26,7 @@ from cmsshop.services.dashboard.downloads import (
     ByteRange,
     DownloadTokenSigner,
     FileRangeIter,
+    IFileDelivery,
     RangeNotSatisfiable,
     StreamDelivery,
     content_disposition,
@@ -341,6 +342,24 @@ def test_x_accel_redirect_mode_hands_the_file_to_nginx(make_app, customer, purch
     [entry] = logs(dbsession)
     assert (entry.delivery, entry.status, entry.content_length) == ("x-accel-redirect", 200, 0)
     assert (entry.range_start, entry.range_end) == (5, 9)
+
+
+def test_signer_and_delivery_are_services_chosen_by_settings(app, make_app):
+    """Views find both backends with request.find_service; no registry keys remain."""
+
+    def service(of_app, iface):
+        env = prepare(registry=of_app.registry)
+        try:
+            return env["request"].find_service(iface)
+        finally:
+            env["closer"]()
+
+    accel = make_app(**{"cmsshop.download_delivery": "x-accel-redirect"})
+    assert isinstance(service(app, IFileDelivery), StreamDelivery)
+    assert isinstance(service(accel, IFileDelivery), AccelRedirectDelivery)
+    assert service(app, DownloadTokenSigner) is download_signer(app)
+    assert service(app, DownloadTokenSigner) is not service(accel, DownloadTokenSigner)
+    assert "cmsshop.download_signer" not in app.registry
 
 
 # --- a real multi-megabyte file over HTTP ------------------------------------------------
