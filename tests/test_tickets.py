@@ -213,6 +213,13 @@ def test_admin_lists_every_ticket_and_filters_by_status(
     for bad in ("bogus", "OPEN"):
         response = admin_app.get("/api/admin/tickets", params={"status": bad}, status=422)
         assert set(response.json["errors"]) == {"status"}
+    # A repeated filter is refused, not read as "the last one" (as every list does).
+    repeated = admin_app.get("/api/admin/tickets?status=open&status=closed", status=422)
+    assert set(repeated.json["errors"]) == {"status"}
+    assert admin_app.get("/api/admin/tickets?status=%ff", status=400).json["code"] in {
+        "malformed_query",
+        "malformed_request",
+    }
     paged = admin_app.get("/api/admin/tickets", params={"perPage": "1", "page": "2"}).json
     assert [t["id"] for t in paged["items"]] == [first["id"]] and paged["total"] == 2
 
