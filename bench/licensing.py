@@ -57,7 +57,7 @@ def prepare_database(url: str, licenses: int, activated: int, reset: bool) -> No
 
     from cmsshop.db import make_engine
     from cmsshop.models import Activation, License, Product
-    from cmsshop.services.licensing.calls import fingerprint_hash
+    from cmsshop.services.licensing.records import fingerprint_hash
     from cmsshop.util import READABLE_ALPHABET, utcnow
 
     engine = make_engine(url)
