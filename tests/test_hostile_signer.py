@@ -150,36 +150,38 @@ def _timed_post(url: str, body: dict, into: dict, name: str) -> None:
     into[name + "_seconds"] = time.monotonic() - started
 
 
-def _start_slow_call(base: str, action: str, body: dict, results: dict) -> threading.Thread:
+def slow_and_fast(base: str, slow: tuple[str, dict], fast: tuple[str, dict]) -> dict:
+    """Start the ``slow`` call (action, body); once it waits for the signer, make the
+    ``fast`` one. Each call's (status, body) and its seconds, by name."""
+    results: dict = {}
     thread = threading.Thread(
-        target=_timed_post, args=(f"{base}/api/license/{action}", body, results, "slow")
+        target=_timed_post, args=(f"{base}/api/license/{slow[0]}", slow[1], results, "slow")
     )
     thread.start()
     time.sleep(0.6)  # the slow call is now waiting for the signer
-    return thread
+    _timed_post(f"{base}/api/license/{fast[0]}", fast[1], results, "fast")
+    thread.join(timeout=30)
+    return results
+
+
+def slow_for(vault, fingerprint: str = "slow-install") -> None:
+    vault.delay = SLOW
+    vault.slow_fingerprints = {fingerprint_hash(fingerprint)}
 
 
 @pytest.mark.parametrize("other", ["validate", "activate", "deactivate"])
 def test_a_slow_activation_does_not_block_the_license(make_lic_app, dbsession, product, other):
     license = make_license(dbsession, product, max_activations=3)
+    fingerprint = "other-install" if other == "activate" else "install-0001"
     with fake_vault() as vault:
-        vault.delay = SLOW
-        vault.slow_fingerprints = {fingerprint_hash("slow-install")}
-        app = make_lic_app(**slow_settings(vault))
-        with serve(app) as base:
+        slow_for(vault)
+        with serve(make_lic_app(**slow_settings(vault))) as base:
             assert http_post(f"{base}/api/license/activate", call_body(license))[0] == 201
-            results: dict = {}
-            slow = _start_slow_call(
-                base, "activate", call_body(license, fingerprint="slow-install"), results
+            results = slow_and_fast(
+                base,
+                ("activate", call_body(license, fingerprint="slow-install")),
+                (other, call_body(license, fingerprint=fingerprint)),
             )
-            fingerprint = "other-install" if other == "activate" else "install-0001"
-            _timed_post(
-                f"{base}/api/license/{other}",
-                call_body(license, fingerprint=fingerprint),
-                results,
-                "fast",
-            )
-            slow.join(timeout=30)
     assert results["fast"][0] in (200, 201), results
     assert results["fast_seconds"] < NOT_BLOCKED, results
     assert results["slow"][0] == 201, results
@@ -191,24 +193,15 @@ def test_a_slow_validate_or_deactivate_does_not_block_an_activation(
     make_lic_app, dbsession, product, slow_action
 ):
     license = make_license(dbsession, product, max_activations=3)
-    with fake_vault() as vault:
-        app = make_lic_app(**slow_settings(vault))
-        with serve(app) as base:
-            body = call_body(license, fingerprint="slow-install")
-            assert http_post(f"{base}/api/license/activate", body)[0] == 201
-            vault.delay = SLOW
-            vault.slow_fingerprints = {fingerprint_hash("slow-install")}
-            results: dict = {}
-            slow = _start_slow_call(
-                base, slow_action, call_body(license, fingerprint="slow-install"), results
-            )
-            _timed_post(
-                f"{base}/api/license/activate",
-                call_body(license, fingerprint="fast-install"),
-                results,
-                "fast",
-            )
-            slow.join(timeout=30)
+    with fake_vault() as vault, serve(make_lic_app(**slow_settings(vault))) as base:
+        body = call_body(license, fingerprint="slow-install")
+        assert http_post(f"{base}/api/license/activate", body)[0] == 201
+        slow_for(vault)
+        results = slow_and_fast(
+            base,
+            (slow_action, call_body(license, fingerprint="slow-install")),
+            ("activate", call_body(license, fingerprint="fast-install")),
+        )
     assert results["fast"][0] == 201 and results["fast_seconds"] < NOT_BLOCKED, results
     assert results["slow"][0] == 200, results
 
@@ -220,21 +213,13 @@ def test_the_last_seat_goes_to_the_first_to_commit_not_the_first_to_ask(
     one finds out when it commits and answers 409, and no second seat is used."""
     license = make_license(dbsession, product, max_activations=1)
     with fake_vault() as vault:
-        vault.delay = SLOW
-        vault.slow_fingerprints = {fingerprint_hash("slow-install")}
-        app = make_lic_app(**slow_settings(vault))
-        with serve(app) as base:
-            results: dict = {}
-            slow = _start_slow_call(
-                base, "activate", call_body(license, fingerprint="slow-install"), results
+        slow_for(vault)
+        with serve(make_lic_app(**slow_settings(vault))) as base:
+            results = slow_and_fast(
+                base,
+                ("activate", call_body(license, fingerprint="slow-install")),
+                ("activate", call_body(license, fingerprint="fast-install")),
             )
-            _timed_post(
-                f"{base}/api/license/activate",
-                call_body(license, fingerprint="fast-install"),
-                results,
-                "fast",
-            )
-            slow.join(timeout=30)
     assert results["fast"][0] == 201 and results["fast_seconds"] < NOT_BLOCKED, results
     status, body = results["slow"]
     assert status == 409 and body["code"] == "activation_limit_reached", results

@@ -23,6 +23,7 @@ from cmsshop.services.licensing.problems import LeaseSigningUnavailable
 from cmsshop.services.licensing.records import (
     AuditRecord,
     LicenseRequest,
+    Licensing,
     LicensingPolicy,
     LicensingResult,
 )
@@ -159,13 +160,12 @@ def _call(request, action: str) -> dict:
     request.add_finished_callback(partial(_record_failure, audit))
     data = read_license_request(request)
     counting.admit_call(request.find_service(RateLimiter), data, audit)
-    result = CALLS[action](
+    licensing = Licensing(
         request.registry["cmsshop.engine"],
         request.find_service(LeaseSigner),
         request.find_service(LicensingPolicy),
-        data,
-        audit,
     )
+    result = CALLS[action](licensing, data, audit)
     request.response.status = 201 if result.created else 200
     request.response.cache_control = "no-store"
     return license_result_body(result)

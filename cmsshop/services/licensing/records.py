@@ -8,8 +8,11 @@ import datetime as dt
 import hashlib
 from typing import Any
 
+from sqlalchemy.engine import Engine
+
 from cmsshop.models import LicenseAuditEntry
 from cmsshop.services.licensing.domains import SeatRules
+from cmsshop.services.licensing.signing import LeaseSigner
 from cmsshop.util import utcnow
 
 
@@ -37,6 +40,15 @@ class LicensingPolicy:
             ),
             retry_after=settings["cmsshop.license_retry_after"],
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Licensing:
+    """What every licensing call works with: the database, the signer and the policy."""
+
+    engine: Engine
+    signer: LeaseSigner
+    policy: LicensingPolicy
 
 
 @dataclasses.dataclass(frozen=True)

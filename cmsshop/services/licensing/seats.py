@@ -12,21 +12,20 @@ import dataclasses
 import datetime as dt
 
 from sqlalchemy import func, select, text
-from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
 from cmsshop.db import take_write_lock
-from cmsshop.models import Activation
+from cmsshop.models import Activation, License
 from cmsshop.services.licensing import problems
 from cmsshop.services.licensing.domains import PRODUCTION, classify_environment
 from cmsshop.services.licensing.records import (
     ActivationFacts,
     AuditRecord,
     LicenseRequest,
+    Licensing,
     LicensingPolicy,
     LicensingResult,
 )
-from cmsshop.services.licensing.signing import LeaseSigner
 from cmsshop.services.licensing.steps import (
     Plan,
     find_activation,
@@ -40,6 +39,17 @@ from cmsshop.services.licensing.steps import (
     sign_and_commit,
 )
 from cmsshop.util import utcnow
+
+
+@dataclasses.dataclass(frozen=True)
+class SeatCall:
+    """One activate/deactivate call: the same inputs for its plan and its re-check."""
+
+    policy: LicensingPolicy
+    data: LicenseRequest
+    audit: AuditRecord
+    now: dt.datetime
+
 
 _NEXT_ID_PG = text("SELECT nextval(pg_get_serial_sequence('activations', 'id'))")
 
@@ -69,24 +79,26 @@ def _facts(activation: Activation) -> ActivationFacts:
     )
 
 
-def plan_activation(
-    session: Session,
-    policy: LicensingPolicy,
-    data: LicenseRequest,
-    audit: AuditRecord,
-    now: dt.datetime,
-    *,
-    lock: bool = False,
-    reserved_id: int | None = None,
-) -> Plan:
-    """What activating would do now (or the 4xx it would answer); writes nothing."""
+def _open(
+    session: Session, data: LicenseRequest, audit: AuditRecord, lock: bool
+) -> tuple[License, str, Activation | None]:
+    """The usable license (locked if ``lock``), its product and the installation's row."""
     license, product = open_license(session, data, audit, lock=lock)
-    facts = license_facts(license)
-    environment = classify_environment(data.domain, policy.seat_rules)
-    audit.environment = environment
     activation = find_activation(session, license.id, data.fingerprint_sha256)
     if activation is not None:
         audit.activation_id = activation.id
+    return license, product, activation
+
+
+def plan_activation(
+    session: Session, call: SeatCall, *, lock: bool = False, reserved_id: int | None = None
+) -> Plan:
+    """What activating would do now (or the 4xx it would answer); writes nothing."""
+    policy, data, audit, now = call.policy, call.data, call.audit, call.now
+    license, product, activation = _open(session, data, audit, lock)
+    facts = license_facts(license)
+    environment = classify_environment(data.domain, policy.seat_rules)
+    audit.environment = environment
     if activation is not None and activation.active and activation.domain == data.domain:
         used_production, _ = seats_used(session, license.id)
         return Plan.of(
@@ -119,14 +131,12 @@ def plan_activation(
         outcome, created = "activated", True
     else:
         outcome, created = ("moved", False) if was_active else ("reactivated", True)
-        new = ActivationFacts(
-            id=activation.id,
+        new = dataclasses.replace(
+            _facts(activation),
             domain=data.domain,
-            fingerprint_sha256=activation.fingerprint_sha256,
             environment=environment,
             active=True,
             activated_at=activation.activated_at if was_active else now,
-            last_validated_at=activation.last_validated_at,
             deactivated_at=None,
         )
     used_after = used_production + (1 if environment == PRODUCTION else 0)
@@ -137,23 +147,16 @@ def plan_activation(
 
 
 def plan_deactivation(
-    session: Session,
-    policy: LicensingPolicy,
-    data: LicenseRequest,
-    audit: AuditRecord,
-    now: dt.datetime,
-    *,
-    lock: bool = False,
-    reserved_id: int | None = None,
+    session: Session, call: SeatCall, *, lock: bool = False, reserved_id: int | None = None
 ) -> Plan:
     """What deactivating would do now (or the 4xx it would answer); writes nothing."""
-    license, product = open_license(session, data, audit, lock=lock)
-    activation = find_activation(session, license.id, data.fingerprint_sha256)
+    policy, data, audit, now = call.policy, call.data, call.audit, call.now
+    license, product, activation = _open(session, data, audit, lock)
     if activation is None:
         raise problems.activation_not_found(
             "This installation was never activated on this license."
         )
-    audit.activation_id, audit.environment = activation.id, activation.environment
+    audit.environment = activation.environment
     facts = _facts(activation)
     used_production, _ = seats_used(session, license.id, exclude_id=activation.id)
     if activation.active:
@@ -185,18 +188,19 @@ def _write(session: Session, plan: Plan, data: LicenseRequest) -> None:
     activation.deactivated_at = facts.deactivated_at
 
 
-def _change_seat(planner, engine, signer, policy, data, audit) -> LicensingResult:
-    now = utcnow()
+def _change_seat(planner, licensing: Licensing, data: LicenseRequest, audit: AuditRecord):
+    engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
+    call = SeatCall(policy, data, audit, utcnow())
     with Session(engine) as session:  # read only: no lock, nothing to commit
-        plan = planner(session, policy, data, audit, now)
+        plan = planner(session, call)
 
     def commit(planned: Plan, lease: str | None) -> LicensingResult:
         reserved = planned.activation.id if planned.insert else None
         with one_writer(engine), Session(engine) as session, session.begin():
             take_write_lock(session)
-            current = planner(session, policy, data, audit, now, lock=True, reserved_id=reserved)
+            current = planner(session, call, lock=True, reserved_id=reserved)
             lease = lease_for(signer, policy, planned, current, lease)
-            record_nonce(session, current.license.id, data.nonce, now, policy.nonce_window)
+            record_nonce(session, current.license.id, data.nonce, call.now, policy.nonce_window)
             _write(session, current, data)
             audit.activation_id = current.activation.id
             audit.environment = current.activation.environment
@@ -206,31 +210,19 @@ def _change_seat(planner, engine, signer, policy, data, audit) -> LicensingResul
     return sign_and_commit(signer, policy, plan, commit)
 
 
-def activate(
-    engine: Engine,
-    signer: LeaseSigner,
-    policy: LicensingPolicy,
-    data: LicenseRequest,
-    audit: AuditRecord,
-) -> LicensingResult:
+def activate(licensing: Licensing, data: LicenseRequest, audit: AuditRecord) -> LicensingResult:
     """Bind the installation to the license, using a seat unless it already has one.
 
     Idempotent: the same fingerprint again returns its activation with a fresh lease. A
     known fingerprint on a new domain moves the activation (and needs a seat of the new
     domain's kind). Local and staging sites use the separate staging cap.
     """
-    return _change_seat(plan_activation, engine, signer, policy, data, audit)
+    return _change_seat(plan_activation, licensing, data, audit)
 
 
-def deactivate(
-    engine: Engine,
-    signer: LeaseSigner,
-    policy: LicensingPolicy,
-    data: LicenseRequest,
-    audit: AuditRecord,
-) -> LicensingResult:
+def deactivate(licensing: Licensing, data: LicenseRequest, audit: AuditRecord) -> LicensingResult:
     """Free the installation's seat (found by fingerprint, whatever its domain now).
 
     Idempotent: an installation that is already inactive gets the same answer again.
     """
-    return _change_seat(plan_deactivation, engine, signer, policy, data, audit)
+    return _change_seat(plan_deactivation, licensing, data, audit)

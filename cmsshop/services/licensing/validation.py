@@ -12,8 +12,6 @@ import datetime as dt
 import random
 from typing import Any
 
-from sqlalchemy.engine import Engine
-
 from cmsshop.hotsql import HotStatement, RawTransaction, db_time, from_db_time, raw_transaction
 from cmsshop.services.licensing import problems
 from cmsshop.services.licensing.records import (
@@ -21,6 +19,7 @@ from cmsshop.services.licensing.records import (
     AuditRecord,
     LicenseFacts,
     LicenseRequest,
+    Licensing,
     LicensingPolicy,
     LicensingResult,
 )
@@ -122,17 +121,12 @@ def _plan(
     return Plan.of(policy, data, now, license, row[4], activation, int(row[11]), "validated")
 
 
-def validate(
-    engine: Engine,
-    signer: LeaseSigner,
-    policy: LicensingPolicy,
-    data: LicenseRequest,
-    audit: AuditRecord,
-) -> LicensingResult:
+def validate(licensing: Licensing, data: LicenseRequest, audit: AuditRecord) -> LicensingResult:
     """Check an active installation on its activated domain; refresh ``lastValidatedAt``.
 
     Nothing is written unless the lease was signed; no lock is held while signing.
     """
+    engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
     now = utcnow()
     lookup = {"key": data.license_key, "fp": data.fingerprint_sha256}
     with raw_transaction(engine) as conn:  # read only
