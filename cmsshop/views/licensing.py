@@ -142,10 +142,8 @@ def _record_failure(audit: AuditRecord, request) -> None:
         return
     if is_error_retryable(request, exc) and not is_last_attempt(request):
         return  # this attempt is discarded; the retry logs the outcome
-    registry = request.registry
-    counting.record_failure(
-        request.find_service(RateLimiter), partial(own_transaction, registry), audit, exc
-    )
+    own = partial(own_transaction, request.registry)
+    counting.record_failure(request.find_service(RateLimiter), own, audit, exc)
 
 
 CALLS = {
