@@ -57,7 +57,7 @@ def prepare_database(url: str, licenses: int, activated: int, reset: bool) -> No
 
     from cmsshop.db import make_engine
     from cmsshop.models import Activation, License, Product
-    from cmsshop.services.licensing.calls import fingerprint_hash
+    from cmsshop.services.licensing.records import fingerprint_hash
     from cmsshop.util import READABLE_ALPHABET, utcnow
 
     engine = make_engine(url)
@@ -101,7 +101,7 @@ def prepare_database(url: str, licenses: int, activated: int, reset: bool) -> No
         ids = conn.execute(select(License.id).order_by(License.id).limit(activated)).scalars().all()
         rows = [
             {
-                "license_id": license_id,
+                "licence_id": license_id,  # Core insert: the stored column's name
                 "fingerprint": f"bench-install-{license_id}",
                 "fingerprint_sha256": fingerprint_hash(f"bench-install-{license_id}"),
                 "domain": f"site{license_id}.bench-customer.com",

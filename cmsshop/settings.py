@@ -42,6 +42,34 @@ def as_str(value: Any) -> str:
     return str(value).strip()
 
 
+def as_float(value: Any) -> float:
+    return float(str(value).strip())
+
+
+def as_optional_int(value: Any) -> int | None:
+    """An integer, or None for an empty value."""
+    text = str(value if value is not None else "").strip()
+    return int(text) if text else None
+
+
+def as_auto_bool(value: Any) -> bool | None:
+    """``auto`` (None: decided by the environment) or a boolean."""
+    if value is None or str(value).strip().lower() == "auto":
+        return None
+    return as_bool(value)
+
+
+def as_rate(value: Any) -> tuple[int, int]:
+    """``"120/60"`` -> (120 requests, per 60 seconds)."""
+    if isinstance(value, tuple):
+        return value
+    count, _, seconds = str(value).strip().partition("/")
+    limit, window = int(count), int(seconds)
+    if limit < 1 or window < 1:
+        raise ValueError("use COUNT/SECONDS with both at least 1, e.g. 120/60")
+    return limit, window
+
+
 # name -> (coercer, default, environment variable or None)
 CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.environment": (as_str, "development", "CMSSHOP_ENVIRONMENT"),

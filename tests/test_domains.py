@@ -18,7 +18,6 @@ from cmsshop.services.licensing.domains import (
         ("example.com", "example.com"),
         ("Example.COM", "example.com"),
         ("https://www.Shop.example.com:8443/wp-admin/?page=1#x", "shop.example.com"),
-        ("http://user:secret@shop.com/", "shop.com"),
         ("www.shop.com", "shop.com"),
         ("shop.com.", "shop.com"),
         ("  shop.com  ", "shop.com"),
@@ -54,6 +53,8 @@ def test_normalise_domain(raw, expected):
         "..",
         "x" * 3000,
         "http://[::1",
+        # credentials are refused since issue #10 (see tests/test_hostile_domains.py)
+        "http://user:secret@shop.com/",
     ],
 )
 def test_invalid_domains_are_refused(raw):

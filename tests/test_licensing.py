@@ -21,8 +21,8 @@ from sqlalchemy import func, select, update
 from test_signing import fake_vault, remote_settings
 
 from cmsshop.models import Activation, License, LicenseAuditEntry, LicenseNonce, Product
-from cmsshop.services.licensing.calls import fingerprint_hash
 from cmsshop.services.licensing.issuing import generate_license_key
+from cmsshop.services.licensing.records import fingerprint_hash
 from cmsshop.services.licensing.signing import lease_registry
 from cmsshop.util import utcnow
 

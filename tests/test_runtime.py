@@ -27,8 +27,8 @@ from cmsshop.runtime import (
     verify_lease,
 )
 from cmsshop.runtime.client import load_key_set
-from cmsshop.services.licensing.calls import fingerprint_hash
 from cmsshop.services.licensing.issuing import generate_license_key
+from cmsshop.services.licensing.records import fingerprint_hash
 from cmsshop.services.licensing.signing import LocalKeySigner, public_jwk
 
 PRODUCT = "site-guard-pro"

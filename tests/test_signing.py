@@ -52,13 +52,19 @@ class FakeVaultSigner:
     """``POST /v1/transit/sign/leases`` like Vault: base64 input, ``vault:v1:`` signature.
 
     ``mode``: "vault" (Vault's body), "plain" ({"signature": base64url}), "wrong-key"
-    (signs with another key), "slow" (answers after 1 s), "error" (HTTP 500).
+    (signs with another key), "slow" (answers after 1 s), "error" (HTTP 500),
+    "drip-body" / "drip-headers" (a byte every ``drip_every`` s for ``drip_for`` s),
+    "silent" (reads the request, never answers). ``delay`` seconds before answering
+    calls whose lease is for one of ``slow_fingerprints`` (all calls when it is None).
     """
 
     def __init__(self, mode: str = "vault"):
         self.key = Ed25519PrivateKey.generate()
         self.mode = mode
         self.requests: list[dict] = []
+        self.delay = 0.0
+        self.slow_fingerprints: set[str] | None = None
+        self.drip_every, self.drip_for = 0.3, 8.0
         signer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -74,12 +80,37 @@ class FakeVaultSigner:
                     return self._send(500, {"errors": ["internal"]})
                 if signer.mode == "slow":
                     time.sleep(1)
+                if signer.mode in ("drip-body", "drip-headers", "silent"):
+                    return self._drip()
+                if signer.delay and (
+                    signer.slow_fingerprints is None
+                    or lease_fingerprint(body["input"]) in signer.slow_fingerprints
+                ):
+                    time.sleep(signer.delay)
                 key = Ed25519PrivateKey.generate() if signer.mode == "wrong-key" else signer.key
                 raw = key.sign(base64.b64decode(body["input"]))
                 if signer.mode == "plain":
                     return self._send(200, {"signature": base64.urlsafe_b64encode(raw).decode()})
                 sig = "vault:v1:" + base64.b64encode(raw).decode()
                 return self._send(200, {"data": {"signature": sig, "key_version": 1}})
+
+            def _drip(self):
+                """Keep the connection busy without ever finishing the answer."""
+                with contextlib.suppress(OSError):
+                    if signer.mode == "drip-body":
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", "100000")
+                        self.end_headers()
+                    elif signer.mode == "drip-headers":
+                        self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                    self.wfile.flush()
+                    end = time.monotonic() + signer.drip_for
+                    while time.monotonic() < end:
+                        if signer.mode != "silent":
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                        time.sleep(signer.drip_every)
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()
@@ -111,6 +142,12 @@ class FakeVaultSigner:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+def lease_fingerprint(signing_input_b64: str) -> str:
+    """The ``fp`` claim of the lease whose JWS signing input was sent for signing."""
+    payload = base64.b64decode(signing_input_b64).split(b".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + b"=" * (-len(payload) % 4)))["fp"]
 
 
 @contextlib.contextmanager

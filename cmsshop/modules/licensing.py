@@ -3,43 +3,22 @@ leases, and the JWKS that verifies them. Settings are documented in docs/licensi
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyramid.exceptions import ConfigurationError
 
-from cmsshop import openapi as oa
-from cmsshop.services.licensing.calls import LicensingPolicy
-from cmsshop.services.licensing.signing import signer_from_settings
-from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
-from cmsshop.views import licensing as views
-
-
-def as_rate(value: Any) -> tuple[int, int]:
-    """``"120/60"`` -> (120 requests, per 60 seconds)."""
-    if isinstance(value, tuple):
-        return value
-    count, _, seconds = str(value).strip().partition("/")
-    limit, window = int(count), int(seconds)
-    if limit < 1 or window < 1:
-        raise ValueError("use COUNT/SECONDS with both at least 1, e.g. 120/60")
-    return limit, window
-
-
-def as_float(value: Any) -> float:
-    return float(str(value).strip())
-
-
-def as_optional_int(value: Any) -> int | None:
-    text = str(value if value is not None else "").strip()
-    return int(text) if text else None
-
-
-def as_auto_bool(value: Any) -> bool | None:
-    """``auto`` (None: decided by the environment) or a boolean."""
-    if value is None or str(value).strip().lower() == "auto":
-        return None
-    return as_bool(value)
-
+from cmsshop.services.licensing.counting import RATE_POLICY_SETTINGS
+from cmsshop.services.licensing.records import LicensingPolicy
+from cmsshop.services.licensing.signing import LeaseSigner, signer_from_settings
+from cmsshop.settings import (
+    as_auto_bool,
+    as_float,
+    as_int,
+    as_list,
+    as_optional_int,
+    as_rate,
+    as_str,
+    declare,
+)
+from cmsshop.views.licensing_openapi import OPENAPI_PATHS, OPENAPI_SCHEMAS
 
 SETTINGS = {
     "cmsshop.license_signer": (as_str, "local", "CMSSHOP_LICENSE_SIGNER"),
@@ -53,6 +32,7 @@ SETTINGS = {
     "cmsshop.license_remote_key_id": (as_str, "", None),
     "cmsshop.license_remote_key_version": (as_optional_int, None, None),
     "cmsshop.license_remote_timeout": (as_float, 2.0, None),
+    "cmsshop.license_remote_deadline": (as_float, 5.0, None),
     "cmsshop.license_lease_lifetime": (as_int, 7 * 86400, None),
     "cmsshop.license_staging_cap": (as_int, 3, None),
     "cmsshop.license_staging_prefixes": (as_list, ["staging.", "stage."], None),
@@ -80,159 +60,14 @@ def _check(settings) -> None:
     for name in ("cmsshop.license_staging_cap", "cmsshop.license_nonce_window"):
         if settings[name] < 0:
             raise ConfigurationError(f"{name} must not be negative")
-    if not 0 < settings["cmsshop.license_remote_timeout"] <= 30:
+    timeout = settings["cmsshop.license_remote_timeout"]
+    if not 0 < timeout <= 30:
         raise ConfigurationError("cmsshop.license_remote_timeout must be in (0, 30] seconds")
-
-
-# --- OpenAPI -------------------------------------------------------------------------------
-
-NONCE_PATTERN = "^[A-Za-z0-9_-]{16,128}$"
-
-LICENSE_REQUEST = {
-    "type": "object",
-    "required": ["product", "licenseKey", "domain", "fingerprint", "nonce"],
-    "additionalProperties": False,
-    "properties": {
-        "product": {"type": "string", "minLength": 1, "maxLength": 100, "description": "slug"},
-        "licenseKey": {"type": "string", "minLength": 1, "maxLength": 64},
-        "domain": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 2048,
-            "description": "The site's URL or host name; normalised by the server.",
-        },
-        "fingerprint": {
-            "type": "string",
-            "minLength": 8,
-            "maxLength": 256,
-            "description": "Installation id.",
-        },
-        "nonce": {
-            "type": "string",
-            "pattern": NONCE_PATTERN,
-            "description": "Fresh random value, echoed in the lease.",
-        },
-    },
-}
-
-DATE_TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
-
-LICENSE_RESPONSE = {
-    "type": "object",
-    "required": ["license", "activation", "lease", "leaseExpiresAt"],
-    "properties": {
-        "deactivated": {"type": "boolean"},
-        "license": {
-            "type": "object",
-            "required": ["product", "status", "expiresAt", "maxActivations", "activationsUsed"],
-            "properties": {
-                "product": {"type": "string"},
-                "status": {"type": "string", "enum": ["active", "suspended", "revoked", "expired"]},
-                "expiresAt": DATE_TIME_OR_NULL,
-                "maxActivations": {"type": "integer"},
-                "activationsUsed": {"type": "integer"},
-            },
-        },
-        "activation": {
-            "type": "object",
-            "required": ["id", "domain", "environment", "activatedAt", "lastValidatedAt"],
-            "properties": {
-                "id": {"type": "integer"},
-                "domain": {"type": "string"},
-                "environment": {"type": "string", "enum": ["production", "staging", "local"]},
-                "active": {"type": "boolean"},
-                "activatedAt": {"type": "string", "format": "date-time"},
-                "lastValidatedAt": DATE_TIME_OR_NULL,
-                "deactivatedAt": DATE_TIME_OR_NULL,
-            },
-        },
-        "lease": {
-            "type": "string",
-            "description": "Compact JWS (EdDSA/Ed25519, typ license-lease+jwt); verify it "
-            "with a pinned copy of /api/license/jwks.json.",
-        },
-        "leaseExpiresAt": {"type": "string", "format": "date-time"},
-    },
-}
-
-JWKS = {
-    "type": "object",
-    "required": ["keys"],
-    "properties": {
-        "keys": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["kty", "crv", "x", "kid", "alg", "use"],
-                "properties": {
-                    "kty": {"const": "OKP"},
-                    "crv": {"const": "Ed25519"},
-                    "x": {"type": "string"},
-                    "kid": {"type": "string"},
-                    "alg": {"const": "EdDSA"},
-                    "use": {"const": "sig"},
-                },
-            },
-        }
-    },
-}
-
-ERRORS = oa.errors(403, 404, 409, 415, 422, 429, 503)
-
-
-def _post(summary: str, responses: dict) -> dict:
-    op = oa.operation(summary, responses, body=oa.ref("LicenseRequest"), tags=["licensing"])
-    op["requestBody"]["content"]["application/x-www-form-urlencoded"] = {
-        "schema": oa.ref("LicenseRequest")
-    }
-    op["description"] = (
-        "No session or CSRF token: the license key authenticates. The body is JSON or a "
-        "url-encoded form with the same five fields. Errors switch on `code`: "
-        "license_not_found, product_mismatch, license_expired, license_suspended, "
-        "license_revoked, activation_not_found, activation_limit_reached (with "
-        "activationsUsed and maxActivations), nonce_reused, rate_limited (Retry-After), "
-        "signing_unavailable (503, Retry-After; nothing was changed)."
-    )
-    return op
-
-
-OPENAPI_PATHS = {
-    "/api/license/activate": {
-        "post": _post(
-            "Bind an installation to a license (uses a seat unless it has one)",
-            {
-                **oa.ok(oa.ref("LicenseResult"), "Already active on this domain (or moved)"),
-                **oa.ok(oa.ref("LicenseResult"), "Activated", 201),
-                **ERRORS,
-            },
+    if not timeout <= settings["cmsshop.license_remote_deadline"] <= 60:
+        raise ConfigurationError(
+            "cmsshop.license_remote_deadline must be at least cmsshop.license_remote_timeout "
+            "and at most 60 seconds"
         )
-    },
-    "/api/license/validate": {
-        "post": _post(
-            "Check an activated installation and get a fresh lease",
-            {**oa.ok(oa.ref("LicenseResult")), **ERRORS},
-        )
-    },
-    "/api/license/deactivate": {
-        "post": _post(
-            "Free the installation's seat (idempotent); the lease records the deactivation",
-            {**oa.ok(oa.ref("LicenseResult")), **ERRORS},
-        )
-    },
-    "/api/license/jwks.json": {
-        "get": oa.operation(
-            "The public keys that verify leases (JWKS); pin a copy in your product",
-            {**oa.ok(oa.ref("LeaseKeySet")), **oa.errors(503)},
-            tags=["licensing"],
-        )
-    },
-}
-
-OPENAPI_SCHEMAS = {
-    "LicenseRequest": LICENSE_REQUEST,
-    "LicenseResult": LICENSE_RESPONSE,
-    "LeaseKeySet": JWKS,
-}
 
 
 def includeme(config) -> None:
@@ -243,14 +78,10 @@ def includeme(config) -> None:
         signer = signer_from_settings(settings)
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"licensing: cannot set up the lease signer: {exc}") from exc
-    # The signer and policy are per process; views read them from the registry.
-    config.registry["cmsshop.lease_signer"] = signer
-    config.registry["cmsshop.licensing_policy"] = LicensingPolicy.from_settings(settings)
-    for name, setting in (
-        (views.LICENSE_IP_POLICY, "cmsshop.license_rate_per_ip"),
-        (views.LICENSE_KEY_POLICY, "cmsshop.license_rate_per_license"),
-        (views.LICENSE_CHURN_POLICY, "cmsshop.license_rate_churn"),
-    ):
+    # One signer and one policy per process, found by the views with find_service.
+    config.register_service(signer, LeaseSigner)
+    config.register_service(LicensingPolicy.from_settings(settings), LicensingPolicy)
+    for name, setting in RATE_POLICY_SETTINGS.items():
         config.add_rate_policy(name, *settings[setting])
     config.add_route("licensing.activate", "/api/license/activate")
     config.add_route("licensing.validate", "/api/license/validate")

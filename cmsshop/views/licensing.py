@@ -6,22 +6,30 @@ post (many PHP runtimes send ``application/x-www-form-urlencoded``).
 
 from __future__ import annotations
 
-import logging
 import re
 from functools import partial
+from typing import Any
 from urllib.parse import parse_qsl
 
 import colander
 from pyramid.view import view_config
 from pyramid_retry import is_error_retryable, is_last_attempt
-from zope.sqlalchemy import mark_changed
 
 from cmsshop.db import own_transaction
-from cmsshop.errors import ApiError, RateLimited, ServiceUnavailable, UnsupportedMediaType
-from cmsshop.services.licensing import calls as licensing
+from cmsshop.errors import ApiError, UnsupportedMediaType
+from cmsshop.services.licensing import counting, seats, validation
 from cmsshop.services.licensing.domains import InvalidDomain, normalise_domain
-from cmsshop.services.licensing.signing import SigningUnavailable
+from cmsshop.services.licensing.problems import LeaseSigningUnavailable
+from cmsshop.services.licensing.records import (
+    AuditRecord,
+    LicenseRequest,
+    Licensing,
+    LicensingPolicy,
+    LicensingResult,
+)
+from cmsshop.services.licensing.signing import LeaseSigner, SigningUnavailable
 from cmsshop.services.ratelimit import RateLimiter
+from cmsshop.util import isoformat_z
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,
@@ -32,15 +40,11 @@ from cmsshop.views.common import (
     validate,
 )
 from cmsshop.views.errors import request_id
+from cmsshop.views.licensing_openapi import NONCE_PATTERN
 
 FORM_TYPE = "application/x-www-form-urlencoded"
-LICENSE_IP_POLICY = "license.ip"
-LICENSE_KEY_POLICY = "license.key"
-LICENSE_CHURN_POLICY = "license.churn"
-NONCE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+NONCE = re.compile(NONCE_PATTERN)
 MAX_FORM_FIELDS = 20
-
-licensing_log = logging.getLogger("cmsshop.licensing")
 
 
 class DomainString(StrictString):
@@ -106,7 +110,7 @@ def decode_form(raw: bytes) -> dict:
     return data
 
 
-def read_license_request(request) -> licensing.LicenseRequest:
+def read_license_request(request) -> LicenseRequest:
     """The five items from a JSON or form body (415 / 400 / 413 / 422 otherwise)."""
     if is_json_content_type(request.content_type):
         data = decode_json(read_body(request))
@@ -118,7 +122,7 @@ def read_license_request(request) -> licensing.LicenseRequest:
             hints=["Set Content-Type: application/json (or a form post)."],
         )
     values = validate(LicenseRequestSchema(), data)
-    return licensing.LicenseRequest(
+    return LicenseRequest(
         product=values["product"],
         license_key=values["licenseKey"],
         domain=values["domain"],
@@ -131,102 +135,66 @@ def client_ip(request) -> str:
     return request.client_addr or "unknown"
 
 
-def _record_failure(audit: licensing.AuditRecord, request) -> None:
-    """Finished callback: log a failed call once the request's transaction has ended.
-
-    Successful calls are logged inside their own transaction by the service; failures
-    roll back, so their entry is written afterwards in a transaction of its own (after
-    the rollback, so on SQLite it never waits on the request's own write lock).
-    """
+def _record_failure(audit: AuditRecord, request) -> None:
+    """Finished callback: audit a failed call once the request has ended."""
     exc = getattr(request, "exception", None)
     if exc is None:
         return
     if is_error_retryable(request, exc) and not is_last_attempt(request):
         return  # this attempt is discarded; the retry logs the outcome
-    if isinstance(exc, ApiError):
-        outcome, status = exc.code, exc.status
-    else:
-        outcome, status = "internal_error", 500
-    try:
-        if not audit.counted:  # not counted yet, or the count was rolled back: count now
-            limits = audit.limits or [(LICENSE_IP_POLICY, audit.ip)]
-            request.find_service(RateLimiter).count(limits)
-        with own_transaction(request.registry) as session:
-            session.add(audit.entry(outcome, status))
-    except Exception:  # noqa: BLE001 - the audit must not turn an answer into a crash
-        licensing_log.warning("could not write licensing audit entry", exc_info=True)
+    own = partial(own_transaction, request.registry)
+    counting.record_failure(request.find_service(RateLimiter), own, audit, exc)
+
+
+CALLS = {
+    "activate": seats.activate,
+    "validate": validation.validate,
+    "deactivate": seats.deactivate,
+}
 
 
 def _call(request, action: str) -> dict:
-    settings = request.registry.settings
-    ip = client_ip(request)
-    audit = licensing.AuditRecord(action=action, ip=ip, request_id=request_id(request))
+    audit = AuditRecord(action=action, ip=client_ip(request), request_id=request_id(request))
     request.add_finished_callback(partial(_record_failure, audit))
     data = read_license_request(request)
-    audit.describe(data)
-    limits = [(LICENSE_IP_POLICY, ip), (LICENSE_KEY_POLICY, audit.key_hint)]
-    if action != "validate":
-        limits.append((LICENSE_CHURN_POLICY, audit.key_hint))
-    audit.limits = limits
-    registry = request.registry
-    signer, policy = registry["cmsshop.lease_signer"], registry["cmsshop.licensing_policy"]
-    try:
-        if action == "validate":
-            # The hot path: its own short transaction, rate counts included.
-            result = licensing.validate(
-                registry["cmsshop.engine"],
-                signer,
-                policy,
-                data,
-                audit,
-                request.find_service(RateLimiter),
-                limits,
-            )
-        else:
-            _count_in_request(request, limits, audit)
-            run = licensing.activate if action == "activate" else licensing.deactivate
-            result = run(request.db, signer, policy, data, audit)
-    except SigningUnavailable as exc:
-        licensing_log.error("lease signing unavailable: %s", exc)
-        if "db" in request.__dict__:
-            # Roll back now rather than when pyramid_tm aborts: the error path writes
-            # its own records (5xx record, audit entry) and on SQLite they would wait
-            # for this transaction's write lock.
-            request.db.rollback()
-        raise ServiceUnavailable(
-            "Licenses cannot be signed right now; nothing was changed. Try again shortly.",
-            code="signing_unavailable",
-            title="Signing unavailable",
-            retry_after=settings["cmsshop.license_retry_after"],
-            hints=["Keep using your current lease until it expires and retry later."],
-        ) from None
+    counting.admit_call(request.find_service(RateLimiter), data, audit)
+    licensing = Licensing(
+        request.registry["cmsshop.engine"],
+        request.find_service(LeaseSigner),
+        request.find_service(LicensingPolicy),
+    )
+    result = CALLS[action](licensing, data, audit)
     request.response.status = 201 if result.created else 200
     request.response.cache_control = "no-store"
-    return result.body()
+    return license_result_body(result)
 
 
-def _count_in_request(request, limits, audit: licensing.AuditRecord) -> None:
-    """Count activate/deactivate against the rate limits before request.db reads or
-    writes anything (see services.ratelimit)."""
-    engine = request.registry["cmsshop.engine"]
-    if engine.dialect.name == "sqlite":
-        # One writer at a time anyway: queue on the in-process lock, then count in the
-        # request's own transaction (its first statement, a write, takes SQLite's write
-        # lock). If the request fails, the rollback drops the counts and _record_failure
-        # counts them again in a transaction of its own.
-        licensing.SQLITE_WRITER.acquire()
-        request.add_finished_callback(lambda request: licensing.SQLITE_WRITER.release())
-        refusal = request.find_service(RateLimiter).count_on(request.db.connection(), limits)
-        # Plain SQL on request.db's connection, unseen by the ORM: tell zope.sqlalchemy,
-        # so that pyramid_tm commits it.
-        mark_changed(request.db)
-    else:
-        # PostgreSQL: a short transaction of its own, so the counter rows are not
-        # locked for the length of this request.
-        refusal = request.find_service(RateLimiter).count(limits)
-        audit.counted = True
-    if refusal is not None:
-        raise RateLimited(refusal.retry_after)
+def license_result_body(result: LicensingResult) -> dict[str, Any]:
+    """The JSON answer of activate, validate and deactivate (LicenseResult in OpenAPI)."""
+    license, activation = result.license, result.activation
+    body: dict[str, Any] = {
+        "license": {
+            "product": result.product,
+            "status": license.status,
+            "expiresAt": isoformat_z(license.expires_at),
+            "maxActivations": license.max_activations,
+            "activationsUsed": result.activations_used,
+        },
+        "activation": {
+            "id": activation.id,
+            "domain": activation.domain,
+            "environment": activation.environment,
+            "active": activation.active,
+            "activatedAt": isoformat_z(activation.activated_at),
+            "lastValidatedAt": isoformat_z(activation.last_validated_at),
+            "deactivatedAt": isoformat_z(activation.deactivated_at),
+        },
+        "lease": result.lease,
+        "leaseExpiresAt": isoformat_z(result.lease_expires_at),
+    }
+    if result.deactivated:
+        body = {"deactivated": True, **body}
+    return body
 
 
 @view_config(
@@ -253,13 +221,8 @@ def deactivate(request):
 @view_config(route_name="licensing.jwks", request_method="GET", renderer="json")
 def jwks(request):
     try:
-        keys = request.registry["cmsshop.lease_signer"].jwks()
+        keys = request.find_service(LeaseSigner).jwks()
     except SigningUnavailable as exc:
-        licensing_log.error("lease signing keys unavailable: %s", exc)
-        raise ServiceUnavailable(
-            "The lease signing keys cannot be read right now.",
-            code="signing_unavailable",
-            title="Signing unavailable",
-            retry_after=request.registry.settings["cmsshop.license_retry_after"],
-        ) from None
+        retry_after = request.find_service(LicensingPolicy).retry_after
+        raise LeaseSigningUnavailable(exc, retry_after, keys=True) from None
     return json_with_etag(request, keys, max_age=300)

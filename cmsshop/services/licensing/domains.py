@@ -11,8 +11,8 @@ import dataclasses
 import ipaddress
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
+import ada_url
 import idna
 
 PRODUCTION, STAGING, LOCAL = "production", "staging", "local"
@@ -27,8 +27,10 @@ DEFAULT_STAGING_SUFFIXES: tuple[str, ...] = ()
 
 MAX_INPUT_LENGTH = 2048
 LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
-# Already canonical ASCII (the usual case: a runtime sends back what it was given).
-PLAIN_HOST = re.compile(r"^(?:(?!-)[a-z0-9-]{1,63}(?<!-)\.)*(?!-)[a-z0-9-]{1,63}(?<!-)$")
+# A URL names its scheme before ``//``; without one the value is a bare host (with a
+# port, ``localhost:3000``, which would otherwise read as the scheme ``localhost``).
+SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):[/\\]{2}")
+WEB_SCHEMES = frozenset({"http", "https", "ws", "wss", "ftp"})  # the standard's special ones
 
 
 class InvalidDomain(ValueError):
@@ -51,25 +53,38 @@ class SeatRules:
 
 
 def _host_of(value: str) -> str:
-    """The host part of a URL or bare host (``https://Shop.Example.com:8443/x`` -> ``Shop...``)."""
+    """The host a browser would connect to for ``value`` (a URL or a bare host).
+
+    Parsed with ada, a WHATWG URL Standard parser, because the server must read a URL
+    exactly as browsers do: ``http://shop.com\\@localhost`` is ``shop.com`` (a
+    backslash ends the authority in special schemes) and ``134744072`` or ``0x7f.1``
+    are IPv4 addresses (the standard's IPv4 parser: 1-4 decimal, octal or hex parts).
+    A looser parser lets a public shop pass as a free local seat. Credentials in the
+    URL are refused, not stripped: a runtime has no reason to send them, and
+    ``http://shop.com@localhost`` reads differently to people and to parsers.
+    """
     text = value.strip()
     if not text or len(text) > MAX_INPUT_LENGTH:
         raise InvalidDomain("empty or too long")
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
         raise InvalidDomain("contains whitespace or control characters")
-    if _ip_literal(text) is not None:  # a bare IPv6 address has colons but no port
-        return text
-    if "://" not in text:
-        text = "//" + text.lstrip("/")
+    if _ip_literal(text) is not None and ":" in text:  # a bare IPv6 address
+        text = f"[{text}]"
+    scheme = SCHEME.match(text)
+    if scheme is None:
+        text = "http://" + text.lstrip("/\\")
+    elif scheme.group(1).lower() not in WEB_SCHEMES:
+        raise InvalidDomain("not a web address")
     try:
-        parts = urlsplit(text)
-        host = parts.hostname  # lower-cased, userinfo and port removed, [] stripped
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
+        parts = ada_url.parse_url(text, attributes=("username", "password", "hostname"))
     except ValueError as exc:
-        raise InvalidDomain(str(exc)) from None
+        raise InvalidDomain(f"not a valid URL: {exc}") from None
+    if parts["username"] or parts["password"]:
+        raise InvalidDomain("a site address must not contain a user name or password")
+    host = parts["hostname"]
     if not host:
         raise InvalidDomain("no host name")
-    return host
+    return host[1:-1] if host.startswith("[") else host
 
 
 def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
@@ -82,9 +97,9 @@ def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
 def normalise_domain(value: str) -> str:
     """One canonical host for a URL or host name.
 
-    Lower-cased, IDNA (UTS 46) to ASCII, scheme, userinfo, port, path and a trailing dot
-    stripped, a leading ``www.`` folded; IP literals in their compressed form.
-    Raises :class:`InvalidDomain`.
+    Lower-cased, IDNA (UTS 46) to ASCII, scheme, port, path and a trailing dot stripped,
+    a leading ``www.`` folded; IP addresses (in any form the URL Standard accepts) in
+    their compressed form. Raises :class:`InvalidDomain`, also for credentials.
     """
     host = _host_of(value)
     ip = _ip_literal(host)
@@ -93,18 +108,17 @@ def normalise_domain(value: str) -> str:
     host = host.rstrip(".")
     if not host:
         raise InvalidDomain("no host name")
-    if len(host) <= 253 and PLAIN_HOST.match(host) and "xn--" not in host:
-        return host[4:] if host.startswith("www.") and host.count(".") >= 2 else host
-    try:
-        ascii_host = idna.encode(host, uts46=True, transitional=False).decode("ascii")
-    except (idna.IDNAError, UnicodeError, ValueError) as exc:
-        raise InvalidDomain(f"not a valid host name: {exc}") from None
-    ascii_host = ascii_host.lower()
-    if ascii_host.startswith("www.") and ascii_host.count(".") >= 2:
-        ascii_host = ascii_host[4:]
-    if len(ascii_host) > 253 or not all(LABEL.match(label) for label in ascii_host.split(".")):
+    ip = _ip_literal(host)
+    if ip is not None:  # ``127.0.0.1.``: the parser keeps the dot, the address is the same
+        return str(ip)
+    if len(host) > 253 or not all(LABEL.match(label) for label in host.split(".")):
         raise InvalidDomain("not a valid host name")
-    return ascii_host
+    if "xn--" in host:
+        try:  # the URL parser maps Unicode to ACE; idna checks ACE it was given as such
+            idna.decode(host)
+        except (idna.IDNAError, UnicodeError, ValueError) as exc:
+            raise InvalidDomain(f"not a valid host name: {exc}") from None
+    return host[4:] if host.startswith("www.") and host.count(".") >= 2 else host
 
 
 def classify_environment(domain: str, rules: SeatRules | None = None) -> str:

@@ -6,24 +6,28 @@ gen-signing-key`` adds one; the newest signs, older ones stay in the JWKS until
 HashiCorp Vault's transit ``sign`` endpoint for the signature, so the private key never
 lives on the app server. Both build the JWS with joserfc; only where the 64 signature
 bytes come from differs. Whatever goes wrong raises :class:`SigningUnavailable`, which
-the views turn into 503 ``signing_unavailable`` -- never an unsigned success.
+the licensing calls turn into 503 ``signing_unavailable`` -- never an unsigned success.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime as dt
+import http.client
 import json
 import logging
 import os
 import re
+import socket
+import ssl
 import threading
 import time
 from abc import ABC, abstractmethod
 from typing import Any
+from urllib.parse import urlsplit
 
-import requests
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -293,6 +297,66 @@ def load_public_key(value: str) -> Ed25519PublicKey:
     return key
 
 
+MAX_ANSWER_BYTES = 64 * 1024
+
+
+def post_with_deadline(
+    url: str, body: bytes, headers: dict[str, str], timeout: float, deadline: float
+) -> tuple[int, bytes]:
+    """POST ``body`` to ``url``; (status, answer) read in full within ``deadline`` seconds.
+
+    ``timeout`` bounds each connect and read. That alone is no deadline: a signer that
+    sends a byte now and then (a dying proxy, a hostile middlebox) would keep the call,
+    and the client waiting on it, for as long as it likes. So a timer shuts the socket
+    down when the deadline passes, which ends whatever read is in progress. Plain
+    http.client rather than requests, because this needs the socket itself; no proxies
+    from the environment and no redirects, as before. Raises SigningUnavailable.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SigningUnavailable("the remote signer URL must be http(s)://host/path")
+    per_read = min(timeout, deadline)
+    if parts.scheme == "https":
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+            parts.hostname, parts.port, timeout=per_read, context=ssl.create_default_context()
+        )
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=per_read)
+    expired = threading.Event()
+    connected: list[socket.socket] = []  # the response may outlive conn.sock
+
+    def cut_off() -> None:
+        expired.set()
+        for sock in connected:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(deadline, cut_off)
+    timer.daemon = True
+    timer.start()
+    try:
+        conn.connect()
+        connected.append(conn.sock)
+        if expired.is_set():  # the deadline passed while connecting: no socket to cut
+            raise SigningUnavailable("remote signer too slow")
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request("POST", target, body=body, headers=headers)
+        response = conn.getresponse()
+        answer = response.read(MAX_ANSWER_BYTES + 1)
+        status = response.status
+    except (OSError, http.client.HTTPException) as exc:
+        reason = "too slow" if expired.is_set() else type(exc).__name__
+        raise SigningUnavailable(f"remote signer unreachable: {reason}") from exc
+    finally:
+        timer.cancel()
+        conn.close()
+    if expired.is_set():
+        raise SigningUnavailable("remote signer too slow")
+    if len(answer) > MAX_ANSWER_BYTES:
+        raise SigningUnavailable("remote signer answer too large")
+    return status, answer
+
+
 class _RemoteEdDSA(EdDSAAlgorithm):
     """EdDSA whose signature is produced by the remote signer."""
 
@@ -325,6 +389,7 @@ class RemoteSigner(LeaseSigner):
         kid: str = "",
         key_version: int | None = None,
         timeout: float = 2.0,
+        deadline: float = 5.0,
     ):
         if not url or not public_keys:
             raise ValueError("the remote signer needs a URL and at least one public key")
@@ -333,6 +398,7 @@ class RemoteSigner(LeaseSigner):
         self.token_header = token_header
         self.key_version = key_version
         self.timeout = timeout
+        self.deadline = deadline
         self.public_key = public_keys[0]
         self.kid = kid or key_id(public_keys[0])
         keys = [public_jwk(public_keys[0], self.kid)]
@@ -340,14 +406,6 @@ class RemoteSigner(LeaseSigner):
         self._jwks = {"keys": keys}
         self._jose_key = OKPKey.import_key(public_keys[0], {"kid": self.kid})
         self.registry = lease_registry(_RemoteEdDSA(self))
-        self._local = threading.local()
-
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = self._local.session = requests.Session()
-            session.trust_env = False  # no proxy surprises between app and signer
-        return session
 
     def remote_signature(self, signing_input: bytes) -> bytes:
         body: dict[str, Any] = {"input": base64.b64encode(signing_input).decode("ascii")}
@@ -359,16 +417,13 @@ class RemoteSigner(LeaseSigner):
                 headers["Authorization"] = f"Bearer {self.token}"
             else:
                 headers[self.token_header] = self.token
+        status, payload = post_with_deadline(
+            self.url, json.dumps(body).encode(), headers, self.timeout, self.deadline
+        )
+        if status != 200:
+            raise SigningUnavailable(f"remote signer answered HTTP {status}")
         try:
-            response = self._session().post(
-                self.url, json=body, headers=headers, timeout=self.timeout, allow_redirects=False
-            )
-        except requests.RequestException as exc:
-            raise SigningUnavailable(f"remote signer unreachable: {type(exc).__name__}") from exc
-        if response.status_code != 200:
-            raise SigningUnavailable(f"remote signer answered HTTP {response.status_code}")
-        try:
-            data = response.json()
+            data = json.loads(payload)
             signature = data.get("signature") or (data.get("data") or {}).get("signature")
             raw = _b64decode_any(_VAULT_PREFIX.sub("", signature))
             self.public_key.verify(raw, signing_input)
@@ -398,6 +453,7 @@ def signer_from_settings(settings) -> LeaseSigner:
             kid=settings["cmsshop.license_remote_key_id"],
             key_version=settings["cmsshop.license_remote_key_version"],
             timeout=settings["cmsshop.license_remote_timeout"],
+            deadline=settings["cmsshop.license_remote_deadline"],
         )
     autocreate = settings["cmsshop.license_key_autocreate"]
     if autocreate is None:  # "auto": development conveniences stay out of production

@@ -1,0 +1,228 @@
+"""Activate and deactivate: taking and freeing a seat of a license.
+
+Each call reads and plans without a lock, signs the lease, and then writes in a short
+transaction of its own that holds the license lock only for database work (see
+steps.sign_and_commit). The request's own session is not used: the call commits
+before the answer is sent, and a failure leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from cmsshop.db import take_write_lock
+from cmsshop.models import Activation, License
+from cmsshop.services.licensing import problems
+from cmsshop.services.licensing.domains import PRODUCTION, classify_environment
+from cmsshop.services.licensing.records import (
+    ActivationFacts,
+    AuditRecord,
+    LicenseRequest,
+    Licensing,
+    LicensingPolicy,
+    LicensingResult,
+)
+from cmsshop.services.licensing.steps import (
+    Plan,
+    find_activation,
+    is_sqlite,
+    lease_for,
+    license_facts,
+    one_writer,
+    open_license,
+    record_nonce,
+    seats_used,
+    sign_and_commit,
+)
+from cmsshop.util import utcnow
+
+
+@dataclasses.dataclass(frozen=True)
+class SeatCall:
+    """One activate/deactivate call: the same inputs for its plan and its re-check."""
+
+    policy: LicensingPolicy
+    data: LicenseRequest
+    audit: AuditRecord
+    now: dt.datetime
+
+
+_NEXT_ID_PG = text("SELECT nextval(pg_get_serial_sequence('activations', 'id'))")
+
+
+def _new_activation_id(session: Session, reserved: int | None) -> int:
+    """The id a new activation will get, known before the lease that names it is signed.
+
+    PostgreSQL hands out a sequence value (kept across re-reads, as nobody else can get
+    it). SQLite assigns max(id) + 1, read again under the write lock: if another
+    activation took it meanwhile, the plan is stale and is signed again.
+    """
+    if is_sqlite(session):
+        return int(session.scalar(select(func.coalesce(func.max(Activation.id), 0)))) + 1
+    return reserved if reserved is not None else int(session.scalar(_NEXT_ID_PG))
+
+
+def _facts(activation: Activation) -> ActivationFacts:
+    return ActivationFacts(
+        id=activation.id,
+        domain=activation.domain,
+        fingerprint_sha256=activation.fingerprint_sha256,
+        environment=activation.environment,
+        active=activation.active,
+        activated_at=activation.activated_at,
+        last_validated_at=activation.last_validated_at,
+        deactivated_at=activation.deactivated_at,
+    )
+
+
+def _open(
+    session: Session, data: LicenseRequest, audit: AuditRecord, lock: bool
+) -> tuple[License, str, Activation | None]:
+    """The usable license (locked if ``lock``), its product and the installation's row."""
+    license, product = open_license(session, data, audit, lock=lock)
+    activation = find_activation(session, license.id, data.fingerprint_sha256)
+    if activation is not None:
+        audit.activation_id = activation.id
+    return license, product, activation
+
+
+def plan_activation(
+    session: Session, call: SeatCall, *, lock: bool = False, reserved_id: int | None = None
+) -> Plan:
+    """What activating would do now (or the 4xx it would answer); writes nothing."""
+    policy, data, audit, now = call.policy, call.data, call.audit, call.now
+    license, product, activation = _open(session, data, audit, lock)
+    facts = license_facts(license)
+    environment = classify_environment(data.domain, policy.seat_rules)
+    audit.environment = environment
+    if activation is not None and activation.active and activation.domain == data.domain:
+        used_production, _ = seats_used(session, license.id)
+        return Plan.of(
+            policy, data, now, facts, product, _facts(activation), used_production,
+            "already_active",
+        )  # fmt: skip
+
+    was_active = activation is not None and activation.active
+    used_production, used_other = seats_used(
+        session, license.id, exclude_id=activation.id if was_active else None
+    )
+    if environment == PRODUCTION:
+        used, cap, kind = used_production, license.max_activations, "production"
+    else:
+        used, cap, kind = used_other, policy.staging_cap, "staging/local"
+    if used >= cap:
+        raise problems.activation_limit_reached(used, cap, environment, kind)
+
+    if activation is None:
+        new = ActivationFacts(
+            id=_new_activation_id(session, reserved_id),
+            domain=data.domain,
+            fingerprint_sha256=data.fingerprint_sha256,
+            environment=environment,
+            active=True,
+            activated_at=now,
+            last_validated_at=None,
+            deactivated_at=None,
+        )
+        outcome, created = "activated", True
+    else:
+        outcome, created = ("moved", False) if was_active else ("reactivated", True)
+        new = dataclasses.replace(
+            _facts(activation),
+            domain=data.domain,
+            environment=environment,
+            active=True,
+            activated_at=activation.activated_at if was_active else now,
+            deactivated_at=None,
+        )
+    used_after = used_production + (1 if environment == PRODUCTION else 0)
+    return Plan.of(
+        policy, data, now, facts, product, new, used_after, outcome,
+        status=201 if created else 200, created=created, insert=activation is None,
+    )  # fmt: skip
+
+
+def plan_deactivation(
+    session: Session, call: SeatCall, *, lock: bool = False, reserved_id: int | None = None
+) -> Plan:
+    """What deactivating would do now (or the 4xx it would answer); writes nothing."""
+    policy, data, audit, now = call.policy, call.data, call.audit, call.now
+    license, product, activation = _open(session, data, audit, lock)
+    if activation is None:
+        raise problems.activation_not_found(
+            "This installation was never activated on this license."
+        )
+    audit.environment = activation.environment
+    facts = _facts(activation)
+    used_production, _ = seats_used(session, license.id, exclude_id=activation.id)
+    if activation.active:
+        outcome = "deactivated"
+        facts = dataclasses.replace(facts, active=False, deactivated_at=now)
+    else:
+        outcome = "already_inactive"
+    return Plan.of(
+        policy, data, now, license_facts(license), product, facts, used_production, outcome,
+        deactivated=True,
+    )  # fmt: skip
+
+
+def _write(session: Session, plan: Plan, data: LicenseRequest) -> None:
+    """Make the activation row say what the plan says."""
+    facts = plan.activation
+    if plan.insert:
+        activation = Activation(
+            id=facts.id, license_id=plan.license.id, fingerprint=data.fingerprint
+        )
+        session.add(activation)
+    else:
+        activation = session.get(Activation, facts.id)
+    activation.fingerprint_sha256 = facts.fingerprint_sha256
+    activation.domain = facts.domain
+    activation.environment = facts.environment
+    activation.active = facts.active
+    activation.activated_at = facts.activated_at
+    activation.deactivated_at = facts.deactivated_at
+
+
+def _change_seat(planner, licensing: Licensing, data: LicenseRequest, audit: AuditRecord):
+    engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
+    call = SeatCall(policy, data, audit, utcnow())
+    with Session(engine) as session:  # read only: no lock, nothing to commit
+        plan = planner(session, call)
+
+    def commit(planned: Plan, lease: str | None) -> LicensingResult:
+        reserved = planned.activation.id if planned.insert else None
+        with one_writer(engine), Session(engine) as session, session.begin():
+            take_write_lock(session)
+            current = planner(session, call, lock=True, reserved_id=reserved)
+            lease = lease_for(signer, policy, planned, current, lease)
+            record_nonce(session, current.license.id, data.nonce, call.now, policy.nonce_window)
+            _write(session, current, data)
+            audit.activation_id = current.activation.id
+            audit.environment = current.activation.environment
+            session.add(audit.entry(current.outcome, current.status))
+        return current.result(lease)
+
+    return sign_and_commit(signer, policy, plan, commit)
+
+
+def activate(licensing: Licensing, data: LicenseRequest, audit: AuditRecord) -> LicensingResult:
+    """Bind the installation to the license, using a seat unless it already has one.
+
+    Idempotent: the same fingerprint again returns its activation with a fresh lease. A
+    known fingerprint on a new domain moves the activation (and needs a seat of the new
+    domain's kind). Local and staging sites use the separate staging cap.
+    """
+    return _change_seat(plan_activation, licensing, data, audit)
+
+
+def deactivate(licensing: Licensing, data: LicenseRequest, audit: AuditRecord) -> LicensingResult:
+    """Free the installation's seat (found by fingerprint, whatever its domain now).
+
+    Idempotent: an installation that is already inactive gets the same answer again.
+    """
+    return _change_seat(plan_deactivation, licensing, data, audit)
