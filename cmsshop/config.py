@@ -5,7 +5,6 @@ from __future__ import annotations
 from pyramid.config import Configurator
 from pyramid.renderers import JSON
 
-from cmsshop.services.accounts.users import configure_hasher
 from cmsshop.settings import load_settings
 
 
@@ -17,7 +16,6 @@ def configure(settings: dict | None = None) -> Configurator:
     settings.setdefault("tm.annotate_user", "false")
     settings.setdefault("tm.commit_veto", "pyramid_tm.default_commit_veto")
 
-    configure_hasher(settings["cmsshop.password_hashing"])
     config = Configurator(settings=settings)
     config.add_renderer("json", JSON())
     # The transaction manager, before anything that uses request.db.
@@ -29,6 +27,8 @@ def configure(settings: dict | None = None) -> Configurator:
     config.include("pyramid_services")
     # The rate limiter service and config.add_rate_policy (modules declare policies).
     config.include("cmsshop.services.ratelimit")
+    # The password hasher service, at the cost of cmsshop.password_hashing.
+    config.include("cmsshop.services.accounts.users")
     # The add_openapi directive, used by every include below that adds routes.
     config.include("cmsshop.openapi")
     # JSON errors everywhere, request ids, body limit, and the execution policy:

@@ -56,6 +56,8 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.max_body_bytes": (as_int, 1024 * 1024, None),
     "cmsshop.login_max_failures": (as_int, 5, None),
     "cmsshop.login_failure_window": (as_int, 300, None),
+    "cmsshop.register_max_per_ip": (as_int, 5, None),
+    "cmsshop.register_window": (as_int, 3600, None),
     "cmsshop.storage_dir": (as_str, "var/files", "CMSSHOP_STORAGE_DIR"),
     "cmsshop.demo_data": (as_bool, False, None),
     "cmsshop.password_hashing": (as_str, "default", None),
