@@ -5,11 +5,14 @@ from __future__ import annotations
 from pyramid.config import Configurator
 from pyramid.renderers import JSON
 
+from cmsshop import logs
 from cmsshop.settings import load_settings
 
 
 def configure(settings: dict | None = None) -> Configurator:
     settings = load_settings(settings or {})
+    # Log lines escape control characters and redact secrets, whoever logs them.
+    logs.install()
     # pyramid_tm: one explicit transaction manager per request (no thread-local
     # surprises), no user annotation, and a veto so any 4xx/5xx response rolls back.
     settings.setdefault("tm.manager_hook", "pyramid_tm.explicit_manager")

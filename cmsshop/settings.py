@@ -47,6 +47,11 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.environment": (as_str, "development", "CMSSHOP_ENVIRONMENT"),
     "cmsshop.database_url": (as_str, "sqlite:///var/cmsshop.sqlite", "CMSSHOP_DATABASE_URL"),
     "cmsshop.secret": (as_str, "", "CMSSHOP_SECRET"),
+    # Seconds / milliseconds; a stalled database answers 503 within these.
+    "cmsshop.db_connect_timeout": (as_int, 5, None),
+    "cmsshop.db_statement_timeout_ms": (as_int, 5000, None),
+    "cmsshop.db_pool_timeout": (as_int, 5, None),
+    "cmsshop.db_busy_timeout_ms": (as_int, 5000, None),
     "cmsshop.site_name": (as_str, "cmsshop", "CMSSHOP_SITE_NAME"),
     "cmsshop.base_url": (as_str, "http://127.0.0.1:6543", "CMSSHOP_BASE_URL"),
     "cmsshop.modules": (as_list, [], "CMSSHOP_MODULES"),

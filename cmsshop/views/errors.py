@@ -27,10 +27,10 @@ from pyramid_retry import (
     is_last_attempt,
     mark_error_retryable,
 )
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import OperationalError
 
 from cmsshop import errors as E
-from cmsshop.db import is_retryable_db_error
+from cmsshop.db import is_database_unavailable, is_retryable_db_error
 from cmsshop.services.support.codes import new_support_code, record_server_error
 
 log = logging.getLogger("cmsshop.request")
@@ -106,7 +106,8 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
         return E.ApiError(
             exc.explanation or title, status=exc.code, code=code, title=title, headers=headers
         )
-    if isinstance(exc, OperationalError | InterfaceError) and not is_retryable_db_error(exc):
+    if is_database_unavailable(exc) or isinstance(exc, OperationalError):
+        # A "locked" error on the last attempt lands here too: the database is too busy.
         return E.ServiceUnavailable(
             "The database is unavailable; try again shortly.",
             code="database_unavailable",
@@ -121,7 +122,8 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
     )
 
 
-def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> Response:
+def error_response(request, exc: BaseException) -> Response:
+    """The JSON error answer for ``exc``; a 5xx is logged and stored with its support code."""
     error = to_api_error(request, exc)
     support_code = new_support_code()
     body = {
@@ -145,13 +147,13 @@ def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> 
     if error.status >= 500:
         tb = "".join(traceback.format_exception(exc)) if not isinstance(exc, E.ApiError) else None
         log.error(
-            "server error %s %s %s -> %s (%s)%s",
+            "server error %s %s %s -> %s (%s)",
             support_code,
             request.method,
             raw_path(request),
             error.status,
             type(exc).__name__,
-            "\n" + tb if tb else "",
+            exc_info=exc if tb else None,
         )
         record = functools.partial(
             record_server_error,
@@ -165,13 +167,30 @@ def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> 
             exception_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
             traceback=tb,
         )
-        if in_pipeline:
-            # After pyramid_tm has aborted the request's transaction: on SQLite its
-            # write lock would otherwise block the record's own transaction.
-            request.add_finished_callback(lambda _request: record())
-        else:
-            record()
+        # Stored once the server has taken the body: after pyramid_tm has aborted the
+        # request's transaction (on SQLite its write lock would block the record's own
+        # transaction), and without making the client wait when the database is the
+        # failure. Every 5xx, from the exception view or the last-resort policy, passes
+        # here.
+        response.app_iter = _CloseHook([response.body], record)
     return response
+
+
+class _CloseHook:
+    """A WSGI body that calls ``on_close`` when the server closes it (PEP 3333 promises
+    ``close()`` is called whether or not the body was sent in full)."""
+
+    def __init__(self, chunks: list[bytes], on_close):
+        self._chunks = chunks
+        self._on_close = on_close
+
+    def __iter__(self):
+        return iter(self._chunks)
+
+    def close(self) -> None:
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
 
 
 def _will_retry(request, exc) -> bool:
@@ -261,7 +280,7 @@ def execution_policy(attempts: int):
             return retry_policy(environ, router)
         except Exception as exc:  # noqa: BLE001 - last resort, logged with a support code
             with router.request_context(environ) as request:
-                response = error_response(request, exc, in_pipeline=False)
+                response = error_response(request, exc)
                 response.headers["X-Request-ID"] = request_id(request)
                 return response
 
