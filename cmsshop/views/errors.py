@@ -249,11 +249,47 @@ def request_log_tween_factory(handler, registry):
     return request_log_tween
 
 
-def body_limit_tween_factory(handler, registry):
-    """Refuse an oversized declared body before a view reads it (413)."""
+# Control characters have no business in a path, a query value or a header; NUL breaks
+# PostgreSQL text and C0 controls forge log lines. Tab is allowed in headers and query
+# values, line breaks in query values (a search box may send them).
+PATH_UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
+QUERY_UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def malformed(message: str) -> E.ApiError:
+    return E.ApiError(
+        message,
+        status=400,
+        code="malformed_request",
+        title="Malformed request",
+        hints=["Send UTF-8 text without control characters."],
+    )
+
+
+def check_request_text(request) -> None:
+    """Refuse control characters in the path, the query string, the headers and form
+    fields, whatever route they are for (400 malformed_request)."""
+    if PATH_UNSAFE.search(request.environ.get("PATH_INFO", "")):
+        raise malformed("The path contains control characters.")
+    for name, value in request.headers.items():
+        if HEADER_UNSAFE.search(name) or HEADER_UNSAFE.search(value):
+            raise malformed("A header contains control characters.")
+    fields = list(request.GET.items())
+    if (request.content_type or "") in FORM_TYPES:
+        fields += [(k, v) for k, v in request.POST.items() if isinstance(v, str)]
+    for name, value in fields:
+        if QUERY_UNSAFE.search(name) or QUERY_UNSAFE.search(value):
+            raise malformed(f"The parameter {name!r} contains control characters.")
+
+
+def edge_check_tween_factory(handler, registry):
+    """Refuse hostile input before any view sees it: text with control characters (400)
+    and a declared body over the route's limit (413, before the body is read)."""
     settings = registry.settings
 
-    def body_limit_tween(request):
+    def edge_check_tween(request):
         length = request.content_length
         if length is not None:
             is_upload = (request.content_type or "").startswith("multipart/form-data")
@@ -261,9 +297,10 @@ def body_limit_tween_factory(handler, registry):
             limit = limit or settings["cmsshop.max_body_bytes"]
             if length > limit:
                 raise E.PayloadTooLarge(f"The body is larger than {limit} bytes.")
+        check_request_text(request)
         return handler(request)
 
-    return body_limit_tween
+    return edge_check_tween
 
 
 def execution_policy(attempts: int):
@@ -299,6 +336,6 @@ def includeme(config) -> None:
     for context in (Exception, HTTPException):
         config.add_exception_view(exception_view, context=context)
     config.add_tween("cmsshop.views.errors.request_log_tween_factory")
-    # Inside the exception view tween, so a 413 renders like any other error.
-    config.add_tween("cmsshop.views.errors.body_limit_tween_factory", over=MAIN)
+    # Inside the exception view tween, so a 400 or 413 renders like any other error.
+    config.add_tween("cmsshop.views.errors.edge_check_tween_factory", over=MAIN)
     config.set_execution_policy(execution_policy(config.get_settings()["retry.attempts"]))
