@@ -303,6 +303,17 @@ def edge_check_tween_factory(handler, registry):
     return edge_check_tween
 
 
+LAST_RESORT_BODY = json.dumps(
+    {
+        "code": "internal_error",
+        "title": "Internal server error",
+        "message": "An unexpected error occurred.",
+        "hints": ["Try again later."],
+        "supportCode": None,
+    }
+).encode()
+
+
 def execution_policy(attempts: int):
     """pyramid_retry's policy, plus a JSON answer for what escapes every view.
 
@@ -316,10 +327,16 @@ def execution_policy(attempts: int):
         try:
             return retry_policy(environ, router)
         except Exception as exc:  # noqa: BLE001 - last resort, logged with a support code
-            with router.request_context(environ) as request:
-                response = error_response(request, exc)
-                response.headers["X-Request-ID"] = request_id(request)
-                return response
+            try:
+                with router.request_context(environ) as request:
+                    response = error_response(request, exc)
+                    response.headers["X-Request-ID"] = request_id(request)
+                    return response
+            except Exception:  # noqa: BLE001 - even the error path failed: still JSON
+                log.exception("the error path failed for %s", type(exc).__name__)
+                return Response(
+                    LAST_RESORT_BODY, status=500, content_type="application/json", charset=None
+                )
 
     return policy
 
