@@ -284,19 +284,27 @@ def check_request_text(request) -> None:
             raise malformed(f"The parameter {name!r} contains control characters.")
 
 
+def check_body_length(settings, environ) -> None:
+    """413 for a declared Content-Length over the limit: multipart uploads have
+    cmsshop.max_upload_bytes, everything else cmsshop.max_body_bytes."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    is_upload = environ.get("CONTENT_TYPE", "").startswith("multipart/form-data")
+    limit = settings.get("cmsshop.max_upload_bytes") if is_upload else None
+    limit = limit or settings["cmsshop.max_body_bytes"]
+    if length > limit:
+        raise E.PayloadTooLarge(f"The body is larger than {limit} bytes.")
+
+
 def edge_check_tween_factory(handler, registry):
     """Refuse hostile input before any view sees it: text with control characters (400)
     and a declared body over the route's limit (413, before the body is read)."""
     settings = registry.settings
 
     def edge_check_tween(request):
-        length = request.content_length
-        if length is not None:
-            is_upload = (request.content_type or "").startswith("multipart/form-data")
-            limit = settings.get("cmsshop.max_upload_bytes") if is_upload else None
-            limit = limit or settings["cmsshop.max_body_bytes"]
-            if length > limit:
-                raise E.PayloadTooLarge(f"The body is larger than {limit} bytes.")
+        check_body_length(settings, request.environ)
         check_request_text(request)
         return handler(request)
 
@@ -325,6 +333,9 @@ def execution_policy(attempts: int):
 
     def policy(environ, router):
         try:
+            # Before pyramid_retry copies the body to make it seekable: an oversized
+            # declared body is refused unread, never spooled.
+            check_body_length(router.registry.settings, environ)
             return retry_policy(environ, router)
         except Exception as exc:  # noqa: BLE001 - last resort, logged with a support code
             try:
