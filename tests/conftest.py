@@ -220,9 +220,11 @@ def admin_app(app, admin) -> ApiClient:
 @contextlib.contextmanager
 def serve(app, host: str = "127.0.0.1"):
     """Serve ``app`` with waitress on a free loopback port; yields the base URL."""
-    from waitress.server import create_server
+    from cmsshop.server import app_limits, create_server
 
-    server = create_server(app, host=host, port=0, threads=8, clear_untrusted_proxy_headers=True)
+    server = create_server(
+        app, *app_limits(app), host=host, port=0, threads=8, clear_untrusted_proxy_headers=True
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
