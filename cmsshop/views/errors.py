@@ -73,11 +73,8 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
     if isinstance(exc, E.ApiError):
         return exc
     if isinstance(exc, UnicodeDecodeError):
-        return E.ApiError(
+        return E.MalformedRequest(
             "The URL, query string or form is not valid UTF-8.",
-            status=400,
-            code="malformed_request",
-            title="Malformed request",
             hints=["Percent-encode UTF-8 bytes only."],
         )
     if isinstance(exc, BadCSRFToken | BadCSRFOrigin):
@@ -108,11 +105,7 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
         )
     if is_database_unavailable(exc) or isinstance(exc, OperationalError):
         # A "locked" error on the last attempt lands here too: the database is too busy.
-        return E.ServiceUnavailable(
-            "The database is unavailable; try again shortly.",
-            code="database_unavailable",
-            title="Database unavailable",
-        )
+        return E.DatabaseUnavailable()
     return E.ApiError(
         "An unexpected error occurred. Quote the support code when you contact us.",
         status=500,
@@ -259,13 +252,7 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def malformed(message: str) -> E.ApiError:
-    return E.ApiError(
-        message,
-        status=400,
-        code="malformed_request",
-        title="Malformed request",
-        hints=["Send UTF-8 text without control characters."],
-    )
+    return E.MalformedRequest(message, hints=["Send UTF-8 text without control characters."])
 
 
 def check_request_text(request) -> None:
