@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 import waitress
+from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer
@@ -78,9 +79,14 @@ def create_server(app, json_limit: int, upload_limit: int, **adjustments):
     return server
 
 
-def app_limits(app) -> tuple[int, int]:
-    """The JSON and upload body limits of a cmsshop app's settings."""
-    settings = app.registry.settings
+def app_limits(app, fallback: int | None = None) -> tuple[int, int]:
+    """The JSON and upload body limits of a cmsshop app's settings; ``fallback`` for both
+    when ``app`` is wrapped (a paste filter) and its settings cannot be seen."""
+    registry = getattr(app, "registry", None)
+    if registry is None:
+        limit = fallback or Adjustments.max_request_body_size
+        return limit, limit
+    settings = registry.settings
     json_limit = settings["cmsshop.max_body_bytes"]
     return json_limit, settings.get("cmsshop.max_upload_bytes") or json_limit
 
@@ -89,7 +95,8 @@ def server_factory(global_conf, **adjustments):
     """PasteDeploy server factory (``pserve``): waitress with the app's body limits."""
 
     def serve(app) -> None:
-        server = create_server(app, *app_limits(app), **adjustments)
+        fallback = Adjustments(**adjustments).max_request_body_size
+        server = create_server(app, *app_limits(app, fallback), **adjustments)
         server.print_listen("Serving on http://{}:{}")
         server.run()
 

@@ -160,3 +160,14 @@ def test_the_inis_serve_with_the_limiting_server(name):
 
     assert read_ini(name)["server:main"]["use"] == "call:cmsshop.server:server_factory"
     assert callable(loadserver(f"config:{os.path.join(ROOT, name)}"))
+
+
+def test_a_wrapped_app_gets_waitress_limit_for_every_body(app):
+    from cmsshop.server import app_limits
+
+    assert app_limits(app) == (1024 * 1024, app.registry.settings["cmsshop.max_upload_bytes"])
+
+    def wrapped(environ, start_response):  # e.g. a paste filter around the app
+        return app(environ, start_response)
+
+    assert app_limits(wrapped, 4096) == (4096, 4096)
