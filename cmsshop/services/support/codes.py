@@ -61,17 +61,19 @@ def record_server_error(registry, **fields) -> None:
     """
     fields = storable_fields(fields)
     attempts = (fields, {**fields, "traceback": None, "path": fields["path"][:200]})
+    failure: Exception | None = None
     for attempt in attempts:
         try:
             with own_transaction(registry) as session:
                 limit_lock_wait(session, RECORD_TIMEOUT_MS)
                 session.add(ErrorRecord(**attempt))
             return
-        except OperationalError:
+        except OperationalError as exc:
+            failure = exc
             break  # the database does not answer: another try would wait again
-        except Exception:  # noqa: BLE001 - the error path must not fail
-            log.warning("could not store error record %s", fields["support_code"], exc_info=True)
-    log.warning("error record %s not stored", fields.get("support_code"), exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - the error path must not fail
+            failure = exc
+    log.warning("error record %s not stored", fields.get("support_code"), exc_info=failure)
 
 
 def find_error_record(session: Session, support_code: str) -> ErrorRecord | None:
