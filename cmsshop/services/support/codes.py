@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
@@ -76,10 +77,16 @@ def record_server_error(registry, **fields) -> None:
     log.warning("error record %s not stored", fields.get("support_code"), exc_info=failure)
 
 
+SUPPORT_CODE = re.compile(r"CS-[0-9A-Z]{4}-[0-9A-Z]{4}")
+
+
 def find_error_record(session: Session, support_code: str) -> ErrorRecord | None:
-    return session.scalar(
-        select(ErrorRecord).where(ErrorRecord.support_code == support_code.strip().upper())
-    )
+    """The record of ``support_code`` (any case, spaces around), or None; a string that
+    cannot be a support code is not looked up at all."""
+    support_code = support_code.strip().upper()
+    if not SUPPORT_CODE.fullmatch(support_code):
+        return None
+    return session.scalar(select(ErrorRecord).where(ErrorRecord.support_code == support_code))
 
 
 def error_record_body(record: ErrorRecord) -> dict:
