@@ -20,7 +20,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "malformed_request": ErrorCode(
         400,
         "Malformed request",
-        "The path, query, a header or form field is not valid UTF-8 or holds control chars.",
+        "The URL or form is not valid UTF-8, or a header holds control characters.",
     ),
     "malformed_json": ErrorCode(400, "Malformed JSON", "The body is not valid UTF-8 JSON."),
     "not_authenticated": ErrorCode(401, "Login required", "The route needs a login session."),
@@ -292,7 +292,7 @@ class ServiceUnavailable(ApiError):
 
 class MalformedRequest(ApiError):
     code = "malformed_request"
-    message = "The request is not valid UTF-8 or holds control characters."
+    message = "The request is not valid UTF-8 or a header holds control characters."
     hints = ("Percent-encode UTF-8 text; send no control characters.",)
 
 
