@@ -48,8 +48,10 @@ try:
         sqlite3.OperationalError,
         psycopg.OperationalError,
     )
+    RAW_DATA_ERRORS: tuple[type[Exception], ...] = (psycopg.DataError,)
 except ImportError:  # pragma: no cover - SQLite-only installs
     RAW_OPERATIONAL_ERRORS = (sqlite3.OperationalError,)
+    RAW_DATA_ERRORS = ()
 
 
 def is_database_unavailable(exc: BaseException) -> bool:
@@ -60,6 +62,12 @@ def is_database_unavailable(exc: BaseException) -> bool:
         # is a write in a fresh transaction, which only fails after the busy timeout.
         return True
     return isinstance(exc, OperationalError | InterfaceError) and not is_retryable_db_error(exc)
+
+
+def is_nul_refused(exc: BaseException) -> bool:
+    """psycopg refused a NUL character in a text parameter (PostgreSQL cannot store it)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    return isinstance(orig, RAW_DATA_ERRORS) and "NUL (0x00)" in str(orig)
 
 
 def make_engine(
@@ -223,6 +231,7 @@ __all__ = [
     "DBAPIError",
     "includeme",
     "is_database_unavailable",
+    "is_nul_refused",
     "is_retryable_db_error",
     "make_engine",
     "own_transaction",

@@ -30,7 +30,7 @@ from pyramid_retry import (
 from sqlalchemy.exc import OperationalError
 
 from cmsshop import errors as E
-from cmsshop.db import is_database_unavailable, is_retryable_db_error
+from cmsshop.db import is_database_unavailable, is_nul_refused, is_retryable_db_error
 from cmsshop.services.support.codes import new_support_code, record_server_error
 
 log = logging.getLogger("cmsshop.request")
@@ -103,6 +103,11 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
         return E.ApiError(
             exc.explanation or title, status=exc.code, code=code, title=title, headers=headers
         )
+    if is_nul_refused(exc):
+        # PostgreSQL cannot hold NUL in text. Bodies never get here (StrictString refuses
+        # NUL) and routes check their path segments, but one that passes a NUL through
+        # must still answer as a bad request, not a 500.
+        return E.MalformedRequest("The request contains a NUL character.")
     if is_database_unavailable(exc) or isinstance(exc, OperationalError):
         # A "locked" error on the last attempt lands here too: the database is too busy.
         return E.DatabaseUnavailable()
