@@ -5,19 +5,20 @@ from __future__ import annotations
 from pyramid.config import Configurator
 from pyramid.renderers import JSON
 
-from cmsshop.services.accounts.users import configure_hasher
+from cmsshop import logs
 from cmsshop.settings import load_settings
 
 
 def configure(settings: dict | None = None) -> Configurator:
     settings = load_settings(settings or {})
+    # Log lines escape control characters and redact secrets, whoever logs them.
+    logs.install()
     # pyramid_tm: one explicit transaction manager per request (no thread-local
     # surprises), no user annotation, and a veto so any 4xx/5xx response rolls back.
     settings.setdefault("tm.manager_hook", "pyramid_tm.explicit_manager")
     settings.setdefault("tm.annotate_user", "false")
     settings.setdefault("tm.commit_veto", "pyramid_tm.default_commit_veto")
 
-    configure_hasher(settings["cmsshop.password_hashing"])
     config = Configurator(settings=settings)
     config.add_renderer("json", JSON())
     # The transaction manager, before anything that uses request.db.
@@ -29,6 +30,8 @@ def configure(settings: dict | None = None) -> Configurator:
     config.include("pyramid_services")
     # The rate limiter service and config.add_rate_policy (modules declare policies).
     config.include("cmsshop.services.ratelimit")
+    # The password hasher service, at the cost of cmsshop.password_hashing.
+    config.include("cmsshop.services.accounts.users")
     # The add_openapi directive, used by every include below that adds routes.
     config.include("cmsshop.openapi")
     # JSON errors everywhere, request ids, body limit, and the execution policy:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Iterator
 
 import zope.sqlalchemy
 from pyramid_retry import mark_error_retryable
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
 # IntegrityError is retryable on purpose (as in PyPI's warehouse). The services check
@@ -27,28 +29,79 @@ def is_retryable_db_error(exc: BaseException) -> bool:
     """SQLite's "database is locked" / snapshot conflicts settle when the request runs again.
 
     (PostgreSQL serialization failures and deadlocks are already tagged retryable by
-    zope.sqlalchemy through pyramid_tm.)
+    zope.sqlalchemy through pyramid_tm.) A lock waited on for the whole busy timeout is
+    not a race but a stalled database: running the request again would only multiply the
+    wait, so it answers 503 at once.
     """
     if isinstance(exc, OperationalError) and isinstance(exc.orig, sqlite3.OperationalError):
+        if getattr(exc, "waited_out", False):
+            return False
         text = str(exc.orig).lower()
         return "locked" in text or "busy" in text
     return False
 
 
-def make_engine(url: str, **kwargs) -> Engine:
-    """Create the engine; on SQLite, apply the pysqlite transaction recipe."""
+try:
+    import psycopg
+
+    RAW_OPERATIONAL_ERRORS: tuple[type[Exception], ...] = (
+        sqlite3.OperationalError,
+        psycopg.OperationalError,
+    )
+    RAW_DATA_ERRORS: tuple[type[Exception], ...] = (psycopg.DataError,)
+except ImportError:  # pragma: no cover - SQLite-only installs
+    RAW_OPERATIONAL_ERRORS = (sqlite3.OperationalError,)
+    RAW_DATA_ERRORS = ()
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    """The database did not answer in time or at all (connect, statement, lock or pool
+    timeout; connection lost): the request answers 503 database_unavailable."""
+    if isinstance(exc, (PoolTimeoutError, *RAW_OPERATIONAL_ERRORS)):
+        # Raw DBAPI errors come from cmsshop.hotsql's plain statements; on SQLite theirs
+        # is a write in a fresh transaction, which only fails after the busy timeout.
+        return True
+    return isinstance(exc, OperationalError | InterfaceError) and not is_retryable_db_error(exc)
+
+
+def is_nul_refused(exc: BaseException) -> bool:
+    """psycopg refused a NUL character in a text parameter (PostgreSQL cannot store it)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    return isinstance(orig, RAW_DATA_ERRORS) and "NUL (0x00)" in str(orig)
+
+
+def make_engine(
+    url: str,
+    *,
+    connect_timeout: int = 5,
+    statement_timeout_ms: int = 5000,
+    pool_timeout: int = 5,
+    busy_timeout_ms: int = 5000,
+    **kwargs,
+) -> Engine:
+    """Create the engine with timeouts, so a stalled database answers 503 within seconds
+    instead of holding every worker; on SQLite, apply the pysqlite transaction recipe."""
+    kwargs.setdefault("pool_timeout", pool_timeout)
     if url.startswith("sqlite"):
-        kwargs.setdefault("connect_args", {}).update({"timeout": 30, "check_same_thread": False})
+        kwargs.setdefault("connect_args", {}).update(
+            {"timeout": busy_timeout_ms / 1000, "check_same_thread": False}
+        )
         engine = create_engine(url, **kwargs)
-        _fix_pysqlite_transactions(engine)
+        _fix_pysqlite_transactions(engine, busy_timeout_ms)
         return engine
     kwargs.setdefault("pool_pre_ping", True)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 10)
+    connect_args = kwargs.setdefault("connect_args", {})
+    connect_args.setdefault("connect_timeout", connect_timeout)
+    if statement_timeout_ms:
+        # Also bounds waits for row and table locks: a statement stuck behind a lock is
+        # cancelled (QueryCanceled, an OperationalError) rather than waiting forever.
+        connect_args.setdefault("options", f"-c statement_timeout={int(statement_timeout_ms)}")
     return create_engine(url, **kwargs)
 
 
-def _fix_pysqlite_transactions(engine: Engine) -> None:
+def _fix_pysqlite_transactions(engine: Engine, busy_timeout_ms: int) -> None:
     """SQLAlchemy's documented recipe: pysqlite's own BEGIN handling defers BEGIN until the
     first write, so reads before it see a moving database and SAVEPOINTs misbehave. We turn
     it off and emit BEGIN ourselves; WAL lets readers run alongside the one writer."""
@@ -60,12 +113,45 @@ def _fix_pysqlite_transactions(engine: Engine) -> None:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         cursor.close()
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(dbapi_connection, connection_record):
+        # A short wait set for one transaction (error records) ends with it.
+        if connection_record.info.pop(SHORT_BUSY_TIMEOUT, False) and dbapi_connection:
+            dbapi_connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):
         conn.exec_driver_sql("BEGIN")
+
+    # "database is locked" comes both at once (a read snapshot that cannot become a
+    # writer: a race, worth a retry) and after waiting the whole busy timeout (a stalled
+    # writer: not worth one). Only the clock tells them apart.
+    @event.listens_for(engine, "before_cursor_execute")
+    def _start_clock(conn, cursor, statement, parameters, context, executemany):
+        conn.info["cmsshop.statement_started"] = time.monotonic()
+
+    @event.listens_for(engine, "handle_error")
+    def _tag_waited_out(context):
+        connection = context.connection
+        started = connection.info.get("cmsshop.statement_started") if connection else None
+        if started is not None and time.monotonic() - started >= busy_timeout_ms / 1000 * 0.9:
+            context.sqlalchemy_exception.waited_out = True
+
+
+SHORT_BUSY_TIMEOUT = "cmsshop.short_busy_timeout"
+
+
+def limit_lock_wait(session: Session, milliseconds: int) -> None:
+    """Wait at most ``milliseconds`` for locks in this transaction of ``session``."""
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(milliseconds)}")
+    else:
+        connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(milliseconds)}")
+        connection.info[SHORT_BUSY_TIMEOUT] = True
 
 
 def make_session_factory(engine: Engine) -> sessionmaker:
@@ -122,21 +208,30 @@ def request_db(request) -> Session:
 
 def includeme(config) -> None:
     settings = config.get_settings()
-    engine = make_engine(settings["cmsshop.database_url"])
+    engine = make_engine(
+        settings["cmsshop.database_url"],
+        connect_timeout=settings["cmsshop.db_connect_timeout"],
+        statement_timeout_ms=settings["cmsshop.db_statement_timeout_ms"],
+        pool_timeout=settings["cmsshop.db_pool_timeout"],
+        busy_timeout_ms=settings["cmsshop.db_busy_timeout_ms"],
+    )
     config.registry["cmsshop.engine"] = engine
     config.registry["cmsshop.session_factory"] = make_session_factory(engine)
     config.add_request_method(request_db, "db", reify=True)
 
 
 def ping(engine: Engine) -> None:
-    """Raise if the database cannot answer a trivial query (used by /api/health)."""
+    """Raise if the database cannot read the schema's own table (used by /api/health):
+    a server that answers ``SELECT 1`` while our tables are locked is not healthy."""
     with engine.connect() as conn:
-        conn.exec_driver_sql("SELECT 1")
+        conn.exec_driver_sql("SELECT 1 FROM alembic_version")
 
 
 __all__ = [
     "DBAPIError",
     "includeme",
+    "is_database_unavailable",
+    "is_nul_refused",
     "is_retryable_db_error",
     "make_engine",
     "own_transaction",

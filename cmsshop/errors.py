@@ -3,7 +3,172 @@ exception view in cmsshop.views.errors turns every one into the JSON error body.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class ErrorCode(NamedTuple):
+    status: int
+    title: str
+    meaning: str
+
+
+# Every error ``code`` the API can answer: one place for clients, the README table and
+# tests/test_error_catalogue.py (which finds each code raised anywhere in cmsshop/ here).
+ERROR_CODES: dict[str, ErrorCode] = {
+    # --- core: every route ---------------------------------------------------------------
+    "bad_request": ErrorCode(400, "Bad request", "The request could not be processed."),
+    "malformed_request": ErrorCode(
+        400,
+        "Malformed request",
+        "The URL or form is not valid UTF-8, or a header holds control characters.",
+    ),
+    "malformed_json": ErrorCode(400, "Malformed JSON", "The body is not valid UTF-8 JSON."),
+    "not_authenticated": ErrorCode(401, "Login required", "The route needs a login session."),
+    "invalid_credentials": ErrorCode(401, "Login failed", "The email or password is wrong."),
+    "forbidden": ErrorCode(403, "Forbidden", "The account lacks the role for this route."),
+    "csrf_failed": ErrorCode(
+        403, "CSRF token missing or stale", "An unsafe method without the session's token."
+    ),
+    "registration_closed": ErrorCode(
+        403, "Registration closed", "cmsshop.registration_open is off."
+    ),
+    "not_found": ErrorCode(404, "Not found", "No route or resource at this path."),
+    "module_disabled": ErrorCode(
+        404, "Module disabled", "The route belongs to a feature module that is switched off."
+    ),
+    "support_code_not_found": ErrorCode(
+        404, "Not found", "No server error was recorded with this support code (admin)."
+    ),
+    "method_not_allowed": ErrorCode(
+        405, "Method not allowed", "The route exists; the Allow header lists its methods."
+    ),
+    "conflict": ErrorCode(409, "Conflict", "The request conflicts with the current state."),
+    "payload_too_large": ErrorCode(
+        413, "Request body too large", "The declared or sent body is over the route's limit."
+    ),
+    "unsupported_media_type": ErrorCode(
+        415, "Unsupported media type", "The route accepts application/json."
+    ),
+    "validation_failed": ErrorCode(
+        422, "Validation failed", "Fields are missing or invalid; `errors` has one per field."
+    ),
+    "rate_limited": ErrorCode(
+        429, "Too many requests", "A rate policy refused the request; see Retry-After."
+    ),
+    "internal_error": ErrorCode(
+        500, "Internal server error", "An unexpected error; quote the support code."
+    ),
+    "service_unavailable": ErrorCode(
+        503, "Service unavailable", "A service the request depends on is unavailable."
+    ),
+    "database_unavailable": ErrorCode(
+        503, "Database unavailable", "The database did not answer in time; see Retry-After."
+    ),
+    # --- store, checkout and catalogue administration --------------------------------------
+    "malformed_query": ErrorCode(
+        400, "Malformed query string", "The query string is not valid UTF-8."
+    ),
+    "malformed_multipart": ErrorCode(
+        400, "Malformed multipart body", "A release upload's multipart body could not be read."
+    ),
+    "product_not_found": ErrorCode(404, "Not found", "No product has this slug."),
+    "article_not_found": ErrorCode(404, "Not found", "No article has this slug."),
+    "currency_not_found": ErrorCode(404, "Not found", "No currency has this code."),
+    "order_not_found": ErrorCode(404, "Not found", "No order (of yours) has this number."),
+    "sandbox_disabled": ErrorCode(
+        404, "No sandbox", "The local payment sandbox is off on a production site."
+    ),
+    "slug_taken": ErrorCode(409, "Slug taken", "Another product or article uses this slug."),
+    "version_exists": ErrorCode(
+        409, "Version exists", "The product has a release of this version."
+    ),
+    "currency_exists": ErrorCode(409, "Currency exists", "A currency with this code exists."),
+    "currency_disabled": ErrorCode(
+        409, "Currency disabled", "Only an enabled currency can be the default."
+    ),
+    "currency_is_default": ErrorCode(
+        409, "Default currency", "The default currency cannot be disabled, deleted or unset."
+    ),
+    # --- payments and webhooks -------------------------------------------------------------
+    "invalid_signature": ErrorCode(
+        400, "Invalid signature", "The webhook delivery's signature does not verify."
+    ),
+    "payment_event_not_found": ErrorCode(404, "Not found", "No payment event has this id."),
+    "already_fulfilled": ErrorCode(
+        409, "Already fulfilled", "The order was fulfilled before; nothing was created."
+    ),
+    "order_not_fulfillable": ErrorCode(
+        409, "Order cannot be fulfilled", "The order's status does not allow fulfilment."
+    ),
+    "pending_order": ErrorCode(
+        409, "Order not found", "The webhook's order is not known (yet); the provider retries."
+    ),
+    "payment_not_final": ErrorCode(
+        409, "Payment not final", "The provider has not settled the payment yet."
+    ),
+    "cannot_reprocess": ErrorCode(
+        409, "Cannot reprocess", "This payment event cannot be processed again."
+    ),
+    "webhook_not_configured": ErrorCode(
+        503, "Webhook not configured", "The webhook has no secret or id configured yet."
+    ),
+    "verification_unavailable": ErrorCode(
+        503, "Verification unavailable", "The webhook signature cannot be checked right now."
+    ),
+    "confirm_failed": ErrorCode(
+        503, "Confirmation failed", "The provider API could not confirm the payment now."
+    ),
+    "capture_failed": ErrorCode(
+        503, "Capture failed", "The approved payment could not be captured now."
+    ),
+    # --- dashboard, downloads and tickets --------------------------------------------------
+    "invalid_download_token": ErrorCode(
+        403, "Invalid download link", "The signed download link is malformed or forged."
+    ),
+    "download_on_hold": ErrorCode(
+        403, "Download on hold", "Downloads of this order are held (e.g. a dispute)."
+    ),
+    "download_not_found": ErrorCode(404, "Download not found", "No download of yours has this id."),
+    "release_not_available": ErrorCode(404, "No release yet", "The product has no release yet."),
+    "license_not_available": ErrorCode(
+        404, "No license for this product", "The product is used without a license key."
+    ),
+    "ticket_not_found": ErrorCode(404, "Ticket not found", "No support ticket has this id."),
+    "download_link_expired": ErrorCode(
+        410, "Download link expired", "The signed link is past its lifetime; get a new one."
+    ),
+    "download_revoked": ErrorCode(
+        410, "Download revoked", "The order was refunded or its downloads revoked."
+    ),
+    "range_not_satisfiable": ErrorCode(
+        416, "Range not satisfiable", "The Range header lies outside the file."
+    ),
+    "ticket_rate_limited": ErrorCode(
+        429, "Too many requests", "Too many support tickets opened in the last hour."
+    ),
+    "download_file_missing": ErrorCode(
+        500, "File missing", "The release file is missing from storage (operator problem)."
+    ),
+    # --- licensing ---------------------------------------------------------------------------
+    "malformed_form": ErrorCode(
+        400, "Malformed form", "The license call's url-encoded form is not valid UTF-8."
+    ),
+    "product_mismatch": ErrorCode(403, "Wrong product", "The license key is for another product."),
+    "license_revoked": ErrorCode(403, "License not usable", "The license has been revoked."),
+    "license_suspended": ErrorCode(403, "License not usable", "The license is suspended."),
+    "license_expired": ErrorCode(403, "License not usable", "The license has expired."),
+    "license_not_found": ErrorCode(404, "License not found", "No license has this key."),
+    "activation_not_found": ErrorCode(
+        404, "Activation not found", "This installation has no activation of the license."
+    ),
+    "activation_limit_reached": ErrorCode(
+        409, "Activation limit reached", "Every activation seat of the license is in use."
+    ),
+    "nonce_reused": ErrorCode(409, "Nonce reused", "The call's nonce was used before."),
+    "signing_unavailable": ErrorCode(
+        503, "Signing unavailable", "Leases cannot be signed right now; nothing changed."
+    ),
+}
 
 
 class ApiError(Exception):
@@ -18,6 +183,17 @@ class ApiError(Exception):
     title = "Bad request"
     message = "The request could not be processed."
     hints: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        """A subclass that names a catalogued ``code`` takes its status and title from
+        ERROR_CODES unless it sets them itself."""
+        super().__init_subclass__(**kwargs)
+        entry = ERROR_CODES.get(cls.__dict__.get("code", ""))
+        if entry is not None:
+            if "status" not in cls.__dict__:
+                cls.status = entry.status
+            if "title" not in cls.__dict__:
+                cls.title = entry.title
 
     def __init__(
         self,
@@ -41,19 +217,19 @@ class ApiError(Exception):
 
 
 class MalformedJson(ApiError):
-    status, code, title = 400, "malformed_json", "Malformed JSON"
+    code = "malformed_json"
     message = "The request body is not valid UTF-8 JSON."
     hints = ("Send a JSON object encoded as UTF-8.",)
 
 
 class UnsupportedMediaType(ApiError):
-    status, code, title = 415, "unsupported_media_type", "Unsupported media type"
+    code = "unsupported_media_type"
     message = "This route accepts application/json."
     hints = ("Set Content-Type: application/json.",)
 
 
 class ValidationFailed(ApiError):
-    status, code, title = 422, "validation_failed", "Validation failed"
+    code = "validation_failed"
     message = "Some fields are missing or invalid."
     hints = ("See `errors` for a message per field.",)
 
@@ -62,38 +238,38 @@ class ValidationFailed(ApiError):
 
 
 class NotAuthenticated(ApiError):
-    status, code, title = 401, "not_authenticated", "Login required"
+    code = "not_authenticated"
     message = "You need to be logged in to do this."
     hints = ("Log in with POST /api/auth/login and send the session cookie.",)
 
 
 class Forbidden(ApiError):
-    status, code, title = 403, "forbidden", "Forbidden"
+    code = "forbidden"
     message = "Your account is not allowed to do this."
 
 
 class CsrfFailed(ApiError):
-    status, code, title = 403, "csrf_failed", "CSRF token missing or stale"
+    code = "csrf_failed"
     message = "State-changing requests need the current CSRF token."
     hints = ("Read csrfToken from GET /api/auth/session and send it as X-CSRF-Token.",)
 
 
 class NotFound(ApiError):
-    status, code, title = 404, "not_found", "Not found"
+    code = "not_found"
     message = "Nothing is here."
 
 
 class Conflict(ApiError):
-    status, code, title = 409, "conflict", "Conflict"
+    code = "conflict"
 
 
 class PayloadTooLarge(ApiError):
-    status, code, title = 413, "payload_too_large", "Request body too large"
+    code = "payload_too_large"
     message = "The request body is larger than this route accepts."
 
 
 class RateLimited(ApiError):
-    status, code, title = 429, "rate_limited", "Too many requests"
+    code = "rate_limited"
     message = "Too many requests; wait before trying again."
 
     def __init__(self, retry_after: int, message: str | None = None, **kwargs):
@@ -104,7 +280,7 @@ class RateLimited(ApiError):
 
 
 class ServiceUnavailable(ApiError):
-    status, code, title = 503, "service_unavailable", "Service unavailable"
+    code = "service_unavailable"
     message = "A service this request depends on is unavailable; try again shortly."
 
     def __init__(self, message: str | None = None, retry_after: int | None = 30, **kwargs):
@@ -112,3 +288,14 @@ class ServiceUnavailable(ApiError):
         if retry_after:
             headers["Retry-After"] = str(retry_after)
         super().__init__(message, headers=headers, **kwargs)
+
+
+class MalformedRequest(ApiError):
+    code = "malformed_request"
+    message = "The request is not valid UTF-8 or a header holds control characters."
+    hints = ("Percent-encode UTF-8 text; send no control characters.",)
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    code = "database_unavailable"
+    message = "The database is unavailable; try again shortly."

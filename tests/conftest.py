@@ -24,8 +24,9 @@ from cmsshop.db import make_engine
 from cmsshop.models import Base
 from cmsshop.services.accounts import users as accounts
 
-# argon2 at full cost takes ~0.1-1 s a hash; the suite hashes hundreds of passwords.
-accounts.configure_hasher("cheapest")
+# argon2 at full cost takes ~0.1-1 s a hash; the suite hashes hundreds of passwords
+# (the apps get the same profile through cmsshop.password_hashing below).
+HASHER = accounts.PasswordHasher("cheapest")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -173,7 +174,7 @@ def dbsession(engine):
 @pytest.fixture
 def make_user(dbsession):
     def factory(email: str, role: str = "customer", password: str = PASSWORD, name: str = ""):
-        user = accounts.create_user(dbsession, email, password, name=name, role=role)
+        user = accounts.create_user(dbsession, HASHER, email, password, name=name, role=role)
         dbsession.commit()
         return user
 
@@ -219,9 +220,11 @@ def admin_app(app, admin) -> ApiClient:
 @contextlib.contextmanager
 def serve(app, host: str = "127.0.0.1"):
     """Serve ``app`` with waitress on a free loopback port; yields the base URL."""
-    from waitress.server import create_server
+    from cmsshop.server import app_limits, create_server
 
-    server = create_server(app, host=host, port=0, threads=8, clear_untrusted_proxy_headers=True)
+    server = create_server(
+        app, *app_limits(app), host=host, port=0, threads=8, clear_untrusted_proxy_headers=True
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -50,6 +50,8 @@ def test_initdb_is_idempotent(ini):
 
 
 def test_create_user_reads_password_from_stdin(ini, dbsession):
+    from conftest import HASHER
+
     from cmsshop.services.accounts.users import authenticate
 
     result = admin(
@@ -61,7 +63,7 @@ def test_create_user_reads_password_from_stdin(ini, dbsession):
         stdin="a long admin password\n",
     )
     assert result.returncode == 0, result.stderr
-    user = authenticate(dbsession, "ops@example.com", "a long admin password")
+    user = authenticate(dbsession, HASHER, "ops@example.com", "a long admin password")
     assert user is not None and user.role == "admin"
     again = admin(
         ini, "create-user", "ops@example.com", "--password-stdin", stdin="a long admin password\n"

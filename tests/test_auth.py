@@ -31,13 +31,18 @@ def test_register_logs_in_and_hashes_with_argon2(testapp, dbsession):
     assert testapp.get("/api/auth/session").json["user"]["email"] == "new.user@example.com"
 
 
-def test_register_duplicate_email_is_409_case_insensitive(testapp, customer):
+def test_register_taken_email_answers_like_a_new_one_without_a_session(testapp, customer):
+    # Deliberate change (issue #10): a taken email used to answer 409 email_taken, which
+    # told anyone which emails have accounts. Now it gets the new-account status and body
+    # keys, and no session (see tests/test_hostile_register.py for the rest).
     response = testapp.post_json(
         "/api/auth/register",
         {"email": "ALICE@example.com", "password": "another password"},
-        status=409,
+        status=201,
     )
-    assert response.json["code"] == "email_taken"
+    assert set(response.json) == {"user", "csrfToken"}
+    assert response.json["user"] is None
+    assert testapp.get("/api/auth/session").json["user"] is None
 
 
 def test_register_validates(testapp):

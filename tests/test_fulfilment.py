@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from conftest import TEST_SECRET, serve
+from conftest import HASHER, TEST_SECRET, serve
 from fakes.shop import counts, make_order, order_status
 from fakes.stripe_api import SECRET
 from sqlalchemy import select
@@ -128,7 +128,7 @@ def test_simulate_payment_signature_must_match_the_server(
 def test_demo_data_has_a_pending_order_to_simulate(
     ini_file, dev_server, dbsession, storage_dir, capsys
 ):
-    report = demo.seed_demo(dbsession, {"cmsshop.storage_dir": str(storage_dir)})
+    report = demo.seed_demo(dbsession, {"cmsshop.storage_dir": str(storage_dir)}, HASHER)
     dbsession.commit()
     line = next(line for line in report if line.startswith("pending order"))
     number = line.split()[2]

@@ -57,7 +57,11 @@ def cmd_create_user(env, args) -> int:
     try:
         with env["request"].tm:
             user = accounts.create_user(
-                session, args.email, password, role="admin" if args.admin else "customer"
+                session,
+                env["request"].find_service(accounts.PasswordHasher),
+                args.email,
+                password,
+                role="admin" if args.admin else "customer",
             )
             print(f"created {user.role} {user.email}")
     except accounts.EmailTaken:
@@ -68,6 +72,7 @@ def cmd_create_user(env, args) -> int:
 
 def cmd_seed_demo(env, args) -> int:
     from cmsshop.services import demo
+    from cmsshop.services.accounts.users import PasswordHasher
 
     settings = env["registry"].settings
     if settings["cmsshop.environment"] == "production":
@@ -78,7 +83,8 @@ def cmd_seed_demo(env, args) -> int:
         if args.if_empty and not demo.is_empty(request.db):
             print("database is not empty; demo data not loaded")
             return 0
-        for line in demo.seed_demo(request.db, settings):
+        hasher = request.find_service(PasswordHasher)
+        for line in demo.seed_demo(request.db, settings, hasher):
             print(line)
     return 0
 

@@ -99,7 +99,7 @@ def is_empty(session: Session) -> bool:
     return (session.scalar(select(func.count()).select_from(User)) or 0) == 0
 
 
-def seed_demo(session: Session, settings: dict) -> list[str]:
+def seed_demo(session: Session, settings: dict, hasher: accounts.PasswordHasher) -> list[str]:
     """Load the demo data; returns a short report, one line per thing made."""
     report = []
     for email, role, name in (
@@ -107,7 +107,7 @@ def seed_demo(session: Session, settings: dict) -> list[str]:
         ("demo@example.com", "customer", "Demo Customer"),
     ):
         if accounts.find_user(session, email) is None:
-            accounts.create_user(session, email, DEMO_PASSWORD, name=name, role=role)
+            accounts.create_user(session, hasher, email, DEMO_PASSWORD, name=name, role=role)
             report.append(f"user {email} ({role}) password {DEMO_PASSWORD!r}")
     for code, name, symbol, default in (
         ("EUR", "Euro", "€", True),

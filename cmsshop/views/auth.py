@@ -8,7 +8,7 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.db import take_write_lock
-from cmsshop.errors import ApiError, Conflict, RateLimited
+from cmsshop.errors import ApiError, RateLimited
 from cmsshop.security import end_session, start_session
 from cmsshop.services.accounts import users as accounts
 from cmsshop.services.ratelimit import RateLimiter
@@ -39,6 +39,7 @@ def session_body(request) -> dict:
 
 LOGIN_EMAIL_POLICY = "login.email"
 LOGIN_IP_POLICY = "login.ip"
+REGISTER_IP_POLICY = "register.ip"
 
 
 def _client_ip(request) -> str:
@@ -47,6 +48,12 @@ def _client_ip(request) -> str:
 
 @view_config(route_name="auth.register", request_method="POST", renderer="json")
 def register(request):
+    """Create an account and log it in.
+
+    A taken email gets the same status and body keys as a new one (``user`` is null and no
+    session starts), not a 409: registration must not be a way to test which emails have
+    accounts. The per-IP policy bounds how many addresses one client can try.
+    """
     if not request.registry.settings["cmsshop.registration_open"]:
         raise ApiError(
             "Registration is closed on this site.",
@@ -56,16 +63,20 @@ def register(request):
             hints=["Ask the site operator for an account."],
         )
     data = read_json(request, RegisterSchema())
+    refusal = request.find_service(RateLimiter).count([(REGISTER_IP_POLICY, _client_ip(request))])
+    if refusal is not None:
+        raise RateLimited(refusal.retry_after, "Too many registrations; wait before trying again.")
+    # The user row is this request's first write (see login).
+    take_write_lock(request.db)
+    hasher = request.find_service(accounts.PasswordHasher)
     try:
-        user = accounts.create_user(request.db, data["email"], data["password"], data["name"])
+        user = accounts.create_user(
+            request.db, hasher, data["email"], data["password"], data["name"]
+        )
     except accounts.EmailTaken:
-        raise Conflict(
-            "An account with this email exists.",
-            code="email_taken",
-            title="Email taken",
-            hints=["Log in, or use another email."],
-        ) from None
-    start_session(request, user)
+        user = None
+    if user is not None:
+        start_session(request, user)
     request.response.status = 201
     return session_body(request)
 
@@ -84,7 +95,9 @@ def login(request):
     refusal = limiter.count(checks)
     if refusal is not None:
         raise RateLimited(refusal.retry_after, "Too many failed logins; wait before trying again.")
-    user = accounts.authenticate(request.db, data["email"], data["password"])
+    user = accounts.authenticate(
+        request.db, request.find_service(accounts.PasswordHasher), data["email"], data["password"]
+    )
     if user is None:
         raise ApiError(
             "The email or password is wrong.",
@@ -127,8 +140,8 @@ SESSION = {
 OPENAPI_PATHS = {
     "/api/auth/register": {
         "post": oa.operation(
-            "Create a customer account and log in",
-            {**oa.ok(oa.ref("Session"), "Created", 201), **oa.errors(403, 409, 415, 422)},
+            "Create a customer account and log in (a taken email: the same answer, no session)",
+            {**oa.ok(oa.ref("Session"), "Created", 201), **oa.errors(403, 415, 422, 429)},
             body={
                 "type": "object",
                 "required": ["email", "password"],
@@ -179,6 +192,11 @@ def includeme(config) -> None:
     config.add_rate_policy(LOGIN_EMAIL_POLICY, limit, window)
     # An address shared by many people (an office, a NAT) gets four times the allowance.
     config.add_rate_policy(LOGIN_IP_POLICY, limit * 4, window)
+    config.add_rate_policy(
+        REGISTER_IP_POLICY,
+        settings["cmsshop.register_max_per_ip"],
+        settings["cmsshop.register_window"],
+    )
     config.add_route("auth.register", "/api/auth/register")
     config.add_route("auth.login", "/api/auth/login")
     config.add_route("auth.logout", "/api/auth/logout")

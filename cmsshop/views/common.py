@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,10 +25,22 @@ from cmsshop.services.paging import Page, PageRequest
 # should refuse a wrong type instead of guessing, so views use these.
 
 
+# NUL cannot be stored by PostgreSQL and lone surrogates (JSON "\ud800") cannot be encoded
+# as UTF-8: both would fail deep in a service as a 500, so text refuses them here.
+UNSTORABLE_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def is_storable_text(value: str) -> bool:
+    """Whether ``value`` can be stored and encoded (no NUL, no lone surrogate)."""
+    return UNSTORABLE_TEXT.search(value) is None
+
+
 class StrictString(colander.String):
     def deserialize(self, node, cstruct):
         if cstruct is not colander.null and not isinstance(cstruct, str):
             raise colander.Invalid(node, "must be a string")
+        if cstruct is not colander.null and not is_storable_text(cstruct):
+            raise colander.Invalid(node, "must not contain NUL or unpaired surrogates")
         return super().deserialize(node, cstruct)
 
 

@@ -8,7 +8,7 @@ from sqlalchemy import select
 
 from cmsshop import openapi as oa
 from cmsshop.db import ping
-from cmsshop.errors import NotFound, ServiceUnavailable
+from cmsshop.errors import DatabaseUnavailable, NotFound
 from cmsshop.models import Currency
 from cmsshop.security import ADMIN
 from cmsshop.services.support.codes import error_record_body, find_error_record
@@ -41,12 +41,7 @@ def health(request):
     try:
         ping(request.registry["cmsshop.engine"])
     except Exception:  # noqa: BLE001 - any failure means "not healthy"
-        raise ServiceUnavailable(
-            "The database does not answer.",
-            code="database_unavailable",
-            title="Database unavailable",
-            retry_after=10,
-        ) from None
+        raise DatabaseUnavailable("The database does not answer.", retry_after=10) from None
     return {"status": "ok", "database": "ok"}
 
 

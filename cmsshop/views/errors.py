@@ -27,10 +27,10 @@ from pyramid_retry import (
     is_last_attempt,
     mark_error_retryable,
 )
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import OperationalError
 
 from cmsshop import errors as E
-from cmsshop.db import is_retryable_db_error
+from cmsshop.db import is_database_unavailable, is_nul_refused, is_retryable_db_error
 from cmsshop.services.support.codes import new_support_code, record_server_error
 
 log = logging.getLogger("cmsshop.request")
@@ -73,11 +73,8 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
     if isinstance(exc, E.ApiError):
         return exc
     if isinstance(exc, UnicodeDecodeError):
-        return E.ApiError(
+        return E.MalformedRequest(
             "The URL, query string or form is not valid UTF-8.",
-            status=400,
-            code="malformed_request",
-            title="Malformed request",
             hints=["Percent-encode UTF-8 bytes only."],
         )
     if isinstance(exc, BadCSRFToken | BadCSRFOrigin):
@@ -106,12 +103,14 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
         return E.ApiError(
             exc.explanation or title, status=exc.code, code=code, title=title, headers=headers
         )
-    if isinstance(exc, OperationalError | InterfaceError) and not is_retryable_db_error(exc):
-        return E.ServiceUnavailable(
-            "The database is unavailable; try again shortly.",
-            code="database_unavailable",
-            title="Database unavailable",
-        )
+    if is_nul_refused(exc):
+        # PostgreSQL cannot hold NUL in text. Bodies never get here (StrictString refuses
+        # NUL) and routes check their path segments, but one that passes a NUL through
+        # must still answer as a bad request, not a 500.
+        return E.MalformedRequest("The request contains a NUL character.")
+    if is_database_unavailable(exc) or isinstance(exc, OperationalError):
+        # A "locked" error on the last attempt lands here too: the database is too busy.
+        return E.DatabaseUnavailable()
     return E.ApiError(
         "An unexpected error occurred. Quote the support code when you contact us.",
         status=500,
@@ -121,7 +120,8 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
     )
 
 
-def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> Response:
+def error_response(request, exc: BaseException) -> Response:
+    """The JSON error answer for ``exc``; a 5xx is logged and stored with its support code."""
     error = to_api_error(request, exc)
     support_code = new_support_code()
     body = {
@@ -145,13 +145,13 @@ def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> 
     if error.status >= 500:
         tb = "".join(traceback.format_exception(exc)) if not isinstance(exc, E.ApiError) else None
         log.error(
-            "server error %s %s %s -> %s (%s)%s",
+            "server error %s %s %s -> %s (%s)",
             support_code,
             request.method,
             raw_path(request),
             error.status,
             type(exc).__name__,
-            "\n" + tb if tb else "",
+            exc_info=exc if tb else None,
         )
         record = functools.partial(
             record_server_error,
@@ -165,13 +165,30 @@ def error_response(request, exc: BaseException, *, in_pipeline: bool = True) -> 
             exception_type=f"{type(exc).__module__}.{type(exc).__qualname__}",
             traceback=tb,
         )
-        if in_pipeline:
-            # After pyramid_tm has aborted the request's transaction: on SQLite its
-            # write lock would otherwise block the record's own transaction.
-            request.add_finished_callback(lambda _request: record())
-        else:
-            record()
+        # Stored once the server has taken the body: after pyramid_tm has aborted the
+        # request's transaction (on SQLite its write lock would block the record's own
+        # transaction), and without making the client wait when the database is the
+        # failure. Every 5xx, from the exception view or the last-resort policy, passes
+        # here.
+        response.app_iter = _CloseHook([response.body], record)
     return response
+
+
+class _CloseHook:
+    """A WSGI body that calls ``on_close`` when the server closes it (PEP 3333 promises
+    ``close()`` is called whether or not the body was sent in full)."""
+
+    def __init__(self, chunks: list[bytes], on_close):
+        self._chunks = chunks
+        self._on_close = on_close
+
+    def __iter__(self):
+        return iter(self._chunks)
+
+    def close(self) -> None:
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
 
 
 def _will_retry(request, exc) -> bool:
@@ -230,21 +247,75 @@ def request_log_tween_factory(handler, registry):
     return request_log_tween
 
 
-def body_limit_tween_factory(handler, registry):
-    """Refuse an oversized declared body before a view reads it (413)."""
+# Control characters have no business in a query value or a header: NUL breaks
+# PostgreSQL text and C0 controls forge log lines. Tab is allowed in headers, tab and line
+# breaks in query values (a search box may send them; routes validate further). Path
+# segments are left to their routes, which answer 404 or 403 for an impossible name (and
+# never pass one to the database), and bodies to their parsers (StrictString refuses NUL
+# and lone surrogates in JSON and forms; webhooks keep the raw bytes of what they reject).
+QUERY_UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def check_request_text(request) -> None:
+    """Refuse control characters in headers (400 malformed_request) and in query values,
+    whatever route they are for (422 validation_failed, as the routes' own checks do)."""
+    for name, value in request.headers.items():
+        if HEADER_UNSAFE.search(name) or HEADER_UNSAFE.search(value):
+            raise E.MalformedRequest(
+                "A header contains control characters.",
+                hints=["Send header values without control characters."],
+            )
+    try:
+        fields = list(request.GET.items())
+    except UnicodeDecodeError:
+        return  # not UTF-8: the route (or the exception view) answers 400
+    errors = {
+        name: "must not contain control characters"
+        for name, value in fields
+        if QUERY_UNSAFE.search(name) or QUERY_UNSAFE.search(value)
+    }
+    if errors:
+        raise E.ValidationFailed(errors)
+
+
+def check_body_length(settings, environ) -> None:
+    """413 for a declared Content-Length over the limit: multipart uploads have
+    cmsshop.max_upload_bytes, everything else cmsshop.max_body_bytes."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    is_upload = environ.get("CONTENT_TYPE", "").startswith("multipart/form-data")
+    limit = settings.get("cmsshop.max_upload_bytes") if is_upload else None
+    limit = limit or settings["cmsshop.max_body_bytes"]
+    if length > limit:
+        raise E.PayloadTooLarge(f"The body is larger than {limit} bytes.")
+
+
+def edge_check_tween_factory(handler, registry):
+    """Refuse hostile input before any view sees it: a declared body over the route's
+    limit (413, before the body is read) and control characters in headers and query
+    values."""
     settings = registry.settings
 
-    def body_limit_tween(request):
-        length = request.content_length
-        if length is not None:
-            is_upload = (request.content_type or "").startswith("multipart/form-data")
-            limit = settings.get("cmsshop.max_upload_bytes") if is_upload else None
-            limit = limit or settings["cmsshop.max_body_bytes"]
-            if length > limit:
-                raise E.PayloadTooLarge(f"The body is larger than {limit} bytes.")
+    def edge_check_tween(request):
+        check_body_length(settings, request.environ)
+        check_request_text(request)
         return handler(request)
 
-    return body_limit_tween
+    return edge_check_tween
+
+
+LAST_RESORT_BODY = json.dumps(
+    {
+        "code": "internal_error",
+        "title": "Internal server error",
+        "message": "An unexpected error occurred.",
+        "hints": ["Try again later."],
+        "supportCode": None,
+    }
+).encode()
 
 
 def execution_policy(attempts: int):
@@ -258,12 +329,21 @@ def execution_policy(attempts: int):
 
     def policy(environ, router):
         try:
+            # Before pyramid_retry copies the body to make it seekable: an oversized
+            # declared body is refused unread, never spooled.
+            check_body_length(router.registry.settings, environ)
             return retry_policy(environ, router)
         except Exception as exc:  # noqa: BLE001 - last resort, logged with a support code
-            with router.request_context(environ) as request:
-                response = error_response(request, exc, in_pipeline=False)
-                response.headers["X-Request-ID"] = request_id(request)
-                return response
+            try:
+                with router.request_context(environ) as request:
+                    response = error_response(request, exc)
+                    response.headers["X-Request-ID"] = request_id(request)
+                    return response
+            except Exception:  # noqa: BLE001 - even the error path failed: still JSON
+                log.exception("the error path failed for %s", type(exc).__name__)
+                return Response(
+                    LAST_RESORT_BODY, status=500, content_type="application/json", charset=None
+                )
 
     return policy
 
@@ -280,6 +360,6 @@ def includeme(config) -> None:
     for context in (Exception, HTTPException):
         config.add_exception_view(exception_view, context=context)
     config.add_tween("cmsshop.views.errors.request_log_tween_factory")
-    # Inside the exception view tween, so a 413 renders like any other error.
-    config.add_tween("cmsshop.views.errors.body_limit_tween_factory", over=MAIN)
+    # Inside the exception view tween, so a 400 or 413 renders like any other error.
+    config.add_tween("cmsshop.views.errors.edge_check_tween_factory", over=MAIN)
     config.set_execution_policy(execution_policy(config.get_settings()["retry.attempts"]))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from argon2 import PasswordHasher, profiles
+import functools
+
+import argon2
+from argon2 import profiles
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -12,22 +15,37 @@ from cmsshop.models import User
 # argon2id with argon2-cffi's defaults (RFC 9106 low-memory profile). The "cheapest"
 # profile exists for the test suite only; production refuses it (cmsshop.settings).
 HASHING_PROFILES = {"default": profiles.RFC_9106_LOW_MEMORY, "cheapest": profiles.CHEAPEST}
-_hasher = PasswordHasher.from_parameters(HASHING_PROFILES["default"])
-# Verified against when the email is unknown, so both failures take the same time.
-_DUMMY_HASH = _hasher.hash("not-a-real-password")
 
 
-def configure_hasher(profile: str) -> None:
-    """Select the argon2 cost profile for this process (``cmsshop.password_hashing``)."""
-    global _hasher, _DUMMY_HASH
-    if profile not in HASHING_PROFILES:
-        raise ValueError(f"unknown password hashing profile {profile!r}")
-    if _hasher.time_cost == HASHING_PROFILES[profile].time_cost and (
-        _hasher.memory_cost == HASHING_PROFILES[profile].memory_cost
-    ):
-        return  # already in use: do not pay for another dummy hash
-    _hasher = PasswordHasher.from_parameters(HASHING_PROFILES[profile])
-    _DUMMY_HASH = _hasher.hash("not-a-real-password")
+class PasswordHasher:
+    """argon2id at the cost profile of ``cmsshop.password_hashing``: one per app, found
+    with ``request.find_service(PasswordHasher)``; no process-wide state, so two apps in
+    one process (tests, a script next to a server) can use different costs."""
+
+    def __init__(self, profile: str = "default"):
+        if profile not in HASHING_PROFILES:
+            raise ValueError(f"unknown password hashing profile {profile!r}")
+        self.profile = profile
+        self._argon = argon2.PasswordHasher.from_parameters(HASHING_PROFILES[profile])
+
+    @functools.cached_property
+    def _dummy_hash(self) -> str:
+        # Verified against when the email is unknown, so both failures take the same time.
+        return self._argon.hash("not-a-real-password")
+
+    def hash(self, password: str) -> str:
+        return self._argon.hash(password)
+
+    def verify(self, password_hash: str | None, password: str) -> bool:
+        """Whether ``password`` matches; a None hash costs as much as a real one."""
+        try:
+            self._argon.verify(password_hash or self._dummy_hash, password)
+        except (VerificationError, InvalidHashError):
+            return False
+        return password_hash is not None
+
+    def needs_rehash(self, password_hash: str) -> bool:
+        return self._argon.check_needs_rehash(password_hash)
 
 
 class EmailTaken(Exception):
@@ -38,41 +56,46 @@ def normalise_email(email: str) -> str:
     return email.strip().lower()
 
 
-def hash_password(password: str) -> str:
-    return _hasher.hash(password)
-
-
 def find_user(session: Session, email: str) -> User | None:
     return session.scalar(select(User).where(User.email == normalise_email(email)))
 
 
 def create_user(
-    session: Session, email: str, password: str, name: str = "", role: str = "customer"
+    session: Session,
+    hasher: PasswordHasher,
+    email: str,
+    password: str,
+    name: str = "",
+    role: str = "customer",
 ) -> User:
     """Add a user; raise EmailTaken if the (case-insensitive) email exists."""
     email = normalise_email(email)
+    # Hash first: a taken email then costs as much as a new one, so registration's timing
+    # does not tell which emails have accounts.
+    password_hash = hasher.hash(password)
     if find_user(session, email) is not None:
         raise EmailTaken(email)
     user = User(
-        email=email,
-        name=name or email.split("@")[0],
-        password_hash=hash_password(password),
-        role=role,
+        email=email, name=name or email.split("@")[0], password_hash=password_hash, role=role
     )
     session.add(user)
     session.flush()
     return user
 
 
-def authenticate(session: Session, email: str, password: str) -> User | None:
+def authenticate(
+    session: Session, hasher: PasswordHasher, email: str, password: str
+) -> User | None:
     """The user if the password matches, else None (same cost for an unknown email)."""
     user = find_user(session, email)
-    try:
-        _hasher.verify(user.password_hash if user else _DUMMY_HASH, password)
-    except (VerificationError, InvalidHashError):
+    if not hasher.verify(user.password_hash if user else None, password) or user is None:
         return None
-    if user is None:
-        return None
-    if _hasher.check_needs_rehash(user.password_hash):
-        user.password_hash = hash_password(password)
+    if hasher.needs_rehash(user.password_hash):
+        user.password_hash = hasher.hash(password)
     return user
+
+
+def includeme(config) -> None:
+    """Register the app's PasswordHasher, built from ``cmsshop.password_hashing``."""
+    hasher = PasswordHasher(config.get_settings()["cmsshop.password_hashing"])
+    config.register_service(hasher, PasswordHasher)

@@ -1,0 +1,162 @@
+"""Issue #10, class 5: a frozen database answers 503 database_unavailable within seconds,
+and routes that need no database keep answering.
+
+Timings are taken over real HTTP (waitress), as a client sees them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import time
+import urllib.parse
+
+import pytest
+import sqlalchemy as sa
+from conftest import PASSWORD, is_postgresql, new_client, requires_postgresql, serve
+
+from cmsshop.models import Base
+
+TIMEOUT_MS = 1500
+
+
+def get(base_url: str, path: str, method: str = "GET", body=None, headers=None):
+    """(status, headers, JSON body, seconds taken)."""
+    conn = http.client.HTTPConnection(urllib.parse.urlsplit(base_url).netloc, timeout=60)
+    started = time.perf_counter()
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        data = json.loads(response.read())
+        return response.status, response.headers, data, time.perf_counter() - started
+    finally:
+        conn.close()
+
+
+def assert_unavailable(status, headers, body) -> None:
+    assert status == 503, body
+    assert body["code"] == "database_unavailable"
+    assert int(headers["Retry-After"]) >= 1
+    assert headers["Content-Type"].startswith("application/json")
+
+
+@contextlib.contextmanager
+def postgresql_frozen(engine):
+    """Another connection holds every table in ACCESS EXCLUSIVE mode (as a long
+    migration or a stuck maintenance job would)."""
+    tables = ", ".join(["alembic_version", *(t.name for t in Base.metadata.sorted_tables)])
+    with engine.connect() as conn:
+        transaction = conn.begin()
+        conn.exec_driver_sql(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            transaction.rollback()
+
+
+@contextlib.contextmanager
+def sqlite_write_locked(database_url: str):
+    """Another connection holds SQLite's write lock (BEGIN IMMEDIATE) and sits on it."""
+    engine = sa.create_engine(database_url, connect_args={"isolation_level": None})
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                yield
+            finally:
+                conn.exec_driver_sql("ROLLBACK")
+    finally:
+        engine.dispose()
+
+
+@requires_postgresql
+def test_frozen_postgresql_answers_503_quickly_and_openapi_keeps_working(make_app, engine):
+    app = make_app(**{"cmsshop.db_statement_timeout_ms": str(TIMEOUT_MS)})
+    with serve(app) as url:
+        assert get(url, "/api/health")[0] == 200
+        with postgresql_frozen(engine):
+            status, headers, body, seconds = get(url, "/api/health")
+            assert_unavailable(status, headers, body)
+            assert seconds < TIMEOUT_MS / 1000 + 2, seconds
+            status, _headers, body, seconds = get(url, "/api/openapi.json")
+            assert status == 200 and body["openapi"].startswith("3.")
+            assert seconds < 1, seconds
+            status, headers, body, seconds = get(url, "/api/store/products")
+            assert_unavailable(status, headers, body)
+            assert seconds < TIMEOUT_MS / 1000 + 2, seconds
+            status, headers, body, seconds = get(url, "/api/bootstrap")
+            assert_unavailable(status, headers, body)
+        # Thawed: the same app answers again.
+        assert get(url, "/api/health")[0] == 200
+
+
+@requires_postgresql
+def test_the_statement_timeout_is_a_setting(make_app, engine):
+    app = make_app(**{"cmsshop.db_statement_timeout_ms": "300"})
+    with serve(app) as url, postgresql_frozen(engine):
+        status, headers, body, seconds = get(url, "/api/health")
+        assert_unavailable(status, headers, body)
+        assert seconds < 1.5, seconds
+
+
+def test_unreachable_database_answers_503_within_the_connect_timeout(make_app):
+    # A black-holed address: connecting waits for the connect timeout, not forever.
+    app = make_app(
+        **{
+            "cmsshop.database_url": "postgresql+psycopg://nobody@10.255.255.1:5432/none",
+            "cmsshop.db_connect_timeout": "1",
+        }
+    )
+    with serve(app) as url:
+        status, headers, body, seconds = get(url, "/api/health")
+        assert_unavailable(status, headers, body)
+        assert seconds < 4, seconds
+        status, _headers, _body, seconds = get(url, "/api/openapi.json")
+        assert status == 200 and seconds < 1
+
+
+def test_sqlite_write_lock_held_elsewhere_answers_503_within_the_busy_timeout(
+    make_app, database_url, customer
+):
+    if is_postgresql(database_url):
+        pytest.skip("SQLite's write lock")
+    app = make_app(**{"cmsshop.db_busy_timeout_ms": str(TIMEOUT_MS)})
+    client = new_client(app)
+    csrf = client.get("/api/auth/session").json["csrfToken"]
+    cookie = f"cmsshop_session={client.cookies['cmsshop_session']}"
+    login = json.dumps({"email": customer.email, "password": PASSWORD})
+    with serve(app) as url, sqlite_write_locked(database_url):
+        status, headers, body, seconds = get(
+            url,
+            "/api/auth/login",
+            "POST",
+            login,
+            {"Content-Type": "application/json", "X-CSRF-Token": csrf, "Cookie": cookie},
+        )
+        assert_unavailable(status, headers, body)
+        # One wait for the lock, not one per retry attempt.
+        assert seconds < TIMEOUT_MS / 1000 + 2, seconds
+        # Readers are not blocked (WAL), nor are routes without a database.
+        assert get(url, "/api/health")[0] == 200
+        assert get(url, "/api/openapi.json")[0] == 200
+        assert get(url, "/api/store/products")[0] == 200
+    # Released: the same login works.
+    assert (
+        client.post_json(
+            "/api/auth/login",
+            {"email": customer.email, "password": PASSWORD},
+            headers={"X-CSRF-Token": csrf},
+        ).json["user"]["email"]
+        == customer.email
+    )
+
+
+def test_openapi_and_health_do_not_need_a_request_session(app):
+    # A request that never asks for request.db opens no connection: counted on the pool.
+    engine = app.registry["cmsshop.engine"]
+    checkouts = []
+    sa.event.listen(engine, "checkout", lambda *args: checkouts.append(1))
+    client = new_client(app)
+    client.get("/api/openapi.json", status=200)
+    assert checkouts == []
