@@ -76,8 +76,6 @@ def test_a_last_position_or_suffix_with_thousands_of_digits_runs_to_the_end(
         "bytes=+5-",
         "bytes=--5",
         "bytes=1e3-",
-        "bytes=0-\x00",
-        "bytes\x00=0-1",
         "=" * 5000,
         "bytes=" + "1-" * 3000,
     ],
@@ -112,13 +110,27 @@ def test_whitespace_around_the_parts_is_tolerated(download, header, start, end):
         "W/",
         '"',
         "\xff\xfe",
-        "\x00",
     ],
 )
 def test_junk_if_range_sends_the_whole_file(download, if_range):
     client, path = download
     response = client.get(path, headers={"Range": "bytes=0-9", "If-Range": if_range}, status=200)
     assert response.body == CONTENT
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Range": "bytes=0-\x00"},
+        {"Range": "bytes\x00=0-1"},
+        {"Range": "bytes=0-9", "If-Range": "\x00"},
+    ],
+)
+def test_control_characters_in_range_headers_are_refused_at_the_edge(download, headers):
+    """Like every header: 400 JSON from the edge check, before the download route."""
+    client, path = download
+    response = client.get(path, headers=headers, status=400)
+    assert response.json["code"] == "malformed_request"
 
 
 def test_parse_range_reads_long_positions_without_converting_them():
