@@ -966,7 +966,7 @@ def _pad_to_crc(prefix: bytes, target: int, suffix: bytes) -> bytes:
 def test_simulated_delivery_passes_the_real_verification(tmp_path):
     import socket
 
-    from cmsshop.services.payments.settings import SimulatedOrder
+    from cmsshop.services.payments.registry import SimulatedOrder
     from cmsshop.services.payments.walletprovider import simulate_payment
 
     with socket.socket() as sock:

@@ -17,12 +17,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import selectinload
 
 from cmsshop.services.payments.base import NotConfigured
-from cmsshop.services.payments.settings import (
-    SimulatedOrder,
-    find_provider,
-    provider_config,
-    providers,
-)
+from cmsshop.services.payments.registry import SimulatedOrder, find_provider, providers
+from cmsshop.services.payments.settings import provider_config
 
 
 def cmd_simulate_payment(env, args) -> int:

@@ -10,7 +10,7 @@ from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, NotFound, ServiceUnavailable, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.payments import checkout as co
-from cmsshop.services.payments.settings import find_provider, providers
+from cmsshop.services.payments.registry import find_provider, providers
 from cmsshop.views.common import StrictMapping, StrictSequence, StrictString, read_json
 
 INCLUDED_KEY = "cmsshop.views.checkout.included"

@@ -31,16 +31,15 @@ from typing import Any
 from pyramid.exceptions import ConfigurationError
 
 from cmsshop.services.payments.base import PaymentProvider
-from cmsshop.services.payments.settings import (
-    DEFAULT_SIGNATURE_TOLERANCE,
+from cmsshop.services.payments.registry import (
     REGISTRY_KEY,
     FieldValidator,
     ProviderSpec,
     Simulator,
-    env_name,
-    ini_name,
 )
+from cmsshop.services.payments.settings import DEFAULT_SIGNATURE_TOLERANCE, env_name, ini_name
 from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
+from cmsshop.views.webhooks import REJECTED_IP_POLICY
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
 
@@ -56,6 +55,10 @@ SETTINGS = {
     # webhook ever marks an order paid, never this return.
     "cmsshop.payments.success_url": (as_str, "", None),
     "cmsshop.payments.cancel_url": (as_str, "", None),
+    # Deliveries failing verification logged per client address and window; past it
+    # the address gets 429 and nothing is written (anyone can send a bad signature).
+    "cmsshop.webhooks.rejected_per_ip": (as_int, 30, "CMSSHOP_WEBHOOKS_REJECTED_PER_IP"),
+    "cmsshop.webhooks.rejected_window": (as_int, 600, "CMSSHOP_WEBHOOKS_REJECTED_WINDOW"),
 }
 
 
@@ -148,6 +151,11 @@ def includeme(config) -> None:
     settings = config.get_settings()
     declare(settings, SETTINGS)
     check_production(settings)
+    config.add_rate_policy(
+        REJECTED_IP_POLICY,
+        settings["cmsshop.webhooks.rejected_per_ip"],
+        settings["cmsshop.webhooks.rejected_window"],
+    )
     config.registry.setdefault(REGISTRY_KEY, {})
     config.add_directive("add_payment_provider", add_payment_provider)
     config.include("cmsshop.views.admin_payments")

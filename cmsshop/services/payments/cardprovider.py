@@ -121,6 +121,7 @@ class CardProvider:
 
     name = NAME
     settings_fields = {"webhookSecrets": True, "apiKey": True, "apiBase": False}
+    signature_headers = ("stripe-signature",)
 
     def __init__(self):
         self._clients: dict[tuple, stripe.StripeClient] = {}

@@ -23,7 +23,8 @@ from cmsshop.services.payments.base import (
     NotConfigured,
     ProviderUnavailable,
 )
-from cmsshop.services.payments.settings import ProviderSpec, provider_config
+from cmsshop.services.payments.registry import ProviderSpec
+from cmsshop.services.payments.settings import provider_config
 from cmsshop.util import isoformat_z, readable_token, utcnow
 
 log = logging.getLogger(__name__)

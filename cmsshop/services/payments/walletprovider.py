@@ -348,6 +348,7 @@ class WalletProvider:
     """PayPal as the wallet provider; one instance per process holds its caches."""
 
     name = NAME
+    signature_headers = REQUIRED_HEADERS
     settings_fields = {
         "webhookId": False,
         "clientId": False,
