@@ -409,24 +409,9 @@ OPENAPI_PATHS = {
 }
 
 
-def includeme(config) -> None:
-    from cmsshop.views import webhooks
-    from cmsshop.views.checkout import OPENAPI_SCHEMAS as CHECKOUT_SCHEMAS
-
-    config.add_route("payments.admin_settings", "/api/admin/settings/payments")
-    config.add_route("payments.admin_events", "/api/admin/payment-events")
-    config.add_route("payments.admin_event", "/api/admin/payment-events/{id}")
-    config.add_route("payments.admin_event_reprocess", "/api/admin/payment-events/{id}/reprocess")
-    config.add_route("payments.admin_order_fulfil", "/api/admin/orders/{number}/fulfil")
-    config.add_openapi(
-        paths=OPENAPI_PATHS,
-        schemas={
-            "PaymentEventSummary": EVENT_SUMMARY,
-            "PaymentEventDetail": EVENT_DETAIL,
-            "PaymentFulfilment": FULFILMENT,
-            **settings_schemas({}),
-            **webhooks.OPENAPI_SCHEMAS,
-            **CHECKOUT_SCHEMAS,
-        },
-    )
-    config.scan("cmsshop.views.admin_payments")
+OPENAPI_SCHEMAS = {
+    "PaymentEventSummary": EVENT_SUMMARY,
+    "PaymentEventDetail": EVENT_DETAIL,
+    "PaymentFulfilment": FULFILMENT,
+    **settings_schemas({}),
+}

@@ -39,6 +39,7 @@ from cmsshop.services.payments.registry import (
 )
 from cmsshop.services.payments.settings import DEFAULT_SIGNATURE_TOLERANCE, env_name, ini_name
 from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
+from cmsshop.views import admin_payments, checkout, webhooks
 from cmsshop.views.webhooks import REJECTED_IP_POLICY
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
@@ -114,8 +115,6 @@ def add_payment_provider(
         simulator=simulator,
     )
 
-    from cmsshop.views import admin_payments, webhooks
-
     route = f"webhooks.{name}"
     config.add_route(route, f"/api/webhooks/{name}")
     config.add_view(
@@ -158,4 +157,19 @@ def includeme(config) -> None:
     )
     config.registry.setdefault(REGISTRY_KEY, {})
     config.add_directive("add_payment_provider", add_payment_provider)
-    config.include("cmsshop.views.admin_payments")
+    # The payment admin area (KNOWN_MODULES' shared webhook prefixes).
+    config.add_route("payments.admin_settings", "/api/admin/settings/payments")
+    config.add_route("payments.admin_events", "/api/admin/payment-events")
+    config.add_route("payments.admin_event", "/api/admin/payment-events/{id}")
+    config.add_route("payments.admin_event_reprocess", "/api/admin/payment-events/{id}/reprocess")
+    config.add_route("payments.admin_order_fulfil", "/api/admin/orders/{number}/fulfil")
+    config.add_openapi(
+        paths=admin_payments.OPENAPI_PATHS,
+        schemas={
+            **admin_payments.OPENAPI_SCHEMAS,
+            **webhooks.OPENAPI_SCHEMAS,
+            # Manual fulfilment answers with the order, as checkout does.
+            **checkout.OPENAPI_SCHEMAS,
+        },
+    )
+    config.scan(admin_payments.__name__)
