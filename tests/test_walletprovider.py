@@ -26,13 +26,9 @@ from fakes.paypal import (
 )
 
 from cmsshop.services.payments import base
-from cmsshop.services.payments.walletprovider import (
-    WalletProvider,
-    check_cert_url,
-    signed_message,
-    to_decimal_string,
-    to_minor_units,
-)
+from cmsshop.services.payments.walletprovider import WalletProvider
+from cmsshop.services.payments.walletprovider.certificates import check_cert_url, signed_message
+from cmsshop.services.payments.walletprovider.money import to_decimal_string, to_minor_units
 
 WEBHOOK_ID = "WH-TEST-0001"
 
@@ -878,7 +874,7 @@ def test_trust_bundle_with_an_unparseable_entry_still_loads(pki):
     """One broken root in a bundle must not take every other root down with it."""
     from fakes.paypal import pem
 
-    from cmsshop.services.payments.walletprovider import _load_roots
+    from cmsshop.services.payments.walletprovider.certificates import _load_roots
 
     broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
     roots = _load_roots(broken + pem(pki.rogue_root) + b"junk\n" + pem(pki.root))
@@ -967,7 +963,7 @@ def test_simulated_delivery_passes_the_real_verification(tmp_path):
     import socket
 
     from cmsshop.services.payments.registry import SimulatedOrder
-    from cmsshop.services.payments.walletprovider import simulate_payment
+    from cmsshop.services.payments.walletprovider.simulate import simulate_payment
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -997,3 +993,19 @@ def test_simulated_delivery_passes_the_real_verification(tmp_path):
         simulate_payment(order, {**config, "certHosts": ["paypal.com"]})
     with pytest.raises(base.NotConfigured, match="ca_bundle"):
         simulate_payment(order, {**config, "caBundle": ""})
+
+
+def test_production_imports_never_load_the_development_pki():
+    """The development PKI (and its https server) is loaded by simulate-payment only."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, cmsshop.config, cmsshop.modules.webhooks.walletprovider, "
+        "cmsshop.views.webhooks, cmsshop.views.admin_payments, cmsshop.views.checkout; "
+        "print(sorted(m for m in sys.modules if m.startswith('cmsshop.devtools')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"

@@ -5,15 +5,15 @@ from the shared machinery in this package (see docs/walletprovider.md)."""
 from __future__ import annotations
 
 from cmsshop.modules.webhooks.common import api_base_validator
-from cmsshop.services.payments.walletprovider import (
+from cmsshop.services.payments.walletprovider import WalletProvider
+from cmsshop.services.payments.walletprovider.certificates import validate_cert_hosts
+from cmsshop.services.payments.walletprovider.config import (
     DEFAULT_API_BASE,
     DEFAULT_CERT_HOSTS,
     DEFAULT_TIMEOUT,
     DEFAULT_TOLERANCE,
-    WalletProvider,
-    simulate_payment,
-    validate_cert_hosts,
 )
+from cmsshop.services.payments.walletprovider.simulate import simulate_payment
 from cmsshop.settings import as_list, as_str
 
 
