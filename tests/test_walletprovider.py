@@ -11,8 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from fakes.paypal import (
     CLIENT_ID,
-    FakePayPal,
-    TestPKI,
+    WEBHOOK_ID,
     body_of,
     capture_event,
     dispute_event,
@@ -30,36 +29,17 @@ from cmsshop.services.payments.walletprovider import WalletProvider
 from cmsshop.services.payments.walletprovider.certificates import check_cert_url, signed_message
 from cmsshop.services.payments.walletprovider.money import to_decimal_string, to_minor_units
 
-WEBHOOK_ID = "WH-TEST-0001"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return TestPKI(tmp_path_factory.mktemp("paypal-pki"))
-
-
-@pytest.fixture(scope="module")
-def fake_server(pki):
-    server = FakePayPal(pki)
-    yield server
-    server.close()
+pytest_plugins = ["fakes.payment_fixtures"]  # pki, paypal (the fake API), cert_url
 
 
 @pytest.fixture
-def fake(fake_server):
-    fake_server.reset()
-    yield fake_server
-    fake_server.reset()
+def fake(paypal):
+    return paypal
 
 
 @pytest.fixture
 def provider():
     return WalletProvider()
-
-
-@pytest.fixture
-def cert_url(fake, pki):
-    return fake.serve_cert(pki.signing.chain_pem)
 
 
 def delivery(pki, cert_url, payload=None, webhook_id=WEBHOOK_ID, signing=None, **kw):

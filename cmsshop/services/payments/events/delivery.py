@@ -3,6 +3,7 @@ answer to an interpreted event."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Mapping
@@ -13,24 +14,8 @@ from sqlalchemy.orm import Session
 
 from cmsshop.db import own_transaction
 from cmsshop.models import Fulfilment, Order
+from cmsshop.services.payments import base as pb
 from cmsshop.services.payments import fulfilment
-from cmsshop.services.payments.base import (
-    CANCEL,
-    CAPTURE,
-    DISPUTE_LOST,
-    DISPUTE_OPENED,
-    DISPUTE_WON,
-    FAIL,
-    FULFIL,
-    IGNORE,
-    REFUND,
-    Confirmation,
-    EventAction,
-    NotConfigured,
-    ProviderUnavailable,
-    SignatureInvalid,
-    VerifiedEvent,
-)
 from cmsshop.services.payments.events.errors import (
     CaptureFailed,
     ConfirmFailed,
@@ -69,12 +54,12 @@ def receive_delivery(
     config = provider_config(registry, spec)
     try:
         event = spec.provider.verify(headers, raw, config)
-    except NotConfigured as exc:
+    except pb.NotConfigured as exc:
         log.warning("%s webhook refused: %s", spec.name, exc)
         raise WebhookNotConfigured(str(exc)) from None
-    except ProviderUnavailable as exc:
+    except pb.ProviderUnavailable as exc:
         raise VerificationUnavailable(str(exc)) from None
-    except SignatureInvalid as exc:
+    except pb.SignatureInvalid as exc:
         log.warning("%s webhook rejected: %s", spec.name, exc)
         raise DeliveryRejected(str(exc)) from None
     try:
@@ -87,7 +72,7 @@ def receive_delivery(
         record_unprocessable(registry, event, headers, problem)
         raise UnprocessableEvent(problem)
     lookup = None
-    if action is not None and action.action != IGNORE:
+    if action is not None and action.action != pb.IGNORE:
         lookup = functools.partial(find_order, registry, spec.name, action)
     logged, ref = log_event(registry, event, headers, lookup)
     if logged.status in FINAL_STATUSES:
@@ -106,7 +91,7 @@ def receive_delivery(
     )
 
 
-def unstorable_field(event: VerifiedEvent, action: EventAction | None) -> str | None:
+def unstorable_field(event: pb.VerifiedEvent, action: pb.EventAction | None) -> str | None:
     """Which stored or acted-on text of a verified event no database can hold, if any.
     Other fields of the payload do not matter: the body is stored as (valid) text."""
     fields = {"event id": event.event_id, "event type": event.event_type}
@@ -131,11 +116,11 @@ def process_event(
     session: Session,
     tm,
     spec: ProviderSpec,
-    event: VerifiedEvent,
+    event: pb.VerifiedEvent,
     row_id: int,
     config: Mapping[str, Any],
     *,
-    action: EventAction | None = None,
+    action: pb.EventAction | None = None,
     ref: OrderRef | None = None,
     looked_up: bool = False,
 ) -> DeliveryResult:
@@ -147,7 +132,8 @@ def process_event(
         if action is None:
             action = spec.provider.interpret(event)
             looked_up = False
-        return _act(registry, session, spec, action, row_id, config, ref, looked_up)
+        target = _Target(registry, spec, row_id, config)
+        return _act(target, session, action, ref, looked_up)
     except DeliveryError as exc:
         recorder.fail(exc.event_status, str(exc), action.order_number if action else None)
         raise
@@ -159,7 +145,7 @@ def process_event(
 
 
 def find_order(
-    registry, provider: str, action: EventAction, session: Session | None = None
+    registry, provider: str, action: pb.EventAction, session: Session | None = None
 ) -> OrderRef | None:
     """The order an event is about: by our number, else the provider's checkout object,
     else the payment reference (refunds and disputes). A read in ``session`` or, without
@@ -204,12 +190,12 @@ def trusts_verified_events(registry) -> bool:
 
 
 def confirm_payment(
-    registry, spec: ProviderSpec, action: EventAction, config: Mapping[str, Any]
-) -> Confirmation:
+    registry, spec: ProviderSpec, action: pb.EventAction, config: Mapping[str, Any]
+) -> pb.Confirmation:
     """The provider API's account of the payment, or the verified event's own when the
     operator trusts verified events (development; production refuses that setting)."""
     if trusts_verified_events(registry):
-        return Confirmation(
+        return pb.Confirmation(
             final=True,
             amount=action.amount if action.amount is not None else -1,
             currency=action.currency or "",
@@ -218,7 +204,7 @@ def confirm_payment(
         )
     try:
         confirmation = spec.provider.confirm(action, config)
-    except (ProviderUnavailable, NotConfigured) as exc:
+    except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
         raise ConfirmFailed(f"could not confirm with {spec.name}: {exc}") from None
     if not confirmation.final:
         raise PaymentNotFinal(f"{spec.name} does not report the payment as complete")
@@ -235,30 +221,47 @@ EVENT_STATUS_OF_RESULT = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class _Target:
+    """The logged event being acted on: its provider, its row and the provider config."""
+
+    registry: Any
+    spec: ProviderSpec
+    row_id: int
+    config: Mapping[str, Any]
+
+
+def _settle(
+    session: Session, row_id: int, status: str, number: str | None, note: str
+) -> DeliveryResult:
+    """Claim the event row (the business transaction's first write, unless the order
+    lock came after an earlier claim) and write its outcome with the business rows."""
+    claim(session, row_id)
+    set_outcome(session, row_id, EVENT_STATUS_OF_RESULT[status], number, note)
+    session.flush()
+    return DeliveryResult(status, row_id, number, note)
+
+
 def _act(
-    registry,
+    target: _Target,
     session: Session,
-    spec: ProviderSpec,
-    action: EventAction,
-    row_id: int,
-    config: Mapping[str, Any],
+    action: pb.EventAction,
     ref: OrderRef | None = None,
     looked_up: bool = False,
 ) -> DeliveryResult:
-    if action.action == IGNORE:
-        claim(session, row_id)
-        set_outcome(session, row_id, "ignored", action.order_number, action.reason)
-        return DeliveryResult("ignored", row_id, action.order_number, action.reason)
+    registry, spec, row_id, config = target.registry, target.spec, target.row_id, target.config
+    if action.action == pb.IGNORE:
+        return _settle(session, row_id, "ignored", action.order_number, action.reason)
     if not looked_up:
         ref = find_order(registry, spec.name, action)
     if ref is None:
         named = action.order_number or action.payment_reference or action.provider_object_id
         raise OrderNotFound(f"no order matches {named!r} yet")
-    if action.action == CAPTURE:
-        return _capture(registry, session, spec, action, row_id, config, ref)
+    if action.action == pb.CAPTURE:
+        return _capture(target, session, action, ref)
     confirmation = None
     if (
-        action.action == FULFIL
+        action.action == pb.FULFIL
         and not ref.fulfilled
         and ref.status
         in (
@@ -275,25 +278,18 @@ def _act(
     if result.status == "needs_review":
         note = f"needs review: {note}"
         log.warning("order %s needs review: %s", order.number, result.note)
-    set_outcome(session, row_id, EVENT_STATUS_OF_RESULT[result.status], order.number, note)
-    session.flush()
-    return DeliveryResult(result.status, row_id, order.number, note)
+    return _settle(session, row_id, result.status, order.number, note)
 
 
 def _capture(
-    registry,
-    session: Session,
-    spec: ProviderSpec,
-    action: EventAction,
-    row_id: int,
-    config: Mapping[str, Any],
-    ref: OrderRef,
+    target: _Target, session: Session, action: pb.EventAction, ref: OrderRef
 ) -> DeliveryResult:
     """CAPTURE: ask the provider to take the money for a pending order. The provider
     call happens before this transaction's first statement (no event claim, no order
     lock, no SQLite write lock held while waiting on the network); it must be idempotent,
     because two concurrent deliveries of the same approval can both get here. The order
     is not touched: the provider's "payment completed" event fulfils it."""
+    registry, spec, config = target.registry, target.spec, target.config
     status, note = "processed", ""
     capture = getattr(spec.provider, "capture", None)
     problem = None
@@ -311,31 +307,28 @@ def _capture(
         try:
             capture(action, config)
             note = f"capture of {action.provider_object_id} requested"
-        except NotConfigured as exc:
+        except pb.NotConfigured as exc:
             if not trusts_verified_events(registry):
                 raise CaptureFailed(f"could not capture with {spec.name}: {exc}") from None
             # Development without API credentials: the simulated payment stands in.
             status, note = "ignored", f"not captured: {exc}"
-        except ProviderUnavailable as exc:
+        except pb.ProviderUnavailable as exc:
             raise CaptureFailed(f"could not capture with {spec.name}: {exc}") from None
-    claim(session, row_id)
-    set_outcome(session, row_id, status, ref.number, note)
-    session.flush()
     log.info("%s %s for order %s: %s", spec.name, status, ref.number, note)
-    return DeliveryResult(status, row_id, ref.number, note)
+    return _settle(session, target.row_id, status, ref.number, note)
 
 
 def apply_action(
     session: Session,
     provider: str,
     order,
-    action: EventAction,
-    confirmation: Confirmation | None,
+    action: pb.EventAction,
+    confirmation: pb.Confirmation | None,
     row_id: int | None,
 ) -> fulfilment.Result:
     """The state machine's answer to ``action`` for a locked ``order``."""
     kind = action.action
-    if kind == FULFIL:
+    if kind == pb.FULFIL:
         if confirmation is None:
             # The order was already past pending when we looked: nothing to confirm.
             existing = fulfilment.fulfilment_of(session, order.id)
@@ -346,14 +339,14 @@ def apply_action(
         return fulfilment.fulfil_confirmed_payment(
             session, order, provider=provider, confirmation=confirmation, payment_event_id=row_id
         )
-    if kind == FAIL:
+    if kind == pb.FAIL:
         return fulfilment.close_order(session, order, "failed")
-    if kind == CANCEL:
+    if kind == pb.CANCEL:
         return fulfilment.close_order(session, order, "cancelled")
-    if kind == REFUND:
+    if kind == pb.REFUND:
         return fulfilment.refund(session, order, amount=action.amount, currency=action.currency)
-    if kind == DISPUTE_OPENED:
+    if kind == pb.DISPUTE_OPENED:
         return fulfilment.open_dispute(session, order)
-    if kind in (DISPUTE_WON, DISPUTE_LOST):
-        return fulfilment.close_dispute(session, order, won=kind == DISPUTE_WON)
+    if kind in (pb.DISPUTE_WON, pb.DISPUTE_LOST):
+        return fulfilment.close_dispute(session, order, won=kind == pb.DISPUTE_WON)
     return fulfilment.Result("ignored", f"unknown action {kind!r}")

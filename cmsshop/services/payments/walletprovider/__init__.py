@@ -61,22 +61,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.verification import DNSName, PolicyBuilder, VerificationError
 
-from cmsshop.services.payments.base import (
-    DISPUTE_LOST,
-    DISPUTE_OPENED,
-    DISPUTE_WON,
-    FAIL,
-    FULFIL,
-    IGNORE,
-    CheckoutRequest,
-    CheckoutSession,
-    Confirmation,
-    EventAction,
-    NotConfigured,
-    ProviderUnavailable,
-    SignatureInvalid,
-    VerifiedEvent,
-)
+from cmsshop.services.payments import base as pb
 from cmsshop.services.payments.walletprovider.actions import (
     DISPUTE_LOST_OUTCOMES,
     DISPUTE_WON_OUTCOMES,
@@ -154,30 +139,30 @@ class WalletProvider:
 
     def verify(
         self, headers: Mapping[str, str], raw_body: bytes, config: Mapping[str, Any]
-    ) -> VerifiedEvent:
+    ) -> pb.VerifiedEvent:
         webhook_id = _text(config, "webhookId")
         if not webhook_id:
-            raise NotConfigured("walletprovider webhookId is not configured")
+            raise pb.NotConfigured("walletprovider webhookId is not configured")
         lowered = {str(k).lower(): v for k, v in headers.items()}
         missing = [h.upper() for h in REQUIRED_HEADERS if not str(lowered.get(h) or "").strip()]
         if missing:
-            raise SignatureInvalid(f"missing header(s): {', '.join(missing)}")
+            raise pb.SignatureInvalid(f"missing header(s): {', '.join(missing)}")
         algorithm = str(lowered[HEADER_AUTH_ALGO]).strip()
         if algorithm != ACCEPTED_ALGORITHM:
-            raise SignatureInvalid(f"auth algorithm {algorithm[:40]!r} is not accepted")
+            raise pb.SignatureInvalid(f"auth algorithm {algorithm[:40]!r} is not accepted")
         transmission_id = str(lowered[HEADER_TRANSMISSION_ID]).strip()
         transmission_time = str(lowered[HEADER_TRANSMISSION_TIME]).strip()
         if len(transmission_id) > 255 or len(transmission_time) > 64:
-            raise SignatureInvalid("transmission headers are too long")
+            raise pb.SignatureInvalid("transmission headers are too long")
         check_transmission_age(transmission_time, _tolerance(config))
         try:
             signature = base64.b64decode(
                 str(lowered[HEADER_TRANSMISSION_SIG]).strip(), validate=True
             )
         except (binascii.Error, ValueError) as exc:
-            raise SignatureInvalid("transmission signature is not valid base64") from exc
+            raise pb.SignatureInvalid("transmission signature is not valid base64") from exc
         if not signature:
-            raise SignatureInvalid("transmission signature is empty")
+            raise pb.SignatureInvalid("transmission signature is empty")
         # The URL is checked before the (possibly cached) certificate is looked up, so a
         # host removed from the allow-list stops being trusted at once.
         url = check_cert_url(str(lowered[HEADER_CERT_URL]).strip(), _cert_hosts(config))
@@ -186,19 +171,19 @@ class WalletProvider:
         try:
             public_key.verify(signature, message, padding.PKCS1v15(), hashes.SHA256())
         except InvalidSignature as exc:
-            raise SignatureInvalid("signature does not match") from exc
+            raise pb.SignatureInvalid("signature does not match") from exc
         try:
             payload = json.loads(raw_body)
         except (UnicodeDecodeError, ValueError) as exc:
-            raise SignatureInvalid("signed body is not JSON") from exc
+            raise pb.SignatureInvalid("signed body is not JSON") from exc
         if not isinstance(payload, dict):
-            raise SignatureInvalid("signed body is not a JSON object")
+            raise pb.SignatureInvalid("signed body is not a JSON object")
         event_id, event_type = payload.get("id"), payload.get("event_type")
         if not isinstance(event_id, str) or not event_id or len(event_id) > 255:
-            raise SignatureInvalid("event has no id")
+            raise pb.SignatureInvalid("event has no id")
         if not isinstance(event_type, str) or not event_type or len(event_type) > 100:
-            raise SignatureInvalid("event has no event_type")
-        return VerifiedEvent(
+            raise pb.SignatureInvalid("event has no event_type")
+        return pb.VerifiedEvent(
             provider=NAME, event_id=event_id, event_type=event_type, payload=payload, raw=raw_body
         )
 
@@ -234,17 +219,17 @@ class WalletProvider:
         try:
             chain = x509.load_pem_x509_certificates(pem)
         except ValueError as exc:
-            raise SignatureInvalid("certificate URL did not return PEM certificates") from exc
+            raise pb.SignatureInvalid("certificate URL did not return PEM certificates") from exc
         if not chain or len(chain) > MAX_CHAIN_LENGTH:
-            raise SignatureInvalid("certificate URL returned too many or no certificates")
+            raise pb.SignatureInvalid("certificate URL returned too many or no certificates")
         leaf, intermediates = chain[0], chain[1:]
         if now < leaf.not_valid_before_utc:
-            raise SignatureInvalid("signing certificate is not valid yet")
+            raise pb.SignatureInvalid("signing certificate is not valid yet")
         if now > leaf.not_valid_after_utc:
-            raise SignatureInvalid("signing certificate has expired")
+            raise pb.SignatureInvalid("signing certificate has expired")
         public_key = leaf.public_key()
         if not isinstance(public_key, rsa.RSAPublicKey) or public_key.key_size < MIN_RSA_BITS:
-            raise SignatureInvalid("signing certificate does not hold an RSA key of 2048+ bits")
+            raise pb.SignatureInvalid("signing certificate does not hold an RSA key of 2048+ bits")
         store = self._stores.get(ca_bundle)
         builder = PolicyBuilder().store(store).time(now).max_chain_depth(MAX_CHAIN_LENGTH)
         verified = None
@@ -256,7 +241,7 @@ class WalletProvider:
             except (VerificationError, ValueError):
                 continue
         if verified is None:
-            raise SignatureInvalid(
+            raise pb.SignatureInvalid(
                 "signing certificate does not chain to a trusted root or is not issued for "
                 + " / ".join(subjects)
             )
@@ -278,84 +263,88 @@ class WalletProvider:
             ) as response:
                 status = response.status_code
                 if status >= 500 or status == 429:
-                    raise ProviderUnavailable(f"certificate host answered HTTP {status}")
+                    raise pb.ProviderUnavailable(f"certificate host answered HTTP {status}")
                 if status != 200:
-                    raise SignatureInvalid(f"certificate URL answered HTTP {status} (no redirects)")
+                    raise pb.SignatureInvalid(
+                        f"certificate URL answered HTTP {status} (no redirects)"
+                    )
                 body = b""
                 for chunk in response.iter_content(8192):
                     body += chunk
                     if len(body) > MAX_CERT_BYTES:
-                        raise SignatureInvalid("certificate URL answered with too much data")
+                        raise pb.SignatureInvalid("certificate URL answered with too much data")
                 return body
         # Order matters: SSLError is a ConnectionError, and every RequestException is an
         # OSError. A certificate we cannot trust is a rejection; a host that does not
         # answer is a temporary failure (503, the provider delivers again).
         except requests.exceptions.SSLError as exc:
-            raise SignatureInvalid("TLS to the certificate host is not trusted") from exc
+            raise pb.SignatureInvalid("TLS to the certificate host is not trusted") from exc
         except (requests.ConnectionError, requests.Timeout) as exc:
-            raise ProviderUnavailable(
+            raise pb.ProviderUnavailable(
                 f"certificate could not be fetched: {type(exc).__name__}"
             ) from exc
         except requests.RequestException as exc:
-            raise SignatureInvalid(
+            raise pb.SignatureInvalid(
                 f"certificate could not be fetched: {type(exc).__name__}"
             ) from exc
         except OSError as exc:
-            raise NotConfigured(f"caBundle {_text(config, 'caBundle')!r} cannot be read") from exc
+            raise pb.NotConfigured(
+                f"caBundle {_text(config, 'caBundle')!r} cannot be read"
+            ) from exc
 
     def cached_certificate_count(self) -> int:
         return len(self._cert_cache)
 
     # -- interpret ---------------------------------------------------------------------
 
-    def interpret(self, event: VerifiedEvent) -> EventAction:
+    def interpret(self, event: pb.VerifiedEvent) -> pb.EventAction:
         resource = event.payload.get("resource")
         if not isinstance(resource, Mapping):
-            return EventAction(IGNORE, reason=f"{event.event_type} has no resource object")
+            return pb.EventAction(pb.IGNORE, reason=f"{event.event_type} has no resource object")
         kind = event.event_type
         if kind == "PAYMENT.CAPTURE.COMPLETED":
-            return _capture_action(FULFIL, resource, kind)
+            return _capture_action(pb.FULFIL, resource, kind)
         if kind in ("PAYMENT.CAPTURE.DENIED", "PAYMENT.CAPTURE.DECLINED"):
-            return _capture_action(FAIL, resource, kind)
+            return _capture_action(pb.FAIL, resource, kind)
         if kind in ("PAYMENT.CAPTURE.REFUNDED", "PAYMENT.CAPTURE.REVERSED"):
             return _refund_action(resource, kind)
         if kind == "CUSTOMER.DISPUTE.CREATED":
-            return _dispute_action(DISPUTE_OPENED, resource, kind)
+            return _dispute_action(pb.DISPUTE_OPENED, resource, kind)
         if kind == "CUSTOMER.DISPUTE.RESOLVED":
             outcome = resource.get("dispute_outcome")
             code = outcome.get("outcome_code") if isinstance(outcome, Mapping) else None
             if code in DISPUTE_LOST_OUTCOMES:
-                return _dispute_action(DISPUTE_LOST, resource, f"{kind} {code}")
+                return _dispute_action(pb.DISPUTE_LOST, resource, f"{kind} {code}")
             if code in DISPUTE_WON_OUTCOMES:
-                return _dispute_action(DISPUTE_WON, resource, f"{kind} {code}")
-            return EventAction(IGNORE, reason=f"{kind} with outcome {code!r}")
+                return _dispute_action(pb.DISPUTE_WON, resource, f"{kind} {code}")
+            return pb.EventAction(pb.IGNORE, reason=f"{kind} with outcome {code!r}")
         if kind == "CHECKOUT.ORDER.APPROVED":
             return _approved_action(resource, kind)
         if kind == "PAYMENT.CAPTURE.PENDING":
             details = resource.get("status_details")
             why = details.get("reason") if isinstance(details, Mapping) else None
-            action = _capture_action(IGNORE, resource, kind)
-            return EventAction(
-                IGNORE,
+            action = _capture_action(pb.IGNORE, resource, kind)
+            return pb.EventAction(
+                pb.IGNORE,
                 order_number=action.order_number,
                 payment_reference=action.payment_reference,
                 reason=f"capture pending ({why or 'no reason given'}); waiting for COMPLETED",
             )
-        return EventAction(IGNORE, reason=f"event type {kind} is not used")
+        return pb.EventAction(pb.IGNORE, reason=f"event type {kind} is not used")
 
     # -- REST API ------------------------------------------------------------------------
 
-    def confirm(self, action: EventAction, config: Mapping[str, Any]) -> Confirmation:
+    def confirm(self, action: pb.EventAction, config: Mapping[str, Any]) -> pb.Confirmation:
         capture_id = _object_id(action.payment_reference)
         if capture_id is None:
-            raise ProviderUnavailable("no capture id to confirm")
+            raise pb.ProviderUnavailable("no capture id to confirm")
         data = self._api("GET", f"/v2/payments/captures/{capture_id}", config)
         if data.get("id") != capture_id:
-            raise ProviderUnavailable("PayPal answered for a different capture")
+            raise pb.ProviderUnavailable("PayPal answered for a different capture")
         amount, currency = _money(data.get("amount"))
         if amount is None or currency is None:
-            raise ProviderUnavailable("PayPal's capture has no readable amount")
-        return Confirmation(
+            raise pb.ProviderUnavailable("PayPal's capture has no readable amount")
+        return pb.Confirmation(
             final=data.get("status") == "COMPLETED",
             amount=amount,
             currency=currency,
@@ -364,8 +353,8 @@ class WalletProvider:
         )
 
     def create_checkout(
-        self, checkout: CheckoutRequest, config: Mapping[str, Any]
-    ) -> CheckoutSession:
+        self, checkout: pb.CheckoutRequest, config: Mapping[str, Any]
+    ) -> pb.CheckoutSession:
         body = checkout_order_body(checkout)
         data = self._api(
             "POST",
@@ -379,8 +368,8 @@ class WalletProvider:
         order_id = _object_id(data.get("id"))
         approval = _link(data, "payer-action") or _link(data, "approve")
         if order_id is None or not approval or not approval.startswith("https://"):
-            raise ProviderUnavailable("PayPal's order has no id or approval link")
-        return CheckoutSession(redirect_url=approval, provider_checkout_id=order_id)
+            raise pb.ProviderUnavailable("PayPal's order has no id or approval link")
+        return pb.CheckoutSession(redirect_url=approval, provider_checkout_id=order_id)
 
     def capture_order(self, paypal_order_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
         """Capture an approved PayPal order (``POST /v2/checkout/orders/{id}/capture``).
@@ -390,7 +379,7 @@ class WalletProvider:
         """
         order_id = _object_id(paypal_order_id)
         if order_id is None:
-            raise ProviderUnavailable("not a PayPal order id")
+            raise pb.ProviderUnavailable("not a PayPal order id")
         return self._api(
             "POST",
             f"/v2/checkout/orders/{order_id}/capture",
@@ -399,7 +388,7 @@ class WalletProvider:
             headers={"PayPal-Request-Id": f"cmsshop-capture-{order_id}"},
         )
 
-    def capture(self, action: EventAction, config: Mapping[str, Any]) -> None:
+    def capture(self, action: pb.EventAction, config: Mapping[str, Any]) -> None:
         """The machinery's CAPTURE hook: capture the approved PayPal order named by
         ``action.provider_object_id``. Idempotent: the PayPal-Request-Id is derived from
         the PayPal order id, and "already captured" (422 ORDER_ALREADY_CAPTURED) counts
@@ -443,7 +432,9 @@ class WalletProvider:
                     allow_redirects=False,
                 )
             except (requests.RequestException, OSError) as exc:  # OSError: unreadable CA bundle
-                raise ProviderUnavailable(f"PayPal API unreachable: {type(exc).__name__}") from exc
+                raise pb.ProviderUnavailable(
+                    f"PayPal API unreachable: {type(exc).__name__}"
+                ) from exc
             if response.status_code == 401 and attempt == 1:
                 self._forget_token(base, config)  # expired or revoked early: fetch anew once
                 continue
@@ -452,16 +443,16 @@ class WalletProvider:
             try:
                 data = response.json()
             except ValueError as exc:
-                raise ProviderUnavailable("PayPal API answered with invalid JSON") from exc
+                raise pb.ProviderUnavailable("PayPal API answered with invalid JSON") from exc
             if not isinstance(data, dict):
-                raise ProviderUnavailable("PayPal API answered with a non-object")
+                raise pb.ProviderUnavailable("PayPal API answered with a non-object")
             return data
-        raise ProviderUnavailable("PayPal API refused the access token")  # pragma: no cover
+        raise pb.ProviderUnavailable("PayPal API refused the access token")  # pragma: no cover
 
     def _token_key(self, base: str, config: Mapping[str, Any]) -> tuple[str, str, str]:
         client_id, secret = _text(config, "clientId"), _text(config, "clientSecret")
         if not client_id or not secret:
-            raise NotConfigured("walletprovider clientId / clientSecret are not configured")
+            raise pb.NotConfigured("walletprovider clientId / clientSecret are not configured")
         return base, client_id, hashlib.sha256(secret.encode()).hexdigest()
 
     def _forget_token(self, base: str, config: Mapping[str, Any]) -> None:
@@ -485,17 +476,17 @@ class WalletProvider:
                 allow_redirects=False,
             )
         except (requests.RequestException, OSError) as exc:  # OSError: unreadable CA bundle
-            raise ProviderUnavailable(f"PayPal OAuth unreachable: {type(exc).__name__}") from exc
+            raise pb.ProviderUnavailable(f"PayPal OAuth unreachable: {type(exc).__name__}") from exc
         if response.status_code != 200:
-            raise ProviderUnavailable(f"PayPal OAuth answered HTTP {response.status_code}")
+            raise pb.ProviderUnavailable(f"PayPal OAuth answered HTTP {response.status_code}")
         try:
             data = response.json()
             token = data["access_token"]
             lifetime = int(data.get("expires_in", 0))
         except (ValueError, KeyError, TypeError) as exc:
-            raise ProviderUnavailable("PayPal OAuth answered without an access token") from exc
+            raise pb.ProviderUnavailable("PayPal OAuth answered without an access token") from exc
         if not isinstance(token, str) or not token:
-            raise ProviderUnavailable("PayPal OAuth answered without an access token")
+            raise pb.ProviderUnavailable("PayPal OAuth answered without an access token")
         if lifetime > TOKEN_EARLY_REFRESH:
             with self._token_lock:
                 self._tokens[key] = (token, time.monotonic() + lifetime - TOKEN_EARLY_REFRESH)

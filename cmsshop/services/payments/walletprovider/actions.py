@@ -7,12 +7,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from cmsshop.services.payments.base import (
-    CAPTURE,
-    IGNORE,
-    REFUND,
-    EventAction,
-)
+from cmsshop.services.payments import base as pb
 from cmsshop.services.payments.walletprovider.money import _money
 
 # Dispute outcomes (CUSTOMER.DISPUTE.RESOLVED). Lost: the buyer got the money back from
@@ -49,7 +44,7 @@ def _link(obj: Mapping[str, Any], rel: str) -> str | None:
     return None
 
 
-def _approved_action(resource: Mapping[str, Any], kind: str) -> EventAction:
+def _approved_action(resource: Mapping[str, Any], kind: str) -> pb.EventAction:
     """The buyer approved a PayPal order: ask for the capture (the machinery does it for
     a pending order of ours only). Approval is not payment; the capture's COMPLETED
     event fulfils."""
@@ -60,17 +55,17 @@ def _approved_action(resource: Mapping[str, Any], kind: str) -> EventAction:
     paypal_order = _object_id(resource.get("id"))
     status = resource.get("status")
     if paypal_order is None:
-        return EventAction(IGNORE, order_number=order_number, reason=f"{kind} without an id")
+        return pb.EventAction(pb.IGNORE, order_number=order_number, reason=f"{kind} without an id")
     if status != "APPROVED":
-        return EventAction(
-            IGNORE,
+        return pb.EventAction(
+            pb.IGNORE,
             order_number=order_number,
             provider_object_id=paypal_order,
             reason=f"{kind} with order status {str(status)[:40]}; nothing to capture",
         )
     amount, currency = _money(unit.get("amount"))
-    return EventAction(
-        CAPTURE,
+    return pb.EventAction(
+        pb.CAPTURE,
         order_number=order_number,
         provider_object_id=paypal_order,
         amount=amount,
@@ -79,17 +74,17 @@ def _approved_action(resource: Mapping[str, Any], kind: str) -> EventAction:
     )
 
 
-def _capture_action(action: str, resource: Mapping[str, Any], kind: str) -> EventAction:
+def _capture_action(action: str, resource: Mapping[str, Any], kind: str) -> pb.EventAction:
     capture_id = _object_id(resource.get("id"))
     if capture_id is None:
-        return EventAction(IGNORE, reason=f"{kind} without a usable capture id")
+        return pb.EventAction(pb.IGNORE, reason=f"{kind} without a usable capture id")
     amount, currency = _money(resource.get("amount"))
     # provider_object_id: the PayPal order (our order's provider_checkout_id), so the
     # order is found even when custom_id was lost; confirm() reads the capture itself.
     related = resource.get("supplementary_data")
     related = related.get("related_ids") if isinstance(related, Mapping) else None
     paypal_order = related.get("order_id") if isinstance(related, Mapping) else None
-    return EventAction(
+    return pb.EventAction(
         action,
         order_number=_order_number(resource),
         payment_reference=capture_id,
@@ -100,7 +95,7 @@ def _capture_action(action: str, resource: Mapping[str, Any], kind: str) -> Even
     )
 
 
-def _refund_action(resource: Mapping[str, Any], kind: str) -> EventAction:
+def _refund_action(resource: Mapping[str, Any], kind: str) -> pb.EventAction:
     """REFUNDED / REVERSED carry a refund object whose ``up`` link names the capture."""
     up = _link(resource, "up") or ""
     match = _CAPTURE_LINK.search(urllib.parse.urlsplit(up).path) if up else None
@@ -108,12 +103,12 @@ def _refund_action(resource: Mapping[str, Any], kind: str) -> EventAction:
     if capture_id is None and resource.get("status") in ("REFUNDED", "REVERSED"):
         capture_id = _object_id(resource.get("id"))  # a capture object itself
     if capture_id is None:
-        return EventAction(IGNORE, reason=f"{kind} without a capture reference")
+        return pb.EventAction(pb.IGNORE, reason=f"{kind} without a capture reference")
     breakdown = resource.get("seller_payable_breakdown")
     total = breakdown.get("total_refunded_amount") if isinstance(breakdown, Mapping) else None
     amount, currency = _money(total if total is not None else resource.get("amount"))
-    return EventAction(
-        REFUND,
+    return pb.EventAction(
+        pb.REFUND,
         order_number=_order_number(resource),
         payment_reference=capture_id,
         provider_object_id=capture_id,
@@ -123,7 +118,7 @@ def _refund_action(resource: Mapping[str, Any], kind: str) -> EventAction:
     )
 
 
-def _dispute_action(action: str, resource: Mapping[str, Any], kind: str) -> EventAction:
+def _dispute_action(action: str, resource: Mapping[str, Any], kind: str) -> pb.EventAction:
     """Disputes name the payment in ``disputed_transactions[]``: ``seller_transaction_id``
     is the capture id, ``custom`` our custom_id and ``invoice_number`` our invoice_id."""
     transactions = resource.get("disputed_transactions")
@@ -136,7 +131,7 @@ def _dispute_action(action: str, resource: Mapping[str, Any], kind: str) -> Even
         )
         if capture_id or order_number:
             amount, currency = _money(resource.get("dispute_amount"))
-            return EventAction(
+            return pb.EventAction(
                 action,
                 order_number=order_number,
                 payment_reference=capture_id,
@@ -145,4 +140,4 @@ def _dispute_action(action: str, resource: Mapping[str, Any], kind: str) -> Even
                 currency=currency,
                 reason=kind,
             )
-    return EventAction(IGNORE, reason=f"{kind} names no transaction of ours")
+    return pb.EventAction(pb.IGNORE, reason=f"{kind} names no transaction of ours")
