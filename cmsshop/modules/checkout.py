@@ -20,6 +20,8 @@ def includeme(config) -> None:
     declare(settings, SETTINGS)
     if settings["cmsshop.max_pending_orders"] < 1:
         raise ConfigurationError("cmsshop.max_pending_orders must be at least 1")
+    # The providers checkout offers (empty until a webhook module registers one).
+    config.include("cmsshop.services.payments.registry")
     config.add_route("store.checkout", "/api/store/checkout")
     config.add_route("store.checkout_sandbox", "/api/store/checkout/sandbox/{number}")
     config.add_openapi(paths=checkout.OPENAPI_PATHS, schemas=checkout.OPENAPI_SCHEMAS)

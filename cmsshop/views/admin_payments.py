@@ -14,6 +14,7 @@ from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments import settings as ps
 from cmsshop.services.payments.events import reading, reprocess
 from cmsshop.services.payments.events.errors import DeliveryError
+from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.util import isoformat_z
 from cmsshop.views.bodies import order_body
 from cmsshop.views.common import (
@@ -66,7 +67,7 @@ def event_detail(row: PaymentEvent) -> dict:
     route_name="payments.admin_settings", request_method="GET", renderer="json", permission=ADMIN
 )
 def get_settings(request):
-    return settings_body(ps.masked_settings(request.db, request.registry))
+    return settings_body(_masked(request))
 
 
 @view_config(
@@ -74,12 +75,18 @@ def get_settings(request):
 )
 def put_settings(request):
     data = read_json(request)
+    providers = request.find_service(PaymentProviders)
     try:
-        update = ps.validate_update(request.registry, data)
+        update = ps.validate_update(providers, data)
     except ps.SettingsInvalid as exc:
         raise ValidationFailed(exc.errors) from None
-    ps.save_settings(request.db, request.registry, update, request.user.id)
-    return settings_body(ps.masked_settings(request.db, request.registry))
+    ps.save_settings(request.db, request.registry.settings, providers, update, request.user.id)
+    return settings_body(_masked(request))
+
+
+def _masked(request) -> list[ps.ProviderSettings]:
+    providers = request.find_service(PaymentProviders)
+    return ps.masked_settings(request.db, request.registry.settings, providers)
 
 
 # --- the event log -----------------------------------------------------------------------
@@ -140,7 +147,9 @@ def reprocess_event(request):
     session only reads), so its outcome is recorded even when the answer is an error."""
     row_id = _event_id(request)
     try:
-        result = reprocess.reprocess_event(request.registry, row_id)
+        result = reprocess.reprocess_event(
+            request.registry, request.find_service(PaymentProviders), row_id
+        )
     except DeliveryError as exc:
         raise delivery_error(exc) from None
     row = reprocess.load_event(request.registry, result.event_log_id or row_id)

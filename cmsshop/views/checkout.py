@@ -11,7 +11,7 @@ from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, NotFound, RateLimited, ServiceUnavailable, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.payments import checkout as co
-from cmsshop.services.payments.registry import find_provider, providers
+from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.views.bodies import order_body
 from cmsshop.views.common import StrictMapping, StrictSequence, StrictString, read_json
 
@@ -38,12 +38,12 @@ class CheckoutSchema(colander.MappingSchema):
 
 
 def _provider(request, name: str | None):
-    known = providers(request.registry)
+    known = request.find_service(PaymentProviders)
     if name is None:
-        name = "cardprovider" if "cardprovider" in known else next(iter(sorted(known)), None)
-    spec = find_provider(request.registry, name) if name else None
+        name = "cardprovider" if "cardprovider" in known else next(iter(known.names()), None)
+    spec = known.get(name) if name else None
     if spec is None:
-        enabled = ", ".join(sorted(known)) or "none"
+        enabled = ", ".join(known.names()) or "none"
         raise ValidationFailed(
             {"provider": f"not an enabled payment provider (enabled: {enabled})"}
         )

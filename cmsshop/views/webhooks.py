@@ -8,7 +8,7 @@ from cmsshop.errors import ApiError, Conflict, NotFound, RateLimited, ServiceUna
 from cmsshop.services.payments.events import errors as pe
 from cmsshop.services.payments.events.delivery import receive_delivery
 from cmsshop.services.payments.events.log import record_rejected
-from cmsshop.services.payments.registry import find_provider
+from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.views.common import read_body
 
@@ -96,7 +96,7 @@ def delivery_error(exc: pe.DeliveryError) -> ApiError:
 
 def receive_webhook(request):
     name = request.matched_route.name.removeprefix("webhooks.")
-    spec = find_provider(request.registry, name)
+    spec = request.find_service(PaymentProviders).get(name)
     raw = read_body(request)
     try:
         result = receive_delivery(

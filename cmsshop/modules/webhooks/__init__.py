@@ -83,7 +83,7 @@ def add_payment_provider(
     name = provider.name
     if not name.isidentifier() or name != name.lower():
         raise ConfigurationError(f"payment provider name {name!r} must be lower-case letters")
-    registered = config.registry.setdefault(REGISTRY_KEY, {})
+    registered = config.registry[REGISTRY_KEY]
     if name in registered:
         raise ConfigurationError(f"payment provider {name!r} is registered twice")
     list_fields = frozenset(list_fields)
@@ -107,12 +107,14 @@ def add_payment_provider(
     for field, (coercer, default) in extra_settings.items():
         spec[ini_name(name, field)] = (coercer, default, env_name(name, field))
     declare(config.get_settings(), spec)
-    registered[name] = ProviderSpec(
-        provider=provider,
-        list_fields=list_fields,
-        extra_settings=extra_settings,
-        validators=dict(validators or {}),
-        simulator=simulator,
+    registered.add(
+        ProviderSpec(
+            provider=provider,
+            list_fields=list_fields,
+            extra_settings=extra_settings,
+            validators=dict(validators or {}),
+            simulator=simulator,
+        )
     )
 
     route = f"webhooks.{name}"
@@ -155,7 +157,7 @@ def includeme(config) -> None:
         settings["cmsshop.webhooks.rejected_per_ip"],
         settings["cmsshop.webhooks.rejected_window"],
     )
-    config.registry.setdefault(REGISTRY_KEY, {})
+    config.include("cmsshop.services.payments.registry")
     config.add_directive("add_payment_provider", add_payment_provider)
     # The payment admin area (KNOWN_MODULES' shared webhook prefixes).
     config.add_route("payments.admin_settings", "/api/admin/settings/payments")

@@ -1,5 +1,10 @@
 """The registered payment providers: what each plugin module told the shared machinery
-(``config.add_payment_provider``), looked up by name."""
+(``config.add_payment_provider``), looked up by name.
+
+One ``PaymentProviders`` object per app, a pyramid_services service: views ask
+``request.find_service(PaymentProviders)`` and hand it (or one spec of it) to services.
+It exists whatever modules are on (empty without a webhook module), so checkout can say
+"no provider enabled" instead of failing."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from typing import Any
 
 from cmsshop.services.payments.base import PaymentProvider
 
+# Config-time handle on the app's PaymentProviders (plugins add to it while included).
 REGISTRY_KEY = "cmsshop.payment_providers"
 
 # (value, config) -> headers, body: builds and signs a realistic "payment completed"
@@ -51,10 +57,34 @@ class ProviderSpec:
         return self.provider.settings_fields
 
 
-def providers(registry) -> dict[str, ProviderSpec]:
-    """The registered providers by name (empty when no payment module is on)."""
-    return registry.get(REGISTRY_KEY, {})
+class PaymentProviders:
+    """The registered providers by name (empty when no webhook module is on)."""
+
+    def __init__(self):
+        self._specs: dict[str, ProviderSpec] = {}
+
+    def add(self, spec: ProviderSpec) -> None:
+        self._specs[spec.name] = spec
+
+    def get(self, name: str) -> ProviderSpec | None:
+        return self._specs.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self):
+        """The specs in name order."""
+        return iter([self._specs[name] for name in self.names()])
 
 
-def find_provider(registry, name: str) -> ProviderSpec | None:
-    return providers(registry).get(name)
+def includeme(config) -> None:
+    """Register the app's PaymentProviders once (checkout and the webhook machinery
+    both include this)."""
+    if REGISTRY_KEY in config.registry:
+        return
+    providers = PaymentProviders()
+    config.registry[REGISTRY_KEY] = providers
+    config.register_service(providers, PaymentProviders)

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session
 
 from cmsshop.db import own_transaction
 from cmsshop.models.payments import PaymentSetting
-from cmsshop.services.payments.registry import ProviderSpec, providers
+from cmsshop.services.payments.registry import PaymentProviders, ProviderSpec
 from cmsshop.util import utcnow
 
 log = logging.getLogger(__name__)
@@ -167,11 +167,13 @@ class ProviderSettings:
     sources: dict[str, str]
 
 
-def masked_settings(session: Session, registry) -> list[ProviderSettings]:
+def masked_settings(
+    session: Session, settings: Mapping[str, Any], providers: PaymentProviders
+) -> list[ProviderSettings]:
     """Every provider's settings for the admin: secrets masked, plus sources."""
     shown_all = []
-    for name, spec in sorted(providers(registry).items()):
-        values, sources = effective_values(session, registry.settings, spec)
+    for spec in providers:
+        values, sources = effective_values(session, settings, spec)
         shown: dict[str, Any] = {}
         for field, is_secret in spec.fields.items():
             value = values[field]
@@ -182,7 +184,7 @@ def masked_settings(session: Session, registry) -> list[ProviderSettings]:
                     else (mask_secret(str(value)) if value else "")
                 )
             shown[field] = value
-        shown_all.append(ProviderSettings(name, shown, sources))
+        shown_all.append(ProviderSettings(spec.name, shown, sources))
     return shown_all
 
 
@@ -195,17 +197,16 @@ class SettingsInvalid(Exception):
         self.errors = errors
 
 
-def validate_update(registry, data: Any) -> dict[str, dict[str, Any]]:
+def validate_update(providers: PaymentProviders, data: Any) -> dict[str, dict[str, Any]]:
     """Check a partial update body; raise SettingsInvalid with one message per field."""
     errors: dict[str, str] = {}
     if not isinstance(data, dict):
         raise SettingsInvalid({"body": "must be an object"})
-    known = providers(registry)
     result: dict[str, dict[str, Any]] = {}
     for name, fields in data.items():
-        spec = known.get(name)
+        spec = providers.get(name)
         if spec is None:
-            errors[name] = f"unknown provider; known: {', '.join(sorted(known)) or 'none'}"
+            errors[name] = f"unknown provider; known: {', '.join(providers.names()) or 'none'}"
             continue
         if not isinstance(fields, dict):
             errors[name] = "must be an object"
@@ -254,14 +255,17 @@ def _check_value(spec: ProviderSpec, field: str, value: Any) -> str | None:
 
 
 def save_settings(
-    session: Session, registry, update: dict[str, dict[str, Any]], admin_id: int | None
+    session: Session,
+    settings: Mapping[str, Any],
+    providers: PaymentProviders,
+    update: dict[str, dict[str, Any]],
+    admin_id: int | None,
 ) -> None:
     """Apply a validated partial update: null deletes the saved value, anything else
     replaces it (encrypted when the field is a secret)."""
-    secret = registry.settings["cmsshop.secret"]
-    known = providers(registry)
+    secret = settings["cmsshop.secret"]
     for name, fields in update.items():
-        spec = known[name]
+        spec = providers.get(name)
         for field, value in fields.items():
             row = session.scalar(
                 select(PaymentSetting).where(

@@ -32,7 +32,7 @@ from cmsshop.services.payments.events.errors import (
     WebhookNotConfigured,
 )
 from cmsshop.services.payments.events.log import FINAL_STATUSES
-from cmsshop.services.payments.registry import find_provider
+from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.util import utcnow
 
@@ -68,7 +68,7 @@ def _in_transaction(tm) -> bool:
     return True
 
 
-def reprocess_event(registry, row_id: int) -> DeliveryResult:
+def reprocess_event(registry, providers: PaymentProviders, row_id: int) -> DeliveryResult:
     """Process a logged event again from its stored payload, as a fresh delivery would
     be. A ``rejected`` one is first re-verified from its stored headers with the current
     secrets (the age check is skipped: the signature still proves who sent it)."""
@@ -79,7 +79,7 @@ def reprocess_event(registry, row_id: int) -> DeliveryResult:
         provider, status = row.provider, row.status
         event_id, event_type = row.event_id, row.event_type
         payload, headers = row.payload, row.headers
-    spec = find_provider(registry, provider)
+    spec = providers.get(provider)
     if spec is None:
         raise CannotReprocess(f"the {provider} module is not enabled")
     if status in FINAL_STATUSES:
