@@ -854,10 +854,10 @@ def test_trust_bundle_with_an_unparseable_entry_still_loads(pki):
     """One broken root in a bundle must not take every other root down with it."""
     from fakes.paypal import pem
 
-    from cmsshop.services.payments.walletprovider.certificates import _load_roots
+    from cmsshop.services.payments.walletprovider.certificates import load_roots
 
     broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
-    roots = _load_roots(broken + pem(pki.rogue_root) + b"junk\n" + pem(pki.root))
+    roots = load_roots(broken + pem(pki.rogue_root) + b"junk\n" + pem(pki.root))
     assert [r.subject for r in roots] == [pki.rogue_root.subject, pki.root.subject]
 
 

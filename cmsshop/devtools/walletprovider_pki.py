@@ -20,14 +20,14 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cmsshop.services.payments.base import (
     NotConfigured,
 )
-from cmsshop.services.payments.walletprovider.certificates import _parse_allowed
+from cmsshop.services.payments.walletprovider.certificates import parse_allowed
 from cmsshop.services.payments.walletprovider.config import DEFAULT_CERT_SUBJECTS
 
 DEV_CERT_VALIDITY = dt.timedelta(days=365)
 
 
 def loopback_cert_host(cert_hosts: list[str]) -> tuple[str, int]:
-    for host, port in _parse_allowed(cert_hosts):
+    for host, port in parse_allowed(cert_hosts):
         if host in ("localhost", "127.0.0.1") and port != 443:
             return host, port
     raise NotConfigured(

@@ -65,22 +65,22 @@ from cmsshop.services.payments import base as pb
 from cmsshop.services.payments.walletprovider.actions import (
     DISPUTE_LOST_OUTCOMES,
     DISPUTE_WON_OUTCOMES,
-    _approved_action,
-    _capture_action,
-    _dispute_action,
-    _link,
-    _object_id,
-    _order_number,
-    _refund_action,
+    approved_action,
+    capture_action,
+    dispute_action,
+    link_of,
+    order_number_of,
+    paypal_object_id,
+    refund_action,
 )
 from cmsshop.services.payments.walletprovider.api import (
     PayPalApiError,
-    _issues,
+    api_issues,
     checkout_order_body,
 )
 from cmsshop.services.payments.walletprovider.certificates import (
-    _CachedCert,
-    _TrustStores,
+    CachedCert,
+    TrustStores,
     check_cert_url,
     signed_message,
 )
@@ -99,16 +99,16 @@ from cmsshop.services.payments.walletprovider.config import (
     NAME,
     REQUIRED_HEADERS,
     TOKEN_EARLY_REFRESH,
-    _api_base,
-    _cert_hosts,
-    _list,
-    _text,
-    _timeout,
-    _tls_verify,
-    _tolerance,
+    api_base_of,
+    cert_hosts_of,
     check_transmission_age,
+    config_list,
+    config_text,
+    signature_tolerance,
+    timeouts,
+    tls_verify,
 )
-from cmsshop.services.payments.walletprovider.money import _money
+from cmsshop.services.payments.walletprovider.money import money_of
 
 # --- the provider ----------------------------------------------------------------------
 
@@ -127,10 +127,10 @@ class WalletProvider:
     }
 
     def __init__(self, cert_cache_size: int = CERT_CACHE_SIZE):
-        self._cert_cache: collections.OrderedDict[tuple, _CachedCert] = collections.OrderedDict()
+        self._cert_cache: collections.OrderedDict[tuple, CachedCert] = collections.OrderedDict()
         self._cert_cache_size = cert_cache_size
         self._cert_lock = threading.Lock()
-        self._stores = _TrustStores()
+        self._stores = TrustStores()
         self._tokens: dict[tuple, tuple[str, float]] = {}
         self._token_lock = threading.Lock()
         self._http = requests.Session()
@@ -140,7 +140,7 @@ class WalletProvider:
     def verify(
         self, headers: Mapping[str, str], raw_body: bytes, config: Mapping[str, Any]
     ) -> pb.VerifiedEvent:
-        webhook_id = _text(config, "webhookId")
+        webhook_id = config_text(config, "webhookId")
         if not webhook_id:
             raise pb.NotConfigured("walletprovider webhookId is not configured")
         lowered = {str(k).lower(): v for k, v in headers.items()}
@@ -154,7 +154,7 @@ class WalletProvider:
         transmission_time = str(lowered[HEADER_TRANSMISSION_TIME]).strip()
         if len(transmission_id) > 255 or len(transmission_time) > 64:
             raise pb.SignatureInvalid("transmission headers are too long")
-        check_transmission_age(transmission_time, _tolerance(config))
+        check_transmission_age(transmission_time, signature_tolerance(config))
         try:
             signature = base64.b64decode(
                 str(lowered[HEADER_TRANSMISSION_SIG]).strip(), validate=True
@@ -165,7 +165,7 @@ class WalletProvider:
             raise pb.SignatureInvalid("transmission signature is empty")
         # The URL is checked before the (possibly cached) certificate is looked up, so a
         # host removed from the allow-list stops being trusted at once.
-        url = check_cert_url(str(lowered[HEADER_CERT_URL]).strip(), _cert_hosts(config))
+        url = check_cert_url(str(lowered[HEADER_CERT_URL]).strip(), cert_hosts_of(config))
         public_key = self._certificate_key(url, config)
         message = signed_message(transmission_id, transmission_time, webhook_id, raw_body)
         try:
@@ -188,8 +188,8 @@ class WalletProvider:
         )
 
     def _certificate_key(self, url: str, config: Mapping[str, Any]) -> rsa.RSAPublicKey:
-        ca_bundle = _text(config, "caBundle") or certifi.where()
-        subjects = tuple(_list(config, "certSubjects", DEFAULT_CERT_SUBJECTS))
+        ca_bundle = config_text(config, "caBundle") or certifi.where()
+        subjects = tuple(config_list(config, "certSubjects", DEFAULT_CERT_SUBJECTS))
         key = (url, ca_bundle, subjects)
         now = dt.datetime.now(dt.UTC)
         with self._cert_lock:
@@ -214,7 +214,7 @@ class WalletProvider:
         subjects: tuple[str, ...],
         config: Mapping[str, Any],
         now: dt.datetime,
-    ) -> _CachedCert:
+    ) -> CachedCert:
         pem = self._fetch_certificate(url, config)
         try:
             chain = x509.load_pem_x509_certificates(pem)
@@ -245,7 +245,7 @@ class WalletProvider:
                 "signing certificate does not chain to a trusted root or is not issued for "
                 + " / ".join(subjects)
             )
-        return _CachedCert(
+        return CachedCert(
             public_key,
             max(c.not_valid_before_utc for c in verified),
             min(c.not_valid_after_utc for c in verified),
@@ -255,8 +255,8 @@ class WalletProvider:
         try:
             with self._http.get(
                 url,
-                timeout=_timeout(config),
-                verify=_tls_verify(config),
+                timeout=timeouts(config),
+                verify=tls_verify(config),
                 allow_redirects=False,
                 stream=True,
                 headers={"Accept": "application/x-pem-file, text/plain, */*"},
@@ -289,7 +289,7 @@ class WalletProvider:
             ) from exc
         except OSError as exc:
             raise pb.NotConfigured(
-                f"caBundle {_text(config, 'caBundle')!r} cannot be read"
+                f"caBundle {config_text(config, 'caBundle')!r} cannot be read"
             ) from exc
 
     def cached_certificate_count(self) -> int:
@@ -303,27 +303,27 @@ class WalletProvider:
             return pb.EventAction(pb.IGNORE, reason=f"{event.event_type} has no resource object")
         kind = event.event_type
         if kind == "PAYMENT.CAPTURE.COMPLETED":
-            return _capture_action(pb.FULFIL, resource, kind)
+            return capture_action(pb.FULFIL, resource, kind)
         if kind in ("PAYMENT.CAPTURE.DENIED", "PAYMENT.CAPTURE.DECLINED"):
-            return _capture_action(pb.FAIL, resource, kind)
+            return capture_action(pb.FAIL, resource, kind)
         if kind in ("PAYMENT.CAPTURE.REFUNDED", "PAYMENT.CAPTURE.REVERSED"):
-            return _refund_action(resource, kind)
+            return refund_action(resource, kind)
         if kind == "CUSTOMER.DISPUTE.CREATED":
-            return _dispute_action(pb.DISPUTE_OPENED, resource, kind)
+            return dispute_action(pb.DISPUTE_OPENED, resource, kind)
         if kind == "CUSTOMER.DISPUTE.RESOLVED":
             outcome = resource.get("dispute_outcome")
             code = outcome.get("outcome_code") if isinstance(outcome, Mapping) else None
             if code in DISPUTE_LOST_OUTCOMES:
-                return _dispute_action(pb.DISPUTE_LOST, resource, f"{kind} {code}")
+                return dispute_action(pb.DISPUTE_LOST, resource, f"{kind} {code}")
             if code in DISPUTE_WON_OUTCOMES:
-                return _dispute_action(pb.DISPUTE_WON, resource, f"{kind} {code}")
+                return dispute_action(pb.DISPUTE_WON, resource, f"{kind} {code}")
             return pb.EventAction(pb.IGNORE, reason=f"{kind} with outcome {code!r}")
         if kind == "CHECKOUT.ORDER.APPROVED":
-            return _approved_action(resource, kind)
+            return approved_action(resource, kind)
         if kind == "PAYMENT.CAPTURE.PENDING":
             details = resource.get("status_details")
             why = details.get("reason") if isinstance(details, Mapping) else None
-            action = _capture_action(pb.IGNORE, resource, kind)
+            action = capture_action(pb.IGNORE, resource, kind)
             return pb.EventAction(
                 pb.IGNORE,
                 order_number=action.order_number,
@@ -335,20 +335,20 @@ class WalletProvider:
     # -- REST API ------------------------------------------------------------------------
 
     def confirm(self, action: pb.EventAction, config: Mapping[str, Any]) -> pb.Confirmation:
-        capture_id = _object_id(action.payment_reference)
+        capture_id = paypal_object_id(action.payment_reference)
         if capture_id is None:
             raise pb.ProviderUnavailable("no capture id to confirm")
         data = self._api("GET", f"/v2/payments/captures/{capture_id}", config)
         if data.get("id") != capture_id:
             raise pb.ProviderUnavailable("PayPal answered for a different capture")
-        amount, currency = _money(data.get("amount"))
+        amount, currency = money_of(data.get("amount"))
         if amount is None or currency is None:
             raise pb.ProviderUnavailable("PayPal's capture has no readable amount")
         return pb.Confirmation(
             final=data.get("status") == "COMPLETED",
             amount=amount,
             currency=currency,
-            order_number=_order_number(data),
+            order_number=order_number_of(data),
             payment_reference=capture_id,
         )
 
@@ -365,8 +365,8 @@ class WalletProvider:
             # same PayPal order back instead of a second one.
             headers={"PayPal-Request-Id": f"cmsshop-checkout-{checkout.order_number}"},
         )
-        order_id = _object_id(data.get("id"))
-        approval = _link(data, "payer-action") or _link(data, "approve")
+        order_id = paypal_object_id(data.get("id"))
+        approval = link_of(data, "payer-action") or link_of(data, "approve")
         if order_id is None or not approval or not approval.startswith("https://"):
             raise pb.ProviderUnavailable("PayPal's order has no id or approval link")
         return pb.CheckoutSession(redirect_url=approval, provider_checkout_id=order_id)
@@ -377,7 +377,7 @@ class WalletProvider:
         Idempotent through PayPal-Request-Id; the resulting PAYMENT.CAPTURE.COMPLETED
         webhook, not this call, fulfils the order.
         """
-        order_id = _object_id(paypal_order_id)
+        order_id = paypal_object_id(paypal_order_id)
         if order_id is None:
             raise pb.ProviderUnavailable("not a PayPal order id")
         return self._api(
@@ -414,7 +414,7 @@ class WalletProvider:
         wrong credentials or API base (sandbox vs live) -- an operator fixes it and the
         event is reprocessed or redelivered, nothing is marked paid meanwhile.
         """
-        base = _api_base(config)
+        base = api_base_of(config)
         for attempt in (1, 2):
             token = self._access_token(base, config)
             try:
@@ -427,8 +427,8 @@ class WalletProvider:
                         "Accept": "application/json",
                         **(headers or {}),
                     },
-                    timeout=_timeout(config),
-                    verify=_tls_verify(config),
+                    timeout=timeouts(config),
+                    verify=tls_verify(config),
                     allow_redirects=False,
                 )
             except (requests.RequestException, OSError) as exc:  # OSError: unreadable CA bundle
@@ -439,7 +439,7 @@ class WalletProvider:
                 self._forget_token(base, config)  # expired or revoked early: fetch anew once
                 continue
             if not 200 <= response.status_code < 300:
-                raise PayPalApiError(response.status_code, _issues(response))
+                raise PayPalApiError(response.status_code, api_issues(response))
             try:
                 data = response.json()
             except ValueError as exc:
@@ -450,7 +450,7 @@ class WalletProvider:
         raise pb.ProviderUnavailable("PayPal API refused the access token")  # pragma: no cover
 
     def _token_key(self, base: str, config: Mapping[str, Any]) -> tuple[str, str, str]:
-        client_id, secret = _text(config, "clientId"), _text(config, "clientSecret")
+        client_id, secret = config_text(config, "clientId"), config_text(config, "clientSecret")
         if not client_id or not secret:
             raise pb.NotConfigured("walletprovider clientId / clientSecret are not configured")
         return base, client_id, hashlib.sha256(secret.encode()).hexdigest()
@@ -469,10 +469,10 @@ class WalletProvider:
             response = self._http.post(
                 base + "/v1/oauth2/token",
                 data={"grant_type": "client_credentials"},
-                auth=(_text(config, "clientId"), _text(config, "clientSecret")),
+                auth=(config_text(config, "clientId"), config_text(config, "clientSecret")),
                 headers={"Accept": "application/json"},
-                timeout=_timeout(config),
-                verify=_tls_verify(config),
+                timeout=timeouts(config),
+                verify=tls_verify(config),
                 allow_redirects=False,
             )
         except (requests.RequestException, OSError) as exc:  # OSError: unreadable CA bundle

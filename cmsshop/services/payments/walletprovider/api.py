@@ -23,7 +23,7 @@ class PayPalApiError(ProviderUnavailable):
         self.issues = issues
 
 
-def _issues(response: requests.Response) -> tuple[str, ...]:
+def api_issues(response: requests.Response) -> tuple[str, ...]:
     try:
         data = response.json()
     except ValueError:

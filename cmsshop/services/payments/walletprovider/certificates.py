@@ -26,7 +26,7 @@ from cmsshop.services.payments.base import (
 _HOST_LABELS = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
 
 
-def _parse_allowed(entries: list[str]) -> list[tuple[str, int]]:
+def parse_allowed(entries: list[str]) -> list[tuple[str, int]]:
     allowed = []
     for entry in entries:
         entry = entry.strip().lower()
@@ -85,7 +85,7 @@ def check_cert_url(url: Any, cert_hosts: list[str]) -> str:
     if not host or not _HOST_LABELS.match(host):
         raise SignatureInvalid("certificate URL host is not a plain DNS name")
     port = port if port is not None else 443
-    for allowed_host, allowed_port in _parse_allowed(cert_hosts):
+    for allowed_host, allowed_port in parse_allowed(cert_hosts):
         if port != allowed_port:
             continue
         if host == allowed_host or (not _is_ip(host) and host.endswith("." + allowed_host)):
@@ -102,7 +102,7 @@ _PEM_BLOCK = re.compile(
 )
 
 
-def _load_roots(bundle: bytes) -> list[x509.Certificate]:
+def load_roots(bundle: bytes) -> list[x509.Certificate]:
     """Every certificate of a PEM bundle that parses; one odd root (certifi carries a few
     with non-positive serial numbers) must not make the whole trust store unusable."""
     roots = []
@@ -116,7 +116,7 @@ def _load_roots(bundle: bytes) -> list[x509.Certificate]:
     return roots
 
 
-class _TrustStores:
+class TrustStores:
     """Parsed CA bundles by path, reloaded when the file changes."""
 
     def __init__(self):
@@ -133,7 +133,7 @@ class _TrustStores:
             if cached and cached[0] == mtime:
                 return cached[1]
         with open(path, "rb") as fh:
-            roots = _load_roots(fh.read())
+            roots = load_roots(fh.read())
         if not roots:
             raise NotConfigured(f"trusted CA bundle {path!r} holds no certificate")
         store = Store(roots)
@@ -142,7 +142,7 @@ class _TrustStores:
         return store
 
 
-class _CachedCert:
+class CachedCert:
     __slots__ = ("public_key", "not_before", "not_after")
 
     def __init__(self, public_key, not_before: dt.datetime, not_after: dt.datetime):

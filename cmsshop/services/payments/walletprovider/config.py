@@ -45,12 +45,12 @@ REQUIRED_HEADERS = (
 # --- config helpers --------------------------------------------------------------------
 
 
-def _text(config: Mapping[str, Any], key: str, default: str = "") -> str:
+def config_text(config: Mapping[str, Any], key: str, default: str = "") -> str:
     value = config.get(key)
     return str(value).strip() if value not in (None, "") else default
 
 
-def _list(config: Mapping[str, Any], key: str, default: tuple[str, ...]) -> list[str]:
+def config_list(config: Mapping[str, Any], key: str, default: tuple[str, ...]) -> list[str]:
     value = config.get(key)
     if value in (None, "", [], ()):
         return list(default)
@@ -59,7 +59,7 @@ def _list(config: Mapping[str, Any], key: str, default: tuple[str, ...]) -> list
     return [str(v).strip() for v in value if str(v).strip()]
 
 
-def _timeout(config: Mapping[str, Any]) -> tuple[float, float]:
+def timeouts(config: Mapping[str, Any]) -> tuple[float, float]:
     try:
         read = float(config.get("timeout") or DEFAULT_TIMEOUT)
     except (TypeError, ValueError):
@@ -68,12 +68,12 @@ def _timeout(config: Mapping[str, Any]) -> tuple[float, float]:
     return min(CONNECT_TIMEOUT, read), read
 
 
-def _tls_verify(config: Mapping[str, Any]) -> str | bool:
+def tls_verify(config: Mapping[str, Any]) -> str | bool:
     """The CA bundle for TLS connections made by this provider (True: requests' default)."""
-    return _text(config, "caBundle") or True
+    return config_text(config, "caBundle") or True
 
 
-def _tolerance(config: Mapping[str, Any]) -> int:
+def signature_tolerance(config: Mapping[str, Any]) -> int:
     try:
         return max(0, int(config.get("signatureTolerance") or 0))
     except (TypeError, ValueError):
@@ -103,9 +103,9 @@ def check_transmission_age(transmission_time: str, tolerance: int, now=None) -> 
         raise SignatureInvalid(f"transmission time is more than {tolerance} s from now")
 
 
-def _cert_hosts(config: Mapping[str, Any]) -> list[str]:
-    return _list(config, "certHosts", DEFAULT_CERT_HOSTS)
+def cert_hosts_of(config: Mapping[str, Any]) -> list[str]:
+    return config_list(config, "certHosts", DEFAULT_CERT_HOSTS)
 
 
-def _api_base(config: Mapping[str, Any]) -> str:
-    return _text(config, "apiBase", DEFAULT_API_BASE).rstrip("/")
+def api_base_of(config: Mapping[str, Any]) -> str:
+    return config_text(config, "apiBase", DEFAULT_API_BASE).rstrip("/")

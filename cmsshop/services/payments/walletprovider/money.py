@@ -51,7 +51,7 @@ def to_decimal_string(amount: int, currency: str) -> str:
     return f"{value:.{decimals}f}"
 
 
-def _money(obj: Any) -> tuple[int | None, str | None]:
+def money_of(obj: Any) -> tuple[int | None, str | None]:
     """``{"currency_code", "value"}`` -> (minor units, currency); (None, ...) if unreadable."""
     if not isinstance(obj, Mapping):
         return None, None

@@ -18,7 +18,11 @@ from cmsshop.services.payments.base import (
     NotConfigured,
 )
 from cmsshop.services.payments.walletprovider.certificates import signed_message
-from cmsshop.services.payments.walletprovider.config import ACCEPTED_ALGORITHM, _cert_hosts, _text
+from cmsshop.services.payments.walletprovider.config import (
+    ACCEPTED_ALGORITHM,
+    cert_hosts_of,
+    config_text,
+)
 from cmsshop.services.payments.walletprovider.money import to_decimal_string
 
 # --- simulate-payment (development) ---------------------------------------------------------
@@ -105,10 +109,10 @@ def _random_paypal_id() -> str:
 def simulate_payment(order, config: Mapping[str, Any]) -> tuple[dict[str, str], bytes]:
     """simulate-payment: a signed PAYMENT.CAPTURE.COMPLETED paying ``order`` in full
     (``order`` is a cmsshop.services.payments.settings.SimulatedOrder)."""
-    webhook_id = _text(config, "webhookId")
+    webhook_id = config_text(config, "webhookId")
     if not webhook_id:
         raise NotConfigured("walletprovider webhookId is not configured")
-    ca_bundle = _text(config, "caBundle")
+    ca_bundle = config_text(config, "caBundle")
     if not ca_bundle:
         raise NotConfigured(
             "set cmsshop.walletprovider.ca_bundle (development.ini does) so the server "
@@ -121,7 +125,7 @@ def simulate_payment(order, config: Mapping[str, Any]) -> tuple[dict[str, str], 
         serve_development_certificate,
     )
 
-    host, port = loopback_cert_host(_cert_hosts(config))
+    host, port = loopback_cert_host(cert_hosts_of(config))
     pki = DevelopmentPKI(os.path.dirname(os.path.abspath(ca_bundle)), ca_bundle)
     cert_url = serve_development_certificate(pki, host, port)
     try:
