@@ -20,36 +20,18 @@ import sys
 import tempfile
 
 import webtest
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from webhooks import migrate_fresh  # noqa: E402 - bench/webhooks.py, beside this script
 
 from cmsshop.config import configure  # noqa: E402
 from cmsshop.db import make_engine  # noqa: E402
 
 MIB = 1024 * 1024
 SECRET = "whsec_benchmark_0123456789abcdef"
-
-
-def migrate(url: str, reset: bool) -> None:
-    engine = make_engine(url)
-    if engine.dialect.name == "postgresql":
-        with engine.begin() as conn:
-            tables = conn.exec_driver_sql(
-                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
-            ).scalar()
-            if tables and not reset:
-                sys.exit("the database is not empty; pass --reset to drop its public schema")
-            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-            conn.exec_driver_sql("CREATE SCHEMA public")
-    cfg = Config(os.path.join(ROOT, "development.ini"))
-    cfg.set_main_option("script_location", os.path.join(ROOT, "alembic"))
-    cfg.attributes["database_url"] = url
-    command.upgrade(cfg, "head")
-    engine.dispose()
 
 
 def database_bytes(url: str, path: str | None) -> int:
@@ -93,7 +75,7 @@ def main() -> None:
     if url is None:
         path = os.path.join(workdir, "bench.sqlite")
         url = f"sqlite:///{path}"
-    migrate(url, args.reset)
+    migrate_fresh(url, args.reset).dispose()
     app = configure(
         {
             "cmsshop.environment": "testing",
