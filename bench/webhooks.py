@@ -67,7 +67,9 @@ SECRET = "whsec_benchmark_0123456789abcdef"
 PRICE = 4900
 
 
-def prepare_database(url: str, reset: bool, orders: int) -> list[str]:
+def migrate_fresh(url: str, reset: bool):
+    """Migrate an empty database (on PostgreSQL ``reset`` drops its public schema first);
+    returns its engine."""
     engine = make_engine(url)
     if engine.dialect.name == "postgresql":
         with engine.begin() as conn:
@@ -82,6 +84,11 @@ def prepare_database(url: str, reset: bool, orders: int) -> list[str]:
     cfg.set_main_option("script_location", os.path.join(ROOT, "alembic"))
     cfg.attributes["database_url"] = url
     command.upgrade(cfg, "head")
+    return engine
+
+
+def prepare_database(url: str, reset: bool, orders: int) -> list[str]:
+    engine = migrate_fresh(url, reset)
     numbers = [new_order_number() for _ in range(orders)]
     with Session(engine) as session:
         session.add(Currency(code="EUR", name="Euro", symbol="€", decimals=2, is_default=True))

@@ -392,3 +392,41 @@ def test_out_of_range_and_non_ascii_event_ids_are_404(admin_app):
     for raw in ("7496011709", "99999999999", "0", "%C2%B2", "-1"):
         response = admin_app.get(f"/api/admin/payment-events/{raw}", status=404)
         assert response.json["code"] == "payment_event_not_found"
+
+
+# --- which modules serve the payment admin area ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/admin/settings/payments",
+        "/api/admin/payment-events",
+        "/api/admin/payment-events/1/reprocess",
+        "/api/admin/orders/ORD-1/fulfil",
+    ],
+)
+def test_payment_admin_area_is_module_disabled_without_any_webhook_module(make_app, admin, path):
+    client = new_client(make_app(**{"cmsshop.modules": "store"}))
+    client.login(admin.email)
+    for method in ("get", "post"):
+        body = getattr(client, method)(path, status=404).json
+        assert body["code"] == "module_disabled"
+        assert "webhooks.cardprovider" in body["title"]
+        assert "webhooks.walletprovider" in body["title"]
+
+
+@pytest.mark.parametrize("module", ["webhooks.cardprovider", "webhooks.walletprovider"])
+def test_payment_admin_area_comes_with_either_webhook_module(make_app, admin, module):
+    client = new_client(make_app(**{"cmsshop.modules": f"store {module}"}))
+    client.login(admin.email)
+    provider = module.removeprefix("webhooks.")
+    assert list(client.get("/api/admin/settings/payments").json) == [provider]
+    assert client.get("/api/admin/payment-events").json["items"] == []
+
+
+def test_checkout_is_module_disabled_with_the_store(make_app, customer):
+    client = new_client(make_app(**{"cmsshop.modules": "webhooks.cardprovider"}))
+    client.login(customer.email)
+    for path in ("/api/store/checkout", "/api/store/checkout/sandbox/ORD-1"):
+        assert client.post_json(path, {}, status=404).json["code"] == "module_disabled"

@@ -11,8 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from fakes.paypal import (
     CLIENT_ID,
-    FakePayPal,
-    TestPKI,
+    WEBHOOK_ID,
     body_of,
     capture_event,
     dispute_event,
@@ -26,44 +25,21 @@ from fakes.paypal import (
 )
 
 from cmsshop.services.payments import base
-from cmsshop.services.payments.walletprovider import (
-    WalletProvider,
-    check_cert_url,
-    signed_message,
-    to_decimal_string,
-    to_minor_units,
-)
+from cmsshop.services.payments.walletprovider import WalletProvider
+from cmsshop.services.payments.walletprovider.certificates import check_cert_url, signed_message
+from cmsshop.services.payments.walletprovider.money import to_decimal_string, to_minor_units
 
-WEBHOOK_ID = "WH-TEST-0001"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return TestPKI(tmp_path_factory.mktemp("paypal-pki"))
-
-
-@pytest.fixture(scope="module")
-def fake_server(pki):
-    server = FakePayPal(pki)
-    yield server
-    server.close()
+pytest_plugins = ["fakes.payment_fixtures"]  # pki, paypal (the fake API), cert_url
 
 
 @pytest.fixture
-def fake(fake_server):
-    fake_server.reset()
-    yield fake_server
-    fake_server.reset()
+def fake(paypal):
+    return paypal
 
 
 @pytest.fixture
 def provider():
     return WalletProvider()
-
-
-@pytest.fixture
-def cert_url(fake, pki):
-    return fake.serve_cert(pki.signing.chain_pem)
 
 
 def delivery(pki, cert_url, payload=None, webhook_id=WEBHOOK_ID, signing=None, **kw):
@@ -878,10 +854,10 @@ def test_trust_bundle_with_an_unparseable_entry_still_loads(pki):
     """One broken root in a bundle must not take every other root down with it."""
     from fakes.paypal import pem
 
-    from cmsshop.services.payments.walletprovider import _load_roots
+    from cmsshop.services.payments.walletprovider.certificates import load_roots
 
     broken = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
-    roots = _load_roots(broken + pem(pki.rogue_root) + b"junk\n" + pem(pki.root))
+    roots = load_roots(broken + pem(pki.rogue_root) + b"junk\n" + pem(pki.root))
     assert [r.subject for r in roots] == [pki.rogue_root.subject, pki.root.subject]
 
 
@@ -966,8 +942,8 @@ def _pad_to_crc(prefix: bytes, target: int, suffix: bytes) -> bytes:
 def test_simulated_delivery_passes_the_real_verification(tmp_path):
     import socket
 
-    from cmsshop.services.payments.settings import SimulatedOrder
-    from cmsshop.services.payments.walletprovider import simulate_payment
+    from cmsshop.services.payments.registry import SimulatedOrder
+    from cmsshop.services.payments.walletprovider.simulate import simulate_payment
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -997,3 +973,19 @@ def test_simulated_delivery_passes_the_real_verification(tmp_path):
         simulate_payment(order, {**config, "certHosts": ["paypal.com"]})
     with pytest.raises(base.NotConfigured, match="ca_bundle"):
         simulate_payment(order, {**config, "caBundle": ""})
+
+
+def test_production_imports_never_load_the_development_pki():
+    """The development PKI (and its https server) is loaded by simulate-payment only."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, cmsshop.config, cmsshop.modules.webhooks.walletprovider, "
+        "cmsshop.views.webhooks, cmsshop.views.admin_payments, cmsshop.views.checkout; "
+        "print(sorted(m for m in sys.modules if m.startswith('cmsshop.devtools')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"

@@ -13,9 +13,8 @@ import pytest
 import requests
 import webtest
 from conftest import ROOT, new_client, requires_postgresql, serve
+from fakes.paypal import WALLET_ROUTE as ROUTE
 from fakes.paypal import (
-    FakePayPal,
-    TestPKI,
     body_of,
     capture_event,
     dispute_event,
@@ -23,7 +22,7 @@ from fakes.paypal import (
     order_approved_event,
     refund_event,
     refused_url,
-    sign_headers,
+    signed,
 )
 from fakes.shop import counts, event_row, make_order, order_status
 from fakes.stripe_api import delivery as card_delivery
@@ -34,73 +33,6 @@ from sqlalchemy import select
 from cmsshop.models import Entitlement, Fulfilment, Invoice, License, Order, PaymentEvent
 
 pytest_plugins = ["fakes.payment_fixtures"]
-
-WEBHOOK_ID = "WH-TEST-0001"
-ROUTE = "/api/webhooks/walletprovider"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    return TestPKI(tmp_path_factory.mktemp("paypal-pki"))
-
-
-@pytest.fixture(scope="module")
-def paypal_server(pki):
-    server = FakePayPal(pki)
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def paypal(paypal_server):
-    paypal_server.reset()
-    yield paypal_server
-    paypal_server.reset()
-
-
-@pytest.fixture
-def wallet_settings(paypal, pki) -> dict:
-    """A production-like wallet configuration: payments confirmed with the (fake) API."""
-    return {
-        "cmsshop.walletprovider.webhook_id": WEBHOOK_ID,
-        "cmsshop.walletprovider.client_id": "test-client-id",
-        "cmsshop.walletprovider.client_secret": "test-client-secret",
-        "cmsshop.walletprovider.api_base": paypal.base_url,
-        "cmsshop.walletprovider.cert_hosts": paypal.host_entry,
-        "cmsshop.walletprovider.ca_bundle": str(pki.ca_bundle),
-        "cmsshop.walletprovider.timeout": "5",
-        "cmsshop.payments.trust_verified_events": "false",
-    }
-
-
-@pytest.fixture
-def wallet_app(make_app, wallet_settings):
-    return make_app(**wallet_settings)
-
-
-@pytest.fixture
-def cert_url(paypal, pki):
-    return paypal.serve_cert(pki.signing.chain_pem)
-
-
-@pytest.fixture
-def send(wallet_app, pki, cert_url):
-    """POST a signed delivery of ``payload``: ``send(payload, status=..., **sign_kw)``."""
-    client = webtest.TestApp(wallet_app)
-
-    def post(payload, status="*", **kw):
-        body = body_of(payload)
-        headers = signed(pki, cert_url, body, **kw)
-        return client.post(ROUTE, body, headers=headers, status=status)
-
-    return post
-
-
-def signed(pki, cert_url, body, webhook_id=WEBHOOK_ID, **kw):
-    return {
-        "Content-Type": "application/json",
-        **sign_headers(body, pki.signing.key, cert_url, webhook_id, **kw),
-    }
 
 
 @pytest.fixture

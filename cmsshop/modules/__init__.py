@@ -21,6 +21,16 @@ KNOWN_MODULES: dict[str, tuple[str, ...]] = {
     "webhooks.cardprovider": ("/api/webhooks/cardprovider",),
     "webhooks.walletprovider": ("/api/webhooks/walletprovider",),
 }
+# Prefixes owned by a group of modules together: served while any of them is on,
+# answered module_disabled (naming them all) when none is. The payment admin area comes
+# with whichever webhook module is enabled (cmsshop.modules.webhooks).
+SHARED_PREFIXES: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("webhooks.cardprovider", "webhooks.walletprovider"): (
+        "/api/admin/settings/payments",
+        "/api/admin/payment-events",
+        "/api/admin/orders",
+    ),
+}
 
 
 class ModuleDisabled(ApiError):
@@ -39,13 +49,16 @@ def enabled_modules(settings) -> list[str]:
     return [name for name in KNOWN_MODULES if name in names]
 
 
-def _disabled_view(name: str):
+def _disabled_view(names: tuple[str, ...]):
+    either = " or ".join(names)
+    listed = " or ".join(f"`{name}`" for name in names)
+
     def module_disabled(request):
         raise ModuleDisabled(
-            f"The {name} module is not enabled on this server.",
-            title=f"Module '{name}' is disabled",
+            f"The {either} module is not enabled on this server.",
+            title=f"Module '{either}' is disabled",
             hints=[
-                f"Operators: add `{name}` to `cmsshop.modules` in the ini file "
+                f"Operators: add {listed} to `cmsshop.modules` in the ini file "
                 "(or CMSSHOP_MODULES) and restart."
             ],
         )
@@ -53,12 +66,13 @@ def _disabled_view(name: str):
     return module_disabled
 
 
-def add_disabled_stub(config, name: str) -> None:
-    for index, prefix in enumerate(KNOWN_MODULES[name]):
+def add_disabled_stub(config, names: tuple[str, ...], prefixes: tuple[str, ...]) -> None:
+    view = _disabled_view(names)
+    for index, prefix in enumerate(prefixes):
         for suffix, pattern in (("", prefix), ("*", prefix + "/*subpath")):
-            route = f"disabled.{name}.{index}{suffix}"
+            route = f"disabled.{'+'.join(names)}.{index}{suffix}"
             config.add_route(route, pattern)
-            config.add_view(_disabled_view(name), route_name=route, require_csrf=False)
+            config.add_view(view, route_name=route, require_csrf=False)
 
 
 def includeme(config) -> None:
@@ -67,4 +81,7 @@ def includeme(config) -> None:
         if name in enabled:
             config.include(f"cmsshop.modules.{name}")
         else:
-            add_disabled_stub(config, name)
+            add_disabled_stub(config, (name,), KNOWN_MODULES[name])
+    for names, prefixes in SHARED_PREFIXES.items():
+        if not set(names) & set(enabled):
+            add_disabled_stub(config, names, prefixes)

@@ -36,4 +36,4 @@ def includeme(config) -> None:
         config.add_openapi(paths=views.OPENAPI_PATHS, schemas=views.OPENAPI_SCHEMAS)
         config.scan(views.__name__)
     # Checkout belongs to the store: it sells what this module lists.
-    config.include("cmsshop.views.checkout")
+    config.include("cmsshop.modules.checkout")

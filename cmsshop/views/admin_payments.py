@@ -4,29 +4,61 @@ from __future__ import annotations
 
 import colander
 from pyramid.view import view_config
-from sqlalchemy import select
 
 from cmsshop import openapi as oa
-from cmsshop.db import own_transaction
 from cmsshop.errors import Conflict, NotFound, ValidationFailed
-from cmsshop.models import Invoice, PaymentEvent
+from cmsshop.models import PaymentEvent
 from cmsshop.models.commerce import EVENT_STATUSES
 from cmsshop.security import ADMIN
-from cmsshop.services.payments import events as pe
 from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments import settings as ps
+from cmsshop.services.payments.events import reading, reprocess
+from cmsshop.services.payments.events.errors import DeliveryError
+from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.util import isoformat_z
 from cmsshop.views.bodies import order_body
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,
-    page_body,
+    page_json,
     parse_path_id,
     read_json,
-    read_paging,
+    read_page_request,
     validate,
 )
 from cmsshop.views.webhooks import delivery_error
+
+# --- bodies --------------------------------------------------------------------------------
+
+
+def settings_body(shown: list[ps.ProviderSettings]) -> dict:
+    """Every provider's settings (secrets already masked by the service) and sources."""
+    return {item.name: {**item.values, "sources": item.sources} for item in shown}
+
+
+def event_summary(row: PaymentEvent) -> dict:
+    return {
+        "id": row.id,
+        "provider": row.provider,
+        "eventId": row.event_id,
+        "type": row.event_type,
+        "status": row.status,
+        "attempts": row.attempts,
+        "orderNumber": row.order_number,
+        "receivedAt": isoformat_z(row.received_at),
+        "processedAt": isoformat_z(row.processed_at),
+        "lastError": row.last_error,
+    }
+
+
+def event_detail(row: PaymentEvent) -> dict:
+    return {
+        **event_summary(row),
+        "payloadSha256": row.payload_sha256,
+        "payload": row.payload,
+        "headers": reading.stored_headers(row),
+    }
+
 
 # --- settings ----------------------------------------------------------------------------
 
@@ -35,7 +67,7 @@ from cmsshop.views.webhooks import delivery_error
     route_name="payments.admin_settings", request_method="GET", renderer="json", permission=ADMIN
 )
 def get_settings(request):
-    return ps.masked_settings(request.db, request.registry)
+    return settings_body(_masked(request))
 
 
 @view_config(
@@ -43,12 +75,18 @@ def get_settings(request):
 )
 def put_settings(request):
     data = read_json(request)
+    providers = request.find_service(PaymentProviders)
     try:
-        update = ps.validate_update(request.registry, data)
+        update = ps.validate_update(providers, data)
     except ps.SettingsInvalid as exc:
         raise ValidationFailed(exc.errors) from None
-    ps.save_settings(request.db, request.registry, update, request.user.id)
-    return ps.masked_settings(request.db, request.registry)
+    ps.save_settings(request.db, request.registry.settings, providers, update, request.user.id)
+    return settings_body(_masked(request))
+
+
+def _masked(request) -> list[ps.ProviderSettings]:
+    providers = request.find_service(PaymentProviders)
+    return ps.masked_settings(request.db, request.registry.settings, providers)
 
 
 # --- the event log -----------------------------------------------------------------------
@@ -75,28 +113,27 @@ def _event_id(request) -> int:
     route_name="payments.admin_events", request_method="GET", renderer="json", permission=ADMIN
 )
 def list_events(request):
-    page, per_page = read_paging(request)
+    paging = read_page_request(request)
     raw = {k: request.GET[k] for k in ("provider", "status", "order") if k in request.GET}
     filters = validate(EventFilterSchema(), raw)
-    rows, total = pe.list_events(
+    page = reading.list_events(
         request.db,
+        paging,
         provider=filters["provider"],
         status=filters["status"],
         order_number=filters["order"],
-        page=page,
-        per_page=per_page,
     )
-    return page_body([pe.event_summary(r) for r in rows], page, per_page, total)
+    return page_json(page, event_summary)
 
 
 @view_config(
     route_name="payments.admin_event", request_method="GET", renderer="json", permission=ADMIN
 )
 def get_event(request):
-    row = request.db.get(PaymentEvent, _event_id(request))
+    row = reading.find_event(request.db, _event_id(request))
     if row is None:
         raise NotFound("No payment event has this id.", code="payment_event_not_found")
-    return pe.event_detail(row)
+    return event_detail(row)
 
 
 @view_config(
@@ -110,13 +147,13 @@ def reprocess_event(request):
     session only reads), so its outcome is recorded even when the answer is an error."""
     row_id = _event_id(request)
     try:
-        result = pe.reprocess_event(request.registry, row_id)
-    except pe.DeliveryError as exc:
+        result = reprocess.reprocess_event(
+            request.registry, request.find_service(PaymentProviders), row_id
+        )
+    except DeliveryError as exc:
         raise delivery_error(exc) from None
-    with own_transaction(request.registry) as session:
-        row = session.get(PaymentEvent, result.event_log_id or row_id)
-        event = pe.event_summary(row)
-    return {"status": result.status, "event": event}
+    row = reprocess.load_event(request.registry, result.event_log_id or row_id)
+    return {"status": result.status, "event": event_summary(row)}
 
 
 # --- manual fulfilment -------------------------------------------------------------------
@@ -180,7 +217,7 @@ def fulfil_order(request):
             title="Already fulfilled",
             extra={
                 "fulfilment": fulfilment_body(existing),
-                "event": pe.event_summary(event) if event is not None else None,
+                "event": event_summary(event) if event is not None else None,
             },
         ) from None
     except fulfilment.NotFulfillable as exc:
@@ -189,7 +226,7 @@ def fulfil_order(request):
             code="order_not_fulfillable",
             title="Order cannot be fulfilled",
         ) from None
-    invoice = request.db.scalar(select(Invoice.number).where(Invoice.order_id == order.id))
+    invoice = fulfilment.invoice_number_of(request.db, order.id)
     return {"order": order_body(order), "fulfilment": fulfilment_body(made), "invoice": invoice}
 
 
@@ -381,24 +418,9 @@ OPENAPI_PATHS = {
 }
 
 
-def includeme(config) -> None:
-    from cmsshop.views import webhooks
-    from cmsshop.views.checkout import OPENAPI_SCHEMAS as CHECKOUT_SCHEMAS
-
-    config.add_route("payments.admin_settings", "/api/admin/settings/payments")
-    config.add_route("payments.admin_events", "/api/admin/payment-events")
-    config.add_route("payments.admin_event", "/api/admin/payment-events/{id}")
-    config.add_route("payments.admin_event_reprocess", "/api/admin/payment-events/{id}/reprocess")
-    config.add_route("payments.admin_order_fulfil", "/api/admin/orders/{number}/fulfil")
-    config.add_openapi(
-        paths=OPENAPI_PATHS,
-        schemas={
-            "PaymentEventSummary": EVENT_SUMMARY,
-            "PaymentEventDetail": EVENT_DETAIL,
-            "PaymentFulfilment": FULFILMENT,
-            **settings_schemas({}),
-            **webhooks.OPENAPI_SCHEMAS,
-            **CHECKOUT_SCHEMAS,
-        },
-    )
-    config.scan("cmsshop.views.admin_payments")
+OPENAPI_SCHEMAS = {
+    "PaymentEventSummary": EVENT_SUMMARY,
+    "PaymentEventDetail": EVENT_DETAIL,
+    "PaymentFulfilment": FULFILMENT,
+    **settings_schemas({}),
+}

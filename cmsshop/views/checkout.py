@@ -1,5 +1,6 @@
-"""POST /api/store/checkout and the development sandbox page; included by the store
-module (checkout sells what the store lists), served by the payment machinery."""
+"""POST /api/store/checkout and the development sandbox page; wired by the store module
+(cmsshop.modules.checkout: checkout sells what the store lists), served by the payment
+machinery."""
 
 from __future__ import annotations
 
@@ -7,13 +8,12 @@ import colander
 from pyramid.view import view_config
 
 from cmsshop import openapi as oa
-from cmsshop.errors import ApiError, NotFound, ServiceUnavailable, ValidationFailed
+from cmsshop.errors import ApiError, NotFound, RateLimited, ServiceUnavailable, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.payments import checkout as co
-from cmsshop.services.payments.settings import find_provider, providers
+from cmsshop.services.payments.registry import PaymentProviders
+from cmsshop.views.bodies import order_body
 from cmsshop.views.common import StrictMapping, StrictSequence, StrictString, read_json
-
-INCLUDED_KEY = "cmsshop.views.checkout.included"
 
 
 class ItemSchema(colander.MappingSchema):
@@ -38,12 +38,12 @@ class CheckoutSchema(colander.MappingSchema):
 
 
 def _provider(request, name: str | None):
-    known = providers(request.registry)
+    known = request.find_service(PaymentProviders)
     if name is None:
-        name = "cardprovider" if "cardprovider" in known else next(iter(sorted(known)), None)
-    spec = find_provider(request.registry, name) if name else None
+        name = "cardprovider" if "cardprovider" in known else next(iter(known.names()), None)
+    spec = known.get(name) if name else None
     if spec is None:
-        enabled = ", ".join(sorted(known)) or "none"
+        enabled = ", ".join(known.names()) or "none"
         raise ValidationFailed(
             {"provider": f"not an enabled payment provider (enabled: {enabled})"}
         )
@@ -69,8 +69,19 @@ def checkout(request):
         raise ValidationFailed(exc.errors) from None
     except co.CheckoutUnavailable as exc:
         raise ServiceUnavailable(str(exc), code=exc.code, title="Checkout unavailable") from None
+    except co.TooManyPendingOrders as exc:
+        raise RateLimited(
+            exc.retry_after,
+            f"You have {exc.limit} unpaid orders waiting; pay or cancel one first, or wait.",
+            code="too_many_pending_orders",
+            title="Too many unpaid orders",
+        ) from None
     request.response.status = 201
-    return {"order": placed.order, "redirectUrl": placed.redirect_url, "sandbox": placed.sandbox}
+    return {
+        "order": order_body(placed.order),
+        "redirectUrl": placed.redirect_url,
+        "sandbox": placed.sandbox,
+    }
 
 
 @view_config(
@@ -90,7 +101,7 @@ def sandbox(request):
             title="No sandbox",
         )
     return {
-        "order": co.order_body(order),
+        "order": order_body(order),
         "sandbox": True,
         "message": "No payment provider account is configured, so no real payment page "
         "exists. Simulate the provider's webhook from a shell; the order becomes paid only "
@@ -167,7 +178,7 @@ OPENAPI_PATHS = {
                     "Created",
                     201,
                 ),
-                **oa.errors(401, 403, 415, 422, 503),
+                **oa.errors(401, 403, 415, 422, 429, 503),
             },
             body={
                 "type": "object",
@@ -218,13 +229,3 @@ OPENAPI_PATHS = {
         )
     },
 }
-
-
-def includeme(config) -> None:
-    if config.registry.get(INCLUDED_KEY):
-        return
-    config.registry[INCLUDED_KEY] = True
-    config.add_route("store.checkout", "/api/store/checkout")
-    config.add_route("store.checkout_sandbox", "/api/store/checkout/sandbox/{number}")
-    config.add_openapi(paths=OPENAPI_PATHS, schemas=OPENAPI_SCHEMAS)
-    config.scan("cmsshop.views.checkout")

@@ -4,10 +4,16 @@ cmsshop.modules.webhooks.add_payment_provider; authenticated by signature, no CS
 from __future__ import annotations
 
 from cmsshop import openapi as oa
-from cmsshop.errors import ApiError, Conflict, NotFound, ServiceUnavailable
-from cmsshop.services.payments import events as pe
-from cmsshop.services.payments.settings import find_provider
+from cmsshop.errors import ApiError, Conflict, NotFound, RateLimited, ServiceUnavailable
+from cmsshop.services.payments.events import errors as pe
+from cmsshop.services.payments.events.delivery import receive_delivery
+from cmsshop.services.payments.events.log import record_rejected
+from cmsshop.services.payments.registry import PaymentProviders
+from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.views.common import read_body
+
+# Rejected deliveries counted per client address (declared by the webhook machinery).
+REJECTED_IP_POLICY = "webhooks.rejected_ip"
 
 STATUSES = ["processed", "duplicate", "ignored", "needs_review"]
 
@@ -70,6 +76,15 @@ def delivery_error(exc: pe.DeliveryError) -> ApiError:
             extra=extra,
             retry_after=60,
         )
+    if isinstance(exc, pe.UnprocessableEvent):
+        return ApiError(
+            f"The event cannot be processed: {message}.",
+            status=422,
+            code="unprocessable_event",
+            title="Unprocessable event",
+            hints=["The event was logged; a redelivery gets the same answer."],
+            extra=extra,
+        )
     if isinstance(exc, pe.PaymentNotFinal):
         return Conflict(message, code="payment_not_final", title="Payment not final", extra=extra)
     if isinstance(exc, pe.EventNotFound):
@@ -81,12 +96,24 @@ def delivery_error(exc: pe.DeliveryError) -> ApiError:
 
 def receive_webhook(request):
     name = request.matched_route.name.removeprefix("webhooks.")
-    spec = find_provider(request.registry, name)
+    spec = request.find_service(PaymentProviders).get(name)
     raw = read_body(request)
     try:
-        result = pe.receive_delivery(
+        result = receive_delivery(
             request.registry, request.db, request.tm, spec, request.headers, raw
         )
+    except pe.DeliveryRejected as exc:
+        # Anyone can send a bad signature: past the per-address limit nothing is logged,
+        # so a flood costs one counter row per address and window, not a row per request.
+        refusal = request.find_service(RateLimiter).count(
+            [(REJECTED_IP_POLICY, request.client_addr or "unknown")]
+        )
+        if refusal is not None:
+            raise RateLimited(
+                refusal.retry_after, "Too many deliveries with an invalid signature."
+            ) from None
+        record_rejected(request.registry, spec.provider, request.headers, raw, str(exc))
+        raise delivery_error(exc) from None
     except pe.DeliveryError as exc:
         raise delivery_error(exc) from None
     return {"received": True, "status": result.status}
@@ -109,7 +136,7 @@ def openapi_paths(name: str) -> dict:
                 f"Deliver a {name} event (signed by the provider; no session, no CSRF)",
                 {
                     **oa.ok(oa.ref("WebhookAck"), "Handled, a duplicate, or ignored"),
-                    **oa.errors(409, 503),
+                    **oa.errors(400, 409, 422, 429, 503),
                 },
                 body={"type": "object"},
                 body_required=False,

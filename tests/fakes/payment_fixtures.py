@@ -1,13 +1,15 @@
 """Fixtures of the payment tests, loaded with ``pytest_plugins = ["fakes.payment_fixtures"]``.
 
-The fake Stripe API runs on loopback; apps are built by the real configure().
+The fake Stripe and PayPal APIs run on loopback; apps are built by the real configure().
 """
 
 from __future__ import annotations
 
 import pytest
 import requests
+import webtest
 
+from fakes.paypal import WALLET_ROUTE, WEBHOOK_ID, FakePayPal, TestPKI, body_of, signed
 from fakes.shop import make_catalogue
 from fakes.stripe_api import API_KEY, PREVIOUS_SECRET, SECRET, FakeStripe
 
@@ -45,12 +47,70 @@ def card_app(make_app, card_settings):
 @pytest.fixture
 def webhook(card_app):
     """POST a delivery to the card webhook: ``webhook(body, headers, status=...)``."""
-    import webtest
-
     client = webtest.TestApp(card_app)
 
     def post(body: bytes, headers: dict, status="*"):
         return client.post("/api/webhooks/cardprovider", body, headers=headers, status=status)
+
+    return post
+
+
+# --- the wallet provider (PayPal's scheme) ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return TestPKI(tmp_path_factory.mktemp("paypal-pki"))
+
+
+@pytest.fixture(scope="module")
+def paypal_server(pki):
+    server = FakePayPal(pki)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def paypal(paypal_server):
+    paypal_server.reset()
+    yield paypal_server
+    paypal_server.reset()
+
+
+@pytest.fixture
+def wallet_settings(paypal, pki) -> dict:
+    """A production-like wallet configuration: payments confirmed with the (fake) API."""
+    return {
+        "cmsshop.walletprovider.webhook_id": WEBHOOK_ID,
+        "cmsshop.walletprovider.client_id": "test-client-id",
+        "cmsshop.walletprovider.client_secret": "test-client-secret",
+        "cmsshop.walletprovider.api_base": paypal.base_url,
+        "cmsshop.walletprovider.cert_hosts": paypal.host_entry,
+        "cmsshop.walletprovider.ca_bundle": str(pki.ca_bundle),
+        "cmsshop.walletprovider.timeout": "5",
+        "cmsshop.payments.trust_verified_events": "false",
+    }
+
+
+@pytest.fixture
+def wallet_app(make_app, wallet_settings):
+    return make_app(**wallet_settings)
+
+
+@pytest.fixture
+def cert_url(paypal, pki):
+    return paypal.serve_cert(pki.signing.chain_pem)
+
+
+@pytest.fixture
+def send(wallet_app, pki, cert_url):
+    """POST a signed delivery of ``payload``: ``send(payload, status=..., **sign_kw)``."""
+    client = webtest.TestApp(wallet_app)
+
+    def post(payload, status="*", **kw):
+        body = body_of(payload)
+        headers = signed(pki, cert_url, body, **kw)
+        return client.post(WALLET_ROUTE, body, headers=headers, status=status)
 
     return post
 

@@ -369,6 +369,17 @@ def order_approved_event(paypal_order_id, order_number, value="10.00", currency=
     return event("CHECKOUT.ORDER.APPROVED", resource, "checkout-order", **kw)
 
 
+WEBHOOK_ID = "WH-TEST-0001"
+WALLET_ROUTE = "/api/webhooks/walletprovider"
+
+
+def signed(pki, cert_url, body, webhook_id=WEBHOOK_ID, **kw):
+    return {
+        "Content-Type": "application/json",
+        **sign_headers(body, pki.signing.key, cert_url, webhook_id, **kw),
+    }
+
+
 def body_of(payload: dict) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 

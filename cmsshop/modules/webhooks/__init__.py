@@ -31,16 +31,16 @@ from typing import Any
 from pyramid.exceptions import ConfigurationError
 
 from cmsshop.services.payments.base import PaymentProvider
-from cmsshop.services.payments.settings import (
-    DEFAULT_SIGNATURE_TOLERANCE,
+from cmsshop.services.payments.registry import (
     REGISTRY_KEY,
     FieldValidator,
     ProviderSpec,
     Simulator,
-    env_name,
-    ini_name,
 )
+from cmsshop.services.payments.settings import DEFAULT_SIGNATURE_TOLERANCE, env_name, ini_name
 from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
+from cmsshop.views import admin_payments, checkout, webhooks
+from cmsshop.views.webhooks import REJECTED_IP_POLICY
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
 
@@ -56,6 +56,10 @@ SETTINGS = {
     # webhook ever marks an order paid, never this return.
     "cmsshop.payments.success_url": (as_str, "", None),
     "cmsshop.payments.cancel_url": (as_str, "", None),
+    # Deliveries failing verification logged per client address and window; past it
+    # the address gets 429 and nothing is written (anyone can send a bad signature).
+    "cmsshop.webhooks.rejected_per_ip": (as_int, 30, "CMSSHOP_WEBHOOKS_REJECTED_PER_IP"),
+    "cmsshop.webhooks.rejected_window": (as_int, 600, "CMSSHOP_WEBHOOKS_REJECTED_WINDOW"),
 }
 
 
@@ -79,7 +83,7 @@ def add_payment_provider(
     name = provider.name
     if not name.isidentifier() or name != name.lower():
         raise ConfigurationError(f"payment provider name {name!r} must be lower-case letters")
-    registered = config.registry.setdefault(REGISTRY_KEY, {})
+    registered = config.registry[REGISTRY_KEY]
     if name in registered:
         raise ConfigurationError(f"payment provider {name!r} is registered twice")
     list_fields = frozenset(list_fields)
@@ -103,15 +107,15 @@ def add_payment_provider(
     for field, (coercer, default) in extra_settings.items():
         spec[ini_name(name, field)] = (coercer, default, env_name(name, field))
     declare(config.get_settings(), spec)
-    registered[name] = ProviderSpec(
-        provider=provider,
-        list_fields=list_fields,
-        extra_settings=extra_settings,
-        validators=dict(validators or {}),
-        simulator=simulator,
+    registered.add(
+        ProviderSpec(
+            provider=provider,
+            list_fields=list_fields,
+            extra_settings=extra_settings,
+            validators=dict(validators or {}),
+            simulator=simulator,
+        )
     )
-
-    from cmsshop.views import admin_payments, webhooks
 
     route = f"webhooks.{name}"
     config.add_route(route, f"/api/webhooks/{name}")
@@ -148,6 +152,26 @@ def includeme(config) -> None:
     settings = config.get_settings()
     declare(settings, SETTINGS)
     check_production(settings)
-    config.registry.setdefault(REGISTRY_KEY, {})
+    config.add_rate_policy(
+        REJECTED_IP_POLICY,
+        settings["cmsshop.webhooks.rejected_per_ip"],
+        settings["cmsshop.webhooks.rejected_window"],
+    )
+    config.include("cmsshop.services.payments.registry")
     config.add_directive("add_payment_provider", add_payment_provider)
-    config.include("cmsshop.views.admin_payments")
+    # The payment admin area (KNOWN_MODULES' shared webhook prefixes).
+    config.add_route("payments.admin_settings", "/api/admin/settings/payments")
+    config.add_route("payments.admin_events", "/api/admin/payment-events")
+    config.add_route("payments.admin_event", "/api/admin/payment-events/{id}")
+    config.add_route("payments.admin_event_reprocess", "/api/admin/payment-events/{id}/reprocess")
+    config.add_route("payments.admin_order_fulfil", "/api/admin/orders/{number}/fulfil")
+    config.add_openapi(
+        paths=admin_payments.OPENAPI_PATHS,
+        schemas={
+            **admin_payments.OPENAPI_SCHEMAS,
+            **webhooks.OPENAPI_SCHEMAS,
+            # Manual fulfilment answers with the order, as checkout does.
+            **checkout.OPENAPI_SCHEMAS,
+        },
+    )
+    config.scan(admin_payments.__name__)

@@ -4,7 +4,11 @@ machinery in this package."""
 
 from __future__ import annotations
 
-from cmsshop.modules.webhooks.common import api_base_validator, prefix_validator
+from cmsshop.modules.webhooks.common import (
+    api_base_validator,
+    prefix_validator,
+    timeout_seconds,
+)
 from cmsshop.services.payments.cardprovider import (
     DEFAULT_API_BASE,
     DEFAULT_TIMEOUT,
@@ -13,19 +17,12 @@ from cmsshop.services.payments.cardprovider import (
 )
 
 
-def _timeout(value) -> float:
-    number = float(value)
-    if not 0 < number <= 120:
-        raise ValueError("between 0 and 120 seconds")
-    return number
-
-
 def includeme(config) -> None:
     config.include("cmsshop.modules.webhooks")
     config.add_payment_provider(
         CardProvider(),
         list_fields=("webhookSecrets",),
-        extra_settings={"timeout": (_timeout, DEFAULT_TIMEOUT)},
+        extra_settings={"timeout": (timeout_seconds, DEFAULT_TIMEOUT)},
         validators={
             "webhookSecrets": prefix_validator("whsec_", "webhook secret"),
             "apiBase": api_base_validator,

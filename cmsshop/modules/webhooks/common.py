@@ -1,4 +1,4 @@
-"""Validators provider plugins pass to ``config.add_payment_provider(validators=...)``."""
+"""Validators and coercers provider plugins pass to ``config.add_payment_provider``."""
 
 from __future__ import annotations
 
@@ -41,3 +41,11 @@ def prefix_validator(prefix: str, what: str):
                 raise ValueError(f"each {what} starts with {prefix} and is longer")
 
     return validate
+
+
+def timeout_seconds(value) -> float:
+    """A provider API timeout setting: seconds, more than 0 and at most 120."""
+    number = float(value)
+    if not 0 < number <= 120:
+        raise ValueError("between 0 and 120 seconds")
+    return number

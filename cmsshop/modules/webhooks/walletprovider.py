@@ -4,24 +4,17 @@ from the shared machinery in this package (see docs/walletprovider.md)."""
 
 from __future__ import annotations
 
-from cmsshop.modules.webhooks.common import api_base_validator
-from cmsshop.services.payments.walletprovider import (
+from cmsshop.modules.webhooks.common import api_base_validator, timeout_seconds
+from cmsshop.services.payments.walletprovider import WalletProvider
+from cmsshop.services.payments.walletprovider.certificates import validate_cert_hosts
+from cmsshop.services.payments.walletprovider.config import (
     DEFAULT_API_BASE,
     DEFAULT_CERT_HOSTS,
     DEFAULT_TIMEOUT,
     DEFAULT_TOLERANCE,
-    WalletProvider,
-    simulate_payment,
-    validate_cert_hosts,
 )
+from cmsshop.services.payments.walletprovider.simulate import simulate_payment
 from cmsshop.settings import as_list, as_str
-
-
-def _timeout(value) -> float:
-    number = float(value)
-    if not 0 < number <= 120:
-        raise ValueError("between 0 and 120 seconds")
-    return number
 
 
 def includeme(config) -> None:
@@ -38,7 +31,7 @@ def includeme(config) -> None:
             "caBundle": (as_str, ""),
             # Names the signing certificate may be issued for; empty: PayPal's two.
             "certSubjects": (as_list, []),
-            "timeout": (_timeout, DEFAULT_TIMEOUT),
+            "timeout": (timeout_seconds, DEFAULT_TIMEOUT),
         },
         validators={"apiBase": api_base_validator, "certHosts": validate_cert_hosts},
         simulator=simulate_payment,

@@ -109,6 +109,9 @@ class PaymentProvider(Protocol):
     # Admin settings fields: JSON name -> True if the value is a secret (encrypted at
     # rest, shown as its last 4 characters only).
     settings_fields: Mapping[str, bool]
+    # Lower-case names of the headers ``verify`` reads: a rejected delivery keeps only
+    # these (and content-type, user-agent), so an operator can re-verify it later.
+    signature_headers: tuple[str, ...]
 
     def verify(
         self, headers: Mapping[str, str], raw_body: bytes, config: Mapping[str, Any]

@@ -38,24 +38,7 @@ from typing import Any
 
 import stripe
 
-from cmsshop.services.payments.base import (
-    CANCEL,
-    DISPUTE_LOST,
-    DISPUTE_OPENED,
-    DISPUTE_WON,
-    FAIL,
-    FULFIL,
-    IGNORE,
-    REFUND,
-    CheckoutRequest,
-    CheckoutSession,
-    Confirmation,
-    EventAction,
-    NotConfigured,
-    ProviderUnavailable,
-    SignatureInvalid,
-    VerifiedEvent,
-)
+from cmsshop.services.payments import base as pb
 
 NAME = "cardprovider"
 SIGNATURE_HEADER = "Stripe-Signature"
@@ -87,7 +70,7 @@ def signature_header(secret: str, raw_body: bytes, timestamp: int | None = None)
 def parse_signature_header(header: str) -> tuple[int, list[str]]:
     """``(timestamp, [v1 signatures])``; raise SignatureInvalid when unusable."""
     if len(header) > MAX_HEADER_LENGTH:
-        raise SignatureInvalid("Stripe-Signature header is too long")
+        raise pb.SignatureInvalid("Stripe-Signature header is too long")
     timestamps, signatures = [], []
     for item in header.split(","):
         key, sep, value = item.strip().partition("=")
@@ -99,10 +82,10 @@ def parse_signature_header(header: str) -> tuple[int, list[str]]:
             signatures.append(value.strip().lower())
         # v0 and unknown schemes are ignored on purpose.
     if len(timestamps) != 1 or not re.fullmatch(r"[0-9]{1,12}", timestamps[0]):
-        raise SignatureInvalid("Stripe-Signature header has no single valid timestamp")
+        raise pb.SignatureInvalid("Stripe-Signature header has no single valid timestamp")
     signatures = [s for s in signatures if _HEX64.match(s)][:MAX_SIGNATURES]
     if not signatures:
-        raise SignatureInvalid("Stripe-Signature header has no v1 signature")
+        raise pb.SignatureInvalid("Stripe-Signature header has no v1 signature")
     return int(timestamps[0]), signatures
 
 
@@ -121,6 +104,7 @@ class CardProvider:
 
     name = NAME
     settings_fields = {"webhookSecrets": True, "apiKey": True, "apiBase": False}
+    signature_headers = ("stripe-signature",)
 
     def __init__(self):
         self._clients: dict[tuple, stripe.StripeClient] = {}
@@ -130,13 +114,13 @@ class CardProvider:
 
     def verify(
         self, headers: Mapping[str, str], raw_body: bytes, config: Mapping[str, Any]
-    ) -> VerifiedEvent:
+    ) -> pb.VerifiedEvent:
         keys = _secrets(config)
         if not keys:
-            raise NotConfigured("cardprovider webhookSecrets is not configured")
+            raise pb.NotConfigured("cardprovider webhookSecrets is not configured")
         header = headers.get(SIGNATURE_HEADER)
         if not header:
-            raise SignatureInvalid("Stripe-Signature header is missing")
+            raise pb.SignatureInvalid("Stripe-Signature header is missing")
         timestamp, signatures = parse_signature_header(str(header))
         matched = False
         # Every candidate is compared (no early exit), each in constant time.
@@ -145,52 +129,52 @@ class CardProvider:
             for candidate in signatures:
                 matched |= hmac.compare_digest(expected, candidate)
         if not matched:
-            raise SignatureInvalid("no v1 signature matches a configured secret")
+            raise pb.SignatureInvalid("no v1 signature matches a configured secret")
         tolerance = int(config.get("signatureTolerance") or 0)
         if tolerance and abs(time.time() - timestamp) > tolerance:
-            raise SignatureInvalid(f"timestamp is outside the tolerance of {tolerance} s")
+            raise pb.SignatureInvalid(f"timestamp is outside the tolerance of {tolerance} s")
         try:
             payload = json.loads(raw_body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise SignatureInvalid("signed body is not UTF-8 JSON") from exc
+            raise pb.SignatureInvalid("signed body is not UTF-8 JSON") from exc
         if not isinstance(payload, dict):
-            raise SignatureInvalid("signed body is not a JSON object")
+            raise pb.SignatureInvalid("signed body is not a JSON object")
         event_id, event_type = payload.get("id"), payload.get("type")
         if not isinstance(event_id, str) or not 1 <= len(event_id) <= 255:
-            raise SignatureInvalid("event has no id")
+            raise pb.SignatureInvalid("event has no id")
         if not isinstance(event_type, str) or not 1 <= len(event_type) <= 100:
-            raise SignatureInvalid("event has no type")
-        return VerifiedEvent(
+            raise pb.SignatureInvalid("event has no type")
+        return pb.VerifiedEvent(
             provider=NAME, event_id=event_id, event_type=event_type, payload=payload, raw=raw_body
         )
 
     # -- interpret -------------------------------------------------------------------------
 
-    def interpret(self, event: VerifiedEvent) -> EventAction:
+    def interpret(self, event: pb.VerifiedEvent) -> pb.EventAction:
         data = event.payload.get("data")
         obj = data.get("object") if isinstance(data, dict) else None
         if not isinstance(obj, dict):
-            return EventAction(IGNORE, reason="event has no data.object")
+            return pb.EventAction(pb.IGNORE, reason="event has no data.object")
         kind = event.event_type
         if kind in ("checkout.session.completed", "checkout.session.async_payment_succeeded"):
             if kind == "checkout.session.completed" and obj.get("payment_status") != "paid":
-                return EventAction(
-                    IGNORE,
+                return pb.EventAction(
+                    pb.IGNORE,
                     order_number=_session_order_number(obj),
                     reason=f"payment_status is {str(obj.get('payment_status'))[:40]}",
                 )
-            return _session_action(FULFIL, obj)
+            return _session_action(pb.FULFIL, obj)
         if kind == "checkout.session.async_payment_failed":
-            return _session_action(FAIL, obj)
+            return _session_action(pb.FAIL, obj)
         if kind == "checkout.session.expired":
-            return _session_action(CANCEL, obj)
+            return _session_action(pb.CANCEL, obj)
         if kind == "payment_intent.succeeded":
             number = _text(_mapping(obj.get("metadata")).get("orderNumber"))
             if not number:
-                return EventAction(IGNORE, reason="payment intent carries no orderNumber")
+                return pb.EventAction(pb.IGNORE, reason="payment intent carries no orderNumber")
             amount = obj.get("amount_received", obj.get("amount"))
-            return EventAction(
-                FULFIL,
+            return pb.EventAction(
+                pb.FULFIL,
                 order_number=number,
                 payment_reference=_text(obj.get("id")),
                 provider_object_id=_text(obj.get("id")),
@@ -203,36 +187,36 @@ class CardProvider:
                 _is_int(amount) and _is_int(refunded) and refunded >= amount
             )
             if not full:
-                return EventAction(
-                    IGNORE,
+                return pb.EventAction(
+                    pb.IGNORE,
                     payment_reference=_object_id(obj.get("payment_intent")),
                     reason=f"partial refund: {refunded} of {amount}",
                 )
             # The refunded amount goes along, so the shared refund step checks it against
             # the order total too (only a full refund revokes).
-            action = _charge_action(REFUND, obj)
+            action = _charge_action(pb.REFUND, obj)
             if _is_int(refunded) and refunded > 0:
                 return dataclasses.replace(
                     action, amount=refunded, currency=_currency(obj.get("currency"))
                 )
             return action
         if kind == "charge.dispute.created":
-            return _charge_action(DISPUTE_OPENED, obj)
+            return _charge_action(pb.DISPUTE_OPENED, obj)
         if kind == "charge.dispute.closed":
             status = obj.get("status")
             if status in ("won", "warning_closed"):
-                return _charge_action(DISPUTE_WON, obj)
+                return _charge_action(pb.DISPUTE_WON, obj)
             if status == "lost":
-                return _charge_action(DISPUTE_LOST, obj)
-            return EventAction(IGNORE, reason=f"dispute closed as {str(status)[:40]}")
-        return EventAction(IGNORE, reason=f"{kind[:100]} is not acted on")
+                return _charge_action(pb.DISPUTE_LOST, obj)
+            return pb.EventAction(pb.IGNORE, reason=f"dispute closed as {str(status)[:40]}")
+        return pb.EventAction(pb.IGNORE, reason=f"{kind[:100]} is not acted on")
 
     # -- the API ---------------------------------------------------------------------------
 
     def _client(self, config: Mapping[str, Any]) -> stripe.StripeClient:
         api_key = _text(config.get("apiKey"))
         if not api_key:
-            raise NotConfigured("cardprovider apiKey is not configured")
+            raise pb.NotConfigured("cardprovider apiKey is not configured")
         base = (_text(config.get("apiBase")) or DEFAULT_API_BASE).rstrip("/")
         timeout = float(config.get("timeout") or DEFAULT_TIMEOUT)
         key = (api_key, base, timeout)
@@ -250,15 +234,15 @@ class CardProvider:
                 self._clients[key] = client
         return client
 
-    def confirm(self, action: EventAction, config: Mapping[str, Any]) -> Confirmation:
+    def confirm(self, action: pb.EventAction, config: Mapping[str, Any]) -> pb.Confirmation:
         object_id = action.provider_object_id or action.payment_reference or ""
         if not _OBJECT_ID.match(object_id):
-            raise ProviderUnavailable("the event names no checkout session or payment intent")
+            raise pb.ProviderUnavailable("the event names no checkout session or payment intent")
         client = self._client(config)
         try:
             if object_id.startswith("pi_"):
                 intent = client.v1.payment_intents.retrieve(object_id).to_dict()
-                return Confirmation(
+                return pb.Confirmation(
                     final=intent.get("status") == "succeeded",
                     amount=_int(intent.get("amount_received")),
                     currency=_currency(intent.get("currency")) or "",
@@ -267,8 +251,8 @@ class CardProvider:
                 )
             session = client.v1.checkout.sessions.retrieve(object_id).to_dict()
         except stripe.StripeError as exc:
-            raise ProviderUnavailable(_describe(exc)) from None
-        return Confirmation(
+            raise pb.ProviderUnavailable(_describe(exc)) from None
+        return pb.Confirmation(
             final=session.get("payment_status") == "paid" and session.get("status") == "complete",
             amount=_int(session.get("amount_total")),
             currency=_currency(session.get("currency")) or "",
@@ -279,8 +263,8 @@ class CardProvider:
         )
 
     def create_checkout(
-        self, checkout: CheckoutRequest, config: Mapping[str, Any]
-    ) -> CheckoutSession:
+        self, checkout: pb.CheckoutRequest, config: Mapping[str, Any]
+    ) -> pb.CheckoutSession:
         client = self._client(config)
         currency = checkout.currency.lower()
         params: dict[str, Any] = {
@@ -312,11 +296,11 @@ class CardProvider:
                 options={"idempotency_key": f"cmsshop-checkout-{checkout.order_number}"},
             ).to_dict()
         except stripe.StripeError as exc:
-            raise ProviderUnavailable(_describe(exc)) from None
+            raise pb.ProviderUnavailable(_describe(exc)) from None
         url, session_id = session.get("url"), session.get("id")
         if not isinstance(url, str) or not isinstance(session_id, str):
-            raise ProviderUnavailable("the checkout session has no url or id")
-        return CheckoutSession(redirect_url=url, provider_checkout_id=session_id)
+            raise pb.ProviderUnavailable("the checkout session has no url or id")
+        return pb.CheckoutSession(redirect_url=url, provider_checkout_id=session_id)
 
 
 # --- event helpers -----------------------------------------------------------------------
@@ -355,9 +339,9 @@ def _session_order_number(session: Mapping[str, Any]) -> str | None:
     )
 
 
-def _session_action(action: str, session: Mapping[str, Any]) -> EventAction:
+def _session_action(action: str, session: Mapping[str, Any]) -> pb.EventAction:
     amount = session.get("amount_total")
-    return EventAction(
+    return pb.EventAction(
         action,
         order_number=_session_order_number(session),
         payment_reference=_object_id(session.get("payment_intent")),
@@ -367,9 +351,9 @@ def _session_action(action: str, session: Mapping[str, Any]) -> EventAction:
     )
 
 
-def _charge_action(action: str, obj: Mapping[str, Any]) -> EventAction:
+def _charge_action(action: str, obj: Mapping[str, Any]) -> pb.EventAction:
     """Charges and disputes name the PaymentIntent (our payment reference)."""
-    return EventAction(
+    return pb.EventAction(
         action,
         payment_reference=_object_id(obj.get("payment_intent")),
         provider_object_id=_object_id(obj.get("charge")) or _text(obj.get("id")),
@@ -459,7 +443,7 @@ def simulate_payment(order, config: Mapping[str, Any]) -> tuple[dict[str, str], 
     (``order`` is a cmsshop.services.payments.settings.SimulatedOrder)."""
     keys = _secrets(config)
     if not keys:
-        raise NotConfigured("cardprovider webhookSecrets is not configured")
+        raise pb.NotConfigured("cardprovider webhookSecrets is not configured")
     session = checkout_session_object(
         order_number=order.number,
         amount=order.total,

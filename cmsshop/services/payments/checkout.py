@@ -5,30 +5,41 @@ The order is committed (a transaction of its own) BEFORE the provider is asked, 
 webhook arriving faster than our response always finds it. Without API credentials
 outside production, the redirect URL is our own sandbox route instead and the order stays
 pending until a (simulated) webhook arrives.
+
+A customer may hold at most ``cmsshop.max_pending_orders`` pending orders created within
+the last hour (``PENDING_WINDOW``): each checkout commits an order before calling the
+provider, so unlimited checkouts would let one account fill the orders table and the
+provider's session list. The count and the insert run in one transaction that first
+locks the customer's row (PostgreSQL) or takes the write lock (SQLite), so parallel
+checkouts of one customer queue there and cannot exceed the limit. Older pending orders
+are abandoned checkouts and do not count.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
-from cmsshop.db import own_transaction
+from cmsshop.db import own_transaction, take_write_lock
 from cmsshop.models import Currency, Order, OrderItem, Product, User
 from cmsshop.services.payments.base import (
     CheckoutRequest,
     NotConfigured,
     ProviderUnavailable,
 )
-from cmsshop.services.payments.settings import ProviderSpec, provider_config
-from cmsshop.util import isoformat_z, readable_token, utcnow
+from cmsshop.services.payments.registry import ProviderSpec
+from cmsshop.services.payments.settings import provider_config
+from cmsshop.util import readable_token, utcnow
 
 log = logging.getLogger(__name__)
 
 MAX_ITEMS = 20
+PENDING_WINDOW = dt.timedelta(hours=1)
 
 
 class CheckoutInvalid(Exception):
@@ -45,9 +56,18 @@ class CheckoutUnavailable(Exception):
         self.code = code
 
 
+class TooManyPendingOrders(Exception):
+    """The customer already has the allowed number of recent pending orders."""
+
+    def __init__(self, limit: int, retry_after: int):
+        super().__init__(f"{limit} unpaid orders are waiting already")
+        self.limit = limit
+        self.retry_after = retry_after
+
+
 @dataclasses.dataclass(frozen=True)
 class PlacedOrder:
-    order: dict  # order_body()
+    order: Order  # committed; its items loaded
     redirect_url: str
     sandbox: bool
 
@@ -55,22 +75,6 @@ class PlacedOrder:
 def new_order_number() -> str:
     """``ORD-XXXXX-XXXXX``: 50 random bits, so numbers reveal nothing about volume."""
     return readable_token(2, 5, prefix="ORD")
-
-
-def order_body(order: Order) -> dict:
-    return {
-        "number": order.number,
-        "status": order.status,
-        "currency": order.currency,
-        "total": order.total,
-        "items": [
-            {"product": item.product_slug, "name": item.name, "amount": item.amount}
-            for item in order.items
-        ],
-        "provider": order.provider,
-        "createdAt": isoformat_z(order.created_at),
-        "paidAt": isoformat_z(order.paid_at),
-    }
 
 
 def price_items(session: Session, slugs: list[str], currency: str) -> list[dict]:
@@ -141,25 +145,60 @@ def insert_order(session: Session, user_id: int, currency: str, provider: str, l
     return order
 
 
-def _commit_new_order(registry, user_id: int, currency: str, provider: str, lines) -> dict:
+def check_pending_limit(session: Session, user_id: int, limit: int) -> None:
+    """Raise TooManyPendingOrders when ``user_id`` holds ``limit`` recent pending orders.
+    Call it after locking the customer (see the module docstring)."""
+    since = utcnow() - PENDING_WINDOW
+    count, oldest = session.execute(
+        select(func.count(), func.min(Order.created_at)).where(
+            Order.user_id == user_id, Order.status == "pending", Order.created_at > since
+        )
+    ).one()
+    if count >= limit:
+        frees_at = oldest + PENDING_WINDOW if oldest is not None else utcnow()
+        if frees_at.tzinfo is None:
+            frees_at = frees_at.replace(tzinfo=dt.UTC)
+        wait = int((frees_at - utcnow()).total_seconds()) + 1
+        raise TooManyPendingOrders(limit, max(1, wait))
+
+
+def lock_customer(session: Session, user_id: int) -> None:
+    """Queue this customer's checkouts: their row on PostgreSQL, the write lock on SQLite."""
+    take_write_lock(session)
+    session.execute(select(User.id).where(User.id == user_id).with_for_update())
+
+
+def _loaded(session: Session, order: Order) -> Order:
+    """``order`` with its items loaded, usable after its session closed."""
+    session.flush()
+    session.refresh(order, attribute_names=["items"])
+    return order
+
+
+def _commit_new_order(
+    registry, user_id: int, currency: str, provider: str, lines, max_pending: int
+) -> Order:
     for _attempt in range(3):
         try:
             with own_transaction(registry) as session:
-                order = insert_order(session, user_id, currency, provider, lines)
-                return order_body(order)
+                lock_customer(session, user_id)
+                check_pending_limit(session, user_id, max_pending)
+                return _loaded(session, insert_order(session, user_id, currency, provider, lines))
         except IntegrityError:  # an order number collided (50 random bits): draw again
             continue
     raise CheckoutUnavailable("could not allocate an order number", "checkout_failed")
 
 
-def _set_order(registry, number: str, **values) -> dict:
+def _set_order(registry, number: str, **values) -> Order:
     with own_transaction(registry) as session:
+        # A read then a write: on SQLite take the write lock first, or a checkout that
+        # committed in between makes the upgrade fail and the whole request retry.
+        take_write_lock(session)
         order = session.scalar(select(Order).where(Order.number == number))
         for name, value in values.items():
             setattr(order, name, value)
         order.updated_at = utcnow()
-        session.flush()
-        return order_body(order)
+        return _loaded(session, order)
 
 
 def checkout_urls(settings, number: str) -> tuple[str, str]:
@@ -199,16 +238,17 @@ def place_order(
         if currency is None:
             raise CheckoutInvalid({"currency": "this shop has no default currency; name one"})
     lines = price_items(session, slugs, currency)
-    order = _commit_new_order(registry, user.id, currency, spec.name, lines)
-    number = order["number"]
+    order = _commit_new_order(
+        registry, user.id, currency, spec.name, lines, settings["cmsshop.max_pending_orders"]
+    )
+    number = order.number
     success_url, cancel_url = checkout_urls(settings, number)
     request = CheckoutRequest(
         order_number=number,
         currency=currency,
-        total=order["total"],
+        total=order.total,
         items=[
-            {"product": i["product"], "name": i["name"], "amount": i["amount"]}
-            for i in order["items"]
+            {"product": i.product_slug, "name": i.name, "amount": i.amount} for i in order.items
         ],
         customer_email=user.email,
         success_url=success_url,

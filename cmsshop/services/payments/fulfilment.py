@@ -94,6 +94,10 @@ def fulfilment_of(session: Session, order_id: int) -> Fulfilment | None:
     return session.scalar(select(Fulfilment).where(Fulfilment.order_id == order_id))
 
 
+def invoice_number_of(session: Session, order_id: int) -> str | None:
+    return session.scalar(select(Invoice.number).where(Invoice.order_id == order_id))
+
+
 def fulfilment_by_payment(session: Session, provider: str, reference: str) -> Fulfilment | None:
     return session.scalar(
         select(Fulfilment).where(

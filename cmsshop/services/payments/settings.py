@@ -1,4 +1,4 @@
-"""Provider registrations and their settings: ini defaults, admin overrides, encryption.
+"""Provider settings: ini defaults, admin overrides, encryption.
 
 A provider's *config* (the mapping handed to ``verify``/``confirm``/``create_checkout``)
 is built here: every admin-editable field (``provider.settings_fields``, camelCase JSON
@@ -20,7 +20,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -31,54 +31,14 @@ from sqlalchemy.orm import Session
 
 from cmsshop.db import own_transaction
 from cmsshop.models.payments import PaymentSetting
-from cmsshop.services.payments.base import PaymentProvider
+from cmsshop.services.payments.registry import PaymentProviders, ProviderSpec
 from cmsshop.util import utcnow
 
 log = logging.getLogger(__name__)
 
-REGISTRY_KEY = "cmsshop.payment_providers"
 DEFAULT_SIGNATURE_TOLERANCE = 300
 MAX_VALUE_LENGTH = 2000
 MAX_LIST_ITEMS = 10
-
-# (value, config) -> headers, body: builds and signs a realistic "payment completed"
-# delivery for a pending order (cmsshop-admin simulate-payment).
-Simulator = Callable[["SimulatedOrder", Mapping[str, Any]], tuple[dict[str, str], bytes]]
-# value -> None or raise ValueError(message for the admin)
-FieldValidator = Callable[[Any], None]
-
-
-@dataclasses.dataclass(frozen=True)
-class SimulatedOrder:
-    """What a simulator needs to know about the pending order it pays."""
-
-    number: str
-    currency: str
-    total: int
-    provider_checkout_id: str | None
-    customer_email: str
-    items: list[dict[str, Any]]
-
-
-@dataclasses.dataclass(frozen=True)
-class ProviderSpec:
-    """One registered provider and what the shared machinery needs to know about it."""
-
-    provider: PaymentProvider
-    list_fields: frozenset[str] = frozenset()
-    extra_settings: Mapping[str, tuple[Callable[[Any], Any], Any]] = dataclasses.field(
-        default_factory=dict
-    )
-    validators: Mapping[str, FieldValidator] = dataclasses.field(default_factory=dict)
-    simulator: Simulator | None = None
-
-    @property
-    def name(self) -> str:
-        return self.provider.name
-
-    @property
-    def fields(self) -> Mapping[str, bool]:
-        return self.provider.settings_fields
 
 
 def snake(name: str) -> str:
@@ -92,15 +52,6 @@ def ini_name(provider: str, field: str) -> str:
 
 def env_name(provider: str, field: str) -> str:
     return f"CMSSHOP_{provider.upper()}_{snake(field).upper()}"
-
-
-def providers(registry) -> dict[str, ProviderSpec]:
-    """The registered providers by name (empty when no payment module is on)."""
-    return registry.get(REGISTRY_KEY, {})
-
-
-def find_provider(registry, name: str) -> ProviderSpec | None:
-    return providers(registry).get(name)
 
 
 # --- encryption --------------------------------------------------------------------------
@@ -206,11 +157,23 @@ def provider_config(
     return values
 
 
-def masked_settings(session: Session, registry) -> dict:
-    """The admin view of every provider's settings: secrets masked, plus sources."""
-    body = {}
-    for name, spec in sorted(providers(registry).items()):
-        values, sources = effective_values(session, registry.settings, spec)
+@dataclasses.dataclass(frozen=True)
+class ProviderSettings:
+    """One provider's settings as an admin may see them (secrets masked) and where each
+    value came from (admin / ini / unset)."""
+
+    name: str
+    values: dict[str, Any]
+    sources: dict[str, str]
+
+
+def masked_settings(
+    session: Session, settings: Mapping[str, Any], providers: PaymentProviders
+) -> list[ProviderSettings]:
+    """Every provider's settings for the admin: secrets masked, plus sources."""
+    shown_all = []
+    for spec in providers:
+        values, sources = effective_values(session, settings, spec)
         shown: dict[str, Any] = {}
         for field, is_secret in spec.fields.items():
             value = values[field]
@@ -221,9 +184,8 @@ def masked_settings(session: Session, registry) -> dict:
                     else (mask_secret(str(value)) if value else "")
                 )
             shown[field] = value
-        shown["sources"] = sources
-        body[name] = shown
-    return body
+        shown_all.append(ProviderSettings(spec.name, shown, sources))
+    return shown_all
 
 
 # --- writing -----------------------------------------------------------------------------
@@ -235,17 +197,16 @@ class SettingsInvalid(Exception):
         self.errors = errors
 
 
-def validate_update(registry, data: Any) -> dict[str, dict[str, Any]]:
+def validate_update(providers: PaymentProviders, data: Any) -> dict[str, dict[str, Any]]:
     """Check a partial update body; raise SettingsInvalid with one message per field."""
     errors: dict[str, str] = {}
     if not isinstance(data, dict):
         raise SettingsInvalid({"body": "must be an object"})
-    known = providers(registry)
     result: dict[str, dict[str, Any]] = {}
     for name, fields in data.items():
-        spec = known.get(name)
+        spec = providers.get(name)
         if spec is None:
-            errors[name] = f"unknown provider; known: {', '.join(sorted(known)) or 'none'}"
+            errors[name] = f"unknown provider; known: {', '.join(providers.names()) or 'none'}"
             continue
         if not isinstance(fields, dict):
             errors[name] = "must be an object"
@@ -294,14 +255,17 @@ def _check_value(spec: ProviderSpec, field: str, value: Any) -> str | None:
 
 
 def save_settings(
-    session: Session, registry, update: dict[str, dict[str, Any]], admin_id: int | None
+    session: Session,
+    settings: Mapping[str, Any],
+    providers: PaymentProviders,
+    update: dict[str, dict[str, Any]],
+    admin_id: int | None,
 ) -> None:
     """Apply a validated partial update: null deletes the saved value, anything else
     replaces it (encrypted when the field is a secret)."""
-    secret = registry.settings["cmsshop.secret"]
-    known = providers(registry)
+    secret = settings["cmsshop.secret"]
     for name, fields in update.items():
-        spec = known[name]
+        spec = providers.get(name)
         for field, value in fields.items():
             row = session.scalar(
                 select(PaymentSetting).where(

@@ -1,0 +1,1 @@
+"""Development-only helpers: never imported by what production runs."""

@@ -1,0 +1,28 @@
+"""Checkout's wiring, included by the store module (checkout sells what the store lists,
+so its routes live under the store's /api/store prefix and go away with it)."""
+
+from __future__ import annotations
+
+from pyramid.exceptions import ConfigurationError
+
+from cmsshop.settings import as_int, declare
+from cmsshop.views import checkout
+
+SETTINGS = {
+    # Pending orders created within the last hour a customer may hold; one more
+    # checkout answers 429 (services.payments.checkout explains the count).
+    "cmsshop.max_pending_orders": (as_int, 10, "CMSSHOP_MAX_PENDING_ORDERS"),
+}
+
+
+def includeme(config) -> None:
+    settings = config.get_settings()
+    declare(settings, SETTINGS)
+    if settings["cmsshop.max_pending_orders"] < 1:
+        raise ConfigurationError("cmsshop.max_pending_orders must be at least 1")
+    # The providers checkout offers (empty until a webhook module registers one).
+    config.include("cmsshop.services.payments.registry")
+    config.add_route("store.checkout", "/api/store/checkout")
+    config.add_route("store.checkout_sandbox", "/api/store/checkout/sandbox/{number}")
+    config.add_openapi(paths=checkout.OPENAPI_PATHS, schemas=checkout.OPENAPI_SCHEMAS)
+    config.scan(checkout.__name__)

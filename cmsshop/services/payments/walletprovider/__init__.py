@@ -1,0 +1,493 @@
+"""The wallet provider: PayPal's webhook scheme and REST API (Orders v2, Payments v2).
+
+Everything PayPal-specific lives here, behind the provider-neutral contract of
+``cmsshop.services.payments.base``; the shared machinery does the rest.
+
+Verification (no PayPal SDK does it offline for Python, and PayPal's own
+``verify-webhook-signature`` API would make every delivery depend on a second call):
+
+* headers ``PAYPAL-TRANSMISSION-ID``, ``-TIME``, ``-SIG`` (base64), ``PAYPAL-CERT-URL`` and
+  ``PAYPAL-AUTH-ALGO``, of which only ``SHA256withRSA`` is accepted;
+* signed message ``transmission_id|transmission_time|webhook_id|crc32`` where crc32 is the
+  unsigned decimal CRC-32 of the raw body bytes and webhook_id is OUR configured Webhook
+  ID (so an event signed for another merchant's webhook does not verify here);
+* RSASSA-PKCS1-v1_5 / SHA-256 with the public key of the certificate at the cert URL.
+
+The cert URL is attacker-supplied, so it is checked before anything is fetched: https
+only, no userinfo, a host on the allow-list (suffix match on a dot boundary), the port
+the allow-list names (443 unless an entry says ``host:port``), and the request is made to
+the URL rebuilt from the parsed parts, with redirects not followed and a size cap. The
+certificate chain must be currently valid, chain to a trusted root (certifi's bundle,
+or ``caBundle``) and be issued for PayPal's message-verification name -- without that
+last check any certificate from any public CA on an allowed host would do.
+
+Config keys read (camelCase, as in the admin settings body):
+
+``webhookId``      our Webhook ID from the PayPal developer dashboard (verify)
+``certHosts``      allow-list of cert URL hosts, list or whitespace/comma separated string;
+                   default ``["paypal.com"]``; ``host:port`` allows a non-443 port
+``certSubjects``   DNS names the signing certificate may be issued for; default
+                   ``messageverificationcerts.paypal.com`` and its sandbox twin
+``caBundle``       path of a PEM bundle of trusted roots, used both for the certificate
+                   chain and for TLS to PayPal; default certifi's bundle / system trust
+``clientId``, ``clientSecret``   REST app credentials (confirm, create_checkout)
+``apiBase``        default ``https://api-m.paypal.com`` (sandbox:
+                   ``https://api-m.sandbox.paypal.com``)
+``timeout``        seconds for one HTTP read, default 10 (connect: at most 5)
+
+Modules: ``config`` (constants, config readers), ``money``, ``certificates``
+(allow-list, trust store, cache), ``actions`` (event interpretation), ``api`` (REST
+errors and bodies), ``simulate`` (development).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import collections
+import datetime as dt
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import certifi
+import requests
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.x509.verification import DNSName, PolicyBuilder, VerificationError
+
+from cmsshop.services.payments import base as pb
+from cmsshop.services.payments.walletprovider.actions import (
+    DISPUTE_LOST_OUTCOMES,
+    DISPUTE_WON_OUTCOMES,
+    approved_action,
+    capture_action,
+    dispute_action,
+    link_of,
+    order_number_of,
+    paypal_object_id,
+    refund_action,
+)
+from cmsshop.services.payments.walletprovider.api import (
+    PayPalApiError,
+    api_issues,
+    checkout_order_body,
+)
+from cmsshop.services.payments.walletprovider.certificates import (
+    CachedCert,
+    TrustStores,
+    check_cert_url,
+    signed_message,
+)
+from cmsshop.services.payments.walletprovider.config import (
+    ACCEPTED_ALGORITHM,
+    CERT_CACHE_SIZE,
+    DEFAULT_CERT_SUBJECTS,
+    HEADER_AUTH_ALGO,
+    HEADER_CERT_URL,
+    HEADER_TRANSMISSION_ID,
+    HEADER_TRANSMISSION_SIG,
+    HEADER_TRANSMISSION_TIME,
+    MAX_CERT_BYTES,
+    MAX_CHAIN_LENGTH,
+    MIN_RSA_BITS,
+    NAME,
+    REQUIRED_HEADERS,
+    TOKEN_EARLY_REFRESH,
+    api_base_of,
+    cert_hosts_of,
+    check_transmission_age,
+    config_list,
+    config_text,
+    signature_tolerance,
+    timeouts,
+    tls_verify,
+)
+from cmsshop.services.payments.walletprovider.money import money_of
+
+# --- the provider ----------------------------------------------------------------------
+
+
+class WalletProvider:
+    """PayPal as the wallet provider; one instance per process holds its caches."""
+
+    name = NAME
+    signature_headers = REQUIRED_HEADERS
+    settings_fields = {
+        "webhookId": False,
+        "clientId": False,
+        "clientSecret": True,
+        "apiBase": False,
+        "certHosts": False,
+    }
+
+    def __init__(self, cert_cache_size: int = CERT_CACHE_SIZE):
+        self._cert_cache: collections.OrderedDict[tuple, CachedCert] = collections.OrderedDict()
+        self._cert_cache_size = cert_cache_size
+        self._cert_lock = threading.Lock()
+        self._stores = TrustStores()
+        self._tokens: dict[tuple, tuple[str, float]] = {}
+        self._token_lock = threading.Lock()
+        self._http = requests.Session()
+
+    # -- verify --------------------------------------------------------------------------
+
+    def verify(
+        self, headers: Mapping[str, str], raw_body: bytes, config: Mapping[str, Any]
+    ) -> pb.VerifiedEvent:
+        webhook_id = config_text(config, "webhookId")
+        if not webhook_id:
+            raise pb.NotConfigured("walletprovider webhookId is not configured")
+        lowered = {str(k).lower(): v for k, v in headers.items()}
+        missing = [h.upper() for h in REQUIRED_HEADERS if not str(lowered.get(h) or "").strip()]
+        if missing:
+            raise pb.SignatureInvalid(f"missing header(s): {', '.join(missing)}")
+        algorithm = str(lowered[HEADER_AUTH_ALGO]).strip()
+        if algorithm != ACCEPTED_ALGORITHM:
+            raise pb.SignatureInvalid(f"auth algorithm {algorithm[:40]!r} is not accepted")
+        transmission_id = str(lowered[HEADER_TRANSMISSION_ID]).strip()
+        transmission_time = str(lowered[HEADER_TRANSMISSION_TIME]).strip()
+        if len(transmission_id) > 255 or len(transmission_time) > 64:
+            raise pb.SignatureInvalid("transmission headers are too long")
+        check_transmission_age(transmission_time, signature_tolerance(config))
+        try:
+            signature = base64.b64decode(
+                str(lowered[HEADER_TRANSMISSION_SIG]).strip(), validate=True
+            )
+        except (binascii.Error, ValueError) as exc:
+            raise pb.SignatureInvalid("transmission signature is not valid base64") from exc
+        if not signature:
+            raise pb.SignatureInvalid("transmission signature is empty")
+        # The URL is checked before the (possibly cached) certificate is looked up, so a
+        # host removed from the allow-list stops being trusted at once.
+        url = check_cert_url(str(lowered[HEADER_CERT_URL]).strip(), cert_hosts_of(config))
+        public_key = self._certificate_key(url, config)
+        message = signed_message(transmission_id, transmission_time, webhook_id, raw_body)
+        try:
+            public_key.verify(signature, message, padding.PKCS1v15(), hashes.SHA256())
+        except InvalidSignature as exc:
+            raise pb.SignatureInvalid("signature does not match") from exc
+        try:
+            payload = json.loads(raw_body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise pb.SignatureInvalid("signed body is not JSON") from exc
+        if not isinstance(payload, dict):
+            raise pb.SignatureInvalid("signed body is not a JSON object")
+        event_id, event_type = payload.get("id"), payload.get("event_type")
+        if not isinstance(event_id, str) or not event_id or len(event_id) > 255:
+            raise pb.SignatureInvalid("event has no id")
+        if not isinstance(event_type, str) or not event_type or len(event_type) > 100:
+            raise pb.SignatureInvalid("event has no event_type")
+        return pb.VerifiedEvent(
+            provider=NAME, event_id=event_id, event_type=event_type, payload=payload, raw=raw_body
+        )
+
+    def _certificate_key(self, url: str, config: Mapping[str, Any]) -> rsa.RSAPublicKey:
+        ca_bundle = config_text(config, "caBundle") or certifi.where()
+        subjects = tuple(config_list(config, "certSubjects", DEFAULT_CERT_SUBJECTS))
+        key = (url, ca_bundle, subjects)
+        now = dt.datetime.now(dt.UTC)
+        with self._cert_lock:
+            cached = self._cert_cache.get(key)
+            if cached is not None:
+                if cached.valid_at(now):
+                    self._cert_cache.move_to_end(key)
+                    return cached.public_key
+                del self._cert_cache[key]
+        cached = self._fetch_and_check(url, ca_bundle, subjects, config, now)
+        with self._cert_lock:
+            self._cert_cache[key] = cached
+            self._cert_cache.move_to_end(key)
+            while len(self._cert_cache) > self._cert_cache_size:
+                self._cert_cache.popitem(last=False)
+        return cached.public_key
+
+    def _fetch_and_check(
+        self,
+        url: str,
+        ca_bundle: str,
+        subjects: tuple[str, ...],
+        config: Mapping[str, Any],
+        now: dt.datetime,
+    ) -> CachedCert:
+        pem = self._fetch_certificate(url, config)
+        try:
+            chain = x509.load_pem_x509_certificates(pem)
+        except ValueError as exc:
+            raise pb.SignatureInvalid("certificate URL did not return PEM certificates") from exc
+        if not chain or len(chain) > MAX_CHAIN_LENGTH:
+            raise pb.SignatureInvalid("certificate URL returned too many or no certificates")
+        leaf, intermediates = chain[0], chain[1:]
+        if now < leaf.not_valid_before_utc:
+            raise pb.SignatureInvalid("signing certificate is not valid yet")
+        if now > leaf.not_valid_after_utc:
+            raise pb.SignatureInvalid("signing certificate has expired")
+        public_key = leaf.public_key()
+        if not isinstance(public_key, rsa.RSAPublicKey) or public_key.key_size < MIN_RSA_BITS:
+            raise pb.SignatureInvalid("signing certificate does not hold an RSA key of 2048+ bits")
+        store = self._stores.get(ca_bundle)
+        builder = PolicyBuilder().store(store).time(now).max_chain_depth(MAX_CHAIN_LENGTH)
+        verified = None
+        for subject in subjects:
+            try:
+                verifier = builder.build_server_verifier(DNSName(subject))
+                verified = verifier.verify(leaf, intermediates)
+                break
+            except (VerificationError, ValueError):
+                continue
+        if verified is None:
+            raise pb.SignatureInvalid(
+                "signing certificate does not chain to a trusted root or is not issued for "
+                + " / ".join(subjects)
+            )
+        return CachedCert(
+            public_key,
+            max(c.not_valid_before_utc for c in verified),
+            min(c.not_valid_after_utc for c in verified),
+        )
+
+    def _fetch_certificate(self, url: str, config: Mapping[str, Any]) -> bytes:
+        try:
+            with self._http.get(
+                url,
+                timeout=timeouts(config),
+                verify=tls_verify(config),
+                allow_redirects=False,
+                stream=True,
+                headers={"Accept": "application/x-pem-file, text/plain, */*"},
+            ) as response:
+                status = response.status_code
+                if status >= 500 or status == 429:
+                    raise pb.ProviderUnavailable(f"certificate host answered HTTP {status}")
+                if status != 200:
+                    raise pb.SignatureInvalid(
+                        f"certificate URL answered HTTP {status} (no redirects)"
+                    )
+                body = b""
+                for chunk in response.iter_content(8192):
+                    body += chunk
+                    if len(body) > MAX_CERT_BYTES:
+                        raise pb.SignatureInvalid("certificate URL answered with too much data")
+                return body
+        # Order matters: SSLError is a ConnectionError, and every RequestException is an
+        # OSError. A certificate we cannot trust is a rejection; a host that does not
+        # answer is a temporary failure (503, the provider delivers again).
+        except requests.exceptions.SSLError as exc:
+            raise pb.SignatureInvalid("TLS to the certificate host is not trusted") from exc
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise pb.ProviderUnavailable(
+                f"certificate could not be fetched: {type(exc).__name__}"
+            ) from exc
+        except requests.RequestException as exc:
+            raise pb.SignatureInvalid(
+                f"certificate could not be fetched: {type(exc).__name__}"
+            ) from exc
+        except OSError as exc:
+            raise pb.NotConfigured(
+                f"caBundle {config_text(config, 'caBundle')!r} cannot be read"
+            ) from exc
+
+    def cached_certificate_count(self) -> int:
+        return len(self._cert_cache)
+
+    # -- interpret ---------------------------------------------------------------------
+
+    def interpret(self, event: pb.VerifiedEvent) -> pb.EventAction:
+        resource = event.payload.get("resource")
+        if not isinstance(resource, Mapping):
+            return pb.EventAction(pb.IGNORE, reason=f"{event.event_type} has no resource object")
+        kind = event.event_type
+        if kind == "PAYMENT.CAPTURE.COMPLETED":
+            return capture_action(pb.FULFIL, resource, kind)
+        if kind in ("PAYMENT.CAPTURE.DENIED", "PAYMENT.CAPTURE.DECLINED"):
+            return capture_action(pb.FAIL, resource, kind)
+        if kind in ("PAYMENT.CAPTURE.REFUNDED", "PAYMENT.CAPTURE.REVERSED"):
+            return refund_action(resource, kind)
+        if kind == "CUSTOMER.DISPUTE.CREATED":
+            return dispute_action(pb.DISPUTE_OPENED, resource, kind)
+        if kind == "CUSTOMER.DISPUTE.RESOLVED":
+            outcome = resource.get("dispute_outcome")
+            code = outcome.get("outcome_code") if isinstance(outcome, Mapping) else None
+            if code in DISPUTE_LOST_OUTCOMES:
+                return dispute_action(pb.DISPUTE_LOST, resource, f"{kind} {code}")
+            if code in DISPUTE_WON_OUTCOMES:
+                return dispute_action(pb.DISPUTE_WON, resource, f"{kind} {code}")
+            return pb.EventAction(pb.IGNORE, reason=f"{kind} with outcome {code!r}")
+        if kind == "CHECKOUT.ORDER.APPROVED":
+            return approved_action(resource, kind)
+        if kind == "PAYMENT.CAPTURE.PENDING":
+            details = resource.get("status_details")
+            why = details.get("reason") if isinstance(details, Mapping) else None
+            action = capture_action(pb.IGNORE, resource, kind)
+            return pb.EventAction(
+                pb.IGNORE,
+                order_number=action.order_number,
+                payment_reference=action.payment_reference,
+                reason=f"capture pending ({why or 'no reason given'}); waiting for COMPLETED",
+            )
+        return pb.EventAction(pb.IGNORE, reason=f"event type {kind} is not used")
+
+    # -- REST API ------------------------------------------------------------------------
+
+    def confirm(self, action: pb.EventAction, config: Mapping[str, Any]) -> pb.Confirmation:
+        capture_id = paypal_object_id(action.payment_reference)
+        if capture_id is None:
+            raise pb.ProviderUnavailable("no capture id to confirm")
+        data = self._api("GET", f"/v2/payments/captures/{capture_id}", config)
+        if data.get("id") != capture_id:
+            raise pb.ProviderUnavailable("PayPal answered for a different capture")
+        amount, currency = money_of(data.get("amount"))
+        if amount is None or currency is None:
+            raise pb.ProviderUnavailable("PayPal's capture has no readable amount")
+        return pb.Confirmation(
+            final=data.get("status") == "COMPLETED",
+            amount=amount,
+            currency=currency,
+            order_number=order_number_of(data),
+            payment_reference=capture_id,
+        )
+
+    def create_checkout(
+        self, checkout: pb.CheckoutRequest, config: Mapping[str, Any]
+    ) -> pb.CheckoutSession:
+        body = checkout_order_body(checkout)
+        data = self._api(
+            "POST",
+            "/v2/checkout/orders",
+            config,
+            json_body=body,
+            # Idempotency: a retried request (pyramid_retry, a double click) gets the
+            # same PayPal order back instead of a second one.
+            headers={"PayPal-Request-Id": f"cmsshop-checkout-{checkout.order_number}"},
+        )
+        order_id = paypal_object_id(data.get("id"))
+        approval = link_of(data, "payer-action") or link_of(data, "approve")
+        if order_id is None or not approval or not approval.startswith("https://"):
+            raise pb.ProviderUnavailable("PayPal's order has no id or approval link")
+        return pb.CheckoutSession(redirect_url=approval, provider_checkout_id=order_id)
+
+    def capture_order(self, paypal_order_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Capture an approved PayPal order (``POST /v2/checkout/orders/{id}/capture``).
+
+        Idempotent through PayPal-Request-Id; the resulting PAYMENT.CAPTURE.COMPLETED
+        webhook, not this call, fulfils the order.
+        """
+        order_id = paypal_object_id(paypal_order_id)
+        if order_id is None:
+            raise pb.ProviderUnavailable("not a PayPal order id")
+        return self._api(
+            "POST",
+            f"/v2/checkout/orders/{order_id}/capture",
+            config,
+            json_body={},
+            headers={"PayPal-Request-Id": f"cmsshop-capture-{order_id}"},
+        )
+
+    def capture(self, action: pb.EventAction, config: Mapping[str, Any]) -> None:
+        """The machinery's CAPTURE hook: capture the approved PayPal order named by
+        ``action.provider_object_id``. Idempotent: the PayPal-Request-Id is derived from
+        the PayPal order id, and "already captured" (422 ORDER_ALREADY_CAPTURED) counts
+        as success. Nothing is marked paid here; PAYMENT.CAPTURE.COMPLETED fulfils."""
+        try:
+            self.capture_order(action.provider_object_id or "", config)
+        except PayPalApiError as exc:
+            if exc.status == 422 and "ORDER_ALREADY_CAPTURED" in exc.issues:
+                return
+            raise
+
+    def _api(
+        self,
+        method: str,
+        path: str,
+        config: Mapping[str, Any],
+        json_body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """One authenticated REST call; every failure is ProviderUnavailable.
+
+        4xx answers count too: the event was verified, so a refused confirmation means
+        wrong credentials or API base (sandbox vs live) -- an operator fixes it and the
+        event is reprocessed or redelivered, nothing is marked paid meanwhile.
+        """
+        base = api_base_of(config)
+        for attempt in (1, 2):
+            token = self._access_token(base, config)
+            try:
+                response = self._http.request(
+                    method,
+                    base + path,
+                    json=json_body,
+                    headers={
+                        "Authorization": f"Bearer {token}",
+                        "Accept": "application/json",
+                        **(headers or {}),
+                    },
+                    timeout=timeouts(config),
+                    verify=tls_verify(config),
+                    allow_redirects=False,
+                )
+            except (requests.RequestException, OSError) as exc:  # OSError: unreadable CA bundle
+                raise pb.ProviderUnavailable(
+                    f"PayPal API unreachable: {type(exc).__name__}"
+                ) from exc
+            if response.status_code == 401 and attempt == 1:
+                self._forget_token(base, config)  # expired or revoked early: fetch anew once
+                continue
+            if not 200 <= response.status_code < 300:
+                raise PayPalApiError(response.status_code, api_issues(response))
+            try:
+                data = response.json()
+            except ValueError as exc:
+                raise pb.ProviderUnavailable("PayPal API answered with invalid JSON") from exc
+            if not isinstance(data, dict):
+                raise pb.ProviderUnavailable("PayPal API answered with a non-object")
+            return data
+        raise pb.ProviderUnavailable("PayPal API refused the access token")  # pragma: no cover
+
+    def _token_key(self, base: str, config: Mapping[str, Any]) -> tuple[str, str, str]:
+        client_id, secret = config_text(config, "clientId"), config_text(config, "clientSecret")
+        if not client_id or not secret:
+            raise pb.NotConfigured("walletprovider clientId / clientSecret are not configured")
+        return base, client_id, hashlib.sha256(secret.encode()).hexdigest()
+
+    def _forget_token(self, base: str, config: Mapping[str, Any]) -> None:
+        with self._token_lock:
+            self._tokens.pop(self._token_key(base, config), None)
+
+    def _access_token(self, base: str, config: Mapping[str, Any]) -> str:
+        key = self._token_key(base, config)
+        with self._token_lock:
+            cached = self._tokens.get(key)
+            if cached and cached[1] > time.monotonic():
+                return cached[0]
+        try:
+            response = self._http.post(
+                base + "/v1/oauth2/token",
+                data={"grant_type": "client_credentials"},
+                auth=(config_text(config, "clientId"), config_text(config, "clientSecret")),
+                headers={"Accept": "application/json"},
+                timeout=timeouts(config),
+                verify=tls_verify(config),
+                allow_redirects=False,
+            )
+        except (requests.RequestException, OSError) as exc:  # OSError: unreadable CA bundle
+            raise pb.ProviderUnavailable(f"PayPal OAuth unreachable: {type(exc).__name__}") from exc
+        if response.status_code != 200:
+            raise pb.ProviderUnavailable(f"PayPal OAuth answered HTTP {response.status_code}")
+        try:
+            data = response.json()
+            token = data["access_token"]
+            lifetime = int(data.get("expires_in", 0))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise pb.ProviderUnavailable("PayPal OAuth answered without an access token") from exc
+        if not isinstance(token, str) or not token:
+            raise pb.ProviderUnavailable("PayPal OAuth answered without an access token")
+        if lifetime > TOKEN_EARLY_REFRESH:
+            with self._token_lock:
+                self._tokens[key] = (token, time.monotonic() + lifetime - TOKEN_EARLY_REFRESH)
+        return token
