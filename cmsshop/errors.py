@@ -143,6 +143,23 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "range_not_satisfiable": ErrorCode(
         416, "Range not satisfiable", "The Range header lies outside the file."
     ),
+    "too_many_pending_orders": ErrorCode(
+        429, "Too many unpaid orders", "The customer holds the allowed recent pending orders."
+    ),
+    "unprocessable_event": ErrorCode(
+        422,
+        "Unprocessable event",
+        "A verified webhook event holds text no database stores (NUL, a lone surrogate); logged.",
+    ),
+    "payments_not_configured": ErrorCode(
+        503, "Checkout unavailable", "The chosen provider has no API credentials (production)."
+    ),
+    "provider_unavailable": ErrorCode(
+        503, "Checkout unavailable", "The provider could not start the payment; nothing charged."
+    ),
+    "checkout_failed": ErrorCode(
+        503, "Checkout unavailable", "No order number could be allocated; try again."
+    ),
     "ticket_rate_limited": ErrorCode(
         429, "Too many requests", "Too many support tickets opened in the last hour."
     ),

@@ -24,12 +24,7 @@ LIST_ROUTES = [
     "/api/admin/products",
     "/api/admin/articles",
     "/api/admin/tickets",
-    pytest.param(
-        "/api/admin/payment-events",
-        # Its view moves to read_page_request/fetch_page in the payments helper's branch
-        # (h2); until that is merged it still pages with the old read_paging.
-        marks=pytest.mark.xfail(reason="paged by the old read_paging until h2 is merged"),
-    ),
+    "/api/admin/payment-events",
     "/api/dashboard/orders",
     "/api/dashboard/invoices",
     "/api/dashboard/downloads",

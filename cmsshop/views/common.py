@@ -165,17 +165,6 @@ class PagingSchema(colander.MappingSchema):
     )
 
 
-def read_paging(request) -> tuple[int, int]:
-    """``page`` (from 1) and ``perPage`` (1-100, default 20) from the query string; 422 if bad."""
-    raw = {k: request.GET[k] for k in ("page", "perPage") if k in request.GET}
-    data = validate(PagingSchema(), raw)
-    return data["page"], data["perPage"]
-
-
-def page_body(items: list, page: int, per_page: int, total: int) -> dict:
-    return {"items": items, "page": page, "perPage": per_page, "total": total}
-
-
 def query_values(request, name: str) -> list[str]:
     """Every value of a query parameter; 400 ``malformed_query`` for a query string that
     is not UTF-8 (WebOb decodes all of it on first use and raises)."""

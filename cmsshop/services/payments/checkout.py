@@ -186,7 +186,7 @@ def _commit_new_order(
                 return _loaded(session, insert_order(session, user_id, currency, provider, lines))
         except IntegrityError:  # an order number collided (50 random bits): draw again
             continue
-    raise CheckoutUnavailable("could not allocate an order number", "checkout_failed")
+    raise CheckoutUnavailable("could not allocate an order number", code="checkout_failed")
 
 
 def _set_order(registry, number: str, **values) -> Order:
@@ -262,7 +262,7 @@ def place_order(
             log.error("checkout with %s refused: %s", spec.name, exc)
             raise CheckoutUnavailable(
                 f"Payments with {spec.name} are not configured on this site.",
-                "payments_not_configured",
+                code="payments_not_configured",
             ) from None
         # Development without a provider account: pay with simulate-payment.
         return PlacedOrder(order, sandbox_url(settings, number), sandbox=True)
@@ -271,7 +271,7 @@ def place_order(
         log.warning("checkout with %s failed for %s: %s", spec.name, number, exc)
         raise CheckoutUnavailable(
             f"{spec.name} could not start the payment; nothing was charged. Try again shortly.",
-            "provider_unavailable",
+            code="provider_unavailable",
         ) from None
     order = _set_order(registry, number, provider_checkout_id=checkout.provider_checkout_id[:255])
     return PlacedOrder(order, checkout.redirect_url, sandbox=False)
