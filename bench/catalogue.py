@@ -43,21 +43,9 @@ CATEGORIES = ["guides", "licensing", "policies", "releases", "howto"]
 
 
 def migrate(url: str, reset: bool) -> None:
-    from alembic import command
-    from alembic.config import Config
+    from benchlib import migrate_fresh  # bench/benchlib.py, beside this script
 
-    from cmsshop.db import make_engine
-
-    engine = make_engine(url)
-    if reset and engine.dialect.name == "postgresql":
-        with engine.begin() as conn:
-            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-            conn.exec_driver_sql("CREATE SCHEMA public")
-    engine.dispose()
-    config = Config(os.path.join(ROOT, "development.ini"))
-    config.set_main_option("script_location", os.path.join(ROOT, "alembic"))
-    config.attributes["database_url"] = url
-    command.upgrade(config, "head")
+    migrate_fresh(url, reset).dispose()
 
 
 def load(url: str) -> None:

@@ -51,29 +51,14 @@ def bench_settings(database_url: str, key_dir: str) -> dict:
 
 
 def prepare_database(url: str, licenses: int, activated: int, reset: bool) -> None:
-    from alembic import command
-    from alembic.config import Config
+    from benchlib import migrate_fresh  # bench/benchlib.py, beside this script
     from sqlalchemy import insert, select
 
-    from cmsshop.db import make_engine
     from cmsshop.models import Activation, License, Product
     from cmsshop.services.licensing.records import fingerprint_hash
     from cmsshop.util import READABLE_ALPHABET, utcnow
 
-    engine = make_engine(url)
-    if engine.dialect.name == "postgresql":
-        with engine.begin() as conn:
-            tables = conn.exec_driver_sql(
-                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
-            ).scalar()
-            if tables and not reset:
-                sys.exit("the PostgreSQL database is not empty; pass --reset to wipe it")
-            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-            conn.exec_driver_sql("CREATE SCHEMA public")
-    cfg = Config(os.path.join(ROOT, "development.ini"))
-    cfg.set_main_option("script_location", os.path.join(ROOT, "alembic"))
-    cfg.attributes["database_url"] = url
-    command.upgrade(cfg, "head")
+    engine = migrate_fresh(url, reset)
 
     started = time.perf_counter()
     now = utcnow()

@@ -25,7 +25,7 @@ from sqlalchemy import text
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from webhooks import migrate_fresh  # noqa: E402 - bench/webhooks.py, beside this script
+from benchlib import migrate_fresh  # noqa: E402 - bench/benchlib.py, beside this script
 
 from cmsshop.config import configure  # noqa: E402
 from cmsshop.db import make_engine  # noqa: E402

@@ -32,14 +32,14 @@ import threading
 import time
 
 import requests
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 from waitress.server import create_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+
+from benchlib import migrate_fresh  # noqa: E402 - bench/benchlib.py, beside this script
 
 from cmsshop.config import configure  # noqa: E402
 from cmsshop.db import make_engine  # noqa: E402
@@ -65,26 +65,6 @@ from cmsshop.services.payments.checkout import new_order_number  # noqa: E402
 
 SECRET = "whsec_benchmark_0123456789abcdef"
 PRICE = 4900
-
-
-def migrate_fresh(url: str, reset: bool):
-    """Migrate an empty database (on PostgreSQL ``reset`` drops its public schema first);
-    returns its engine."""
-    engine = make_engine(url)
-    if engine.dialect.name == "postgresql":
-        with engine.begin() as conn:
-            tables = conn.exec_driver_sql(
-                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
-            ).scalar()
-            if tables and not reset:
-                sys.exit("the database is not empty; pass --reset to drop its public schema")
-            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
-            conn.exec_driver_sql("CREATE SCHEMA public")
-    cfg = Config(os.path.join(ROOT, "development.ini"))
-    cfg.set_main_option("script_location", os.path.join(ROOT, "alembic"))
-    cfg.attributes["database_url"] = url
-    command.upgrade(cfg, "head")
-    return engine
 
 
 def prepare_database(url: str, reset: bool, orders: int) -> list[str]:

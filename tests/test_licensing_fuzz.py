@@ -5,19 +5,8 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from fuzzing import run_strategy
 from schemathesis.generation.modes import GenerationMode
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
-
-
-def json_error_body(ctx, response, case):
-    if response.status_code >= 400:
-        body = response.json()
-        assert {"code", "title", "message", "hints", "supportCode"} <= set(body), body
 
 
 @pytest.fixture
@@ -39,22 +28,4 @@ def test_licensing_fuzz(licensing_operations, mode, media_type):
         elif mode == GenerationMode.NEGATIVE:
             continue  # GET jwks.json has no input to break
 
-        @given(case=operation.as_strategy(mode, **kwargs))
-        @settings(
-            max_examples=10,
-            deadline=None,
-            derandomize=True,
-            suppress_health_check=list(HealthCheck),
-        )
-        def run(case):
-            case.call_and_validate(
-                checks=[
-                    schemathesis.checks.not_a_server_error,
-                    status_code_conformance,
-                    content_type_conformance,
-                    response_schema_conformance,
-                    json_error_body,
-                ]
-            )
-
-        run()
+        run_strategy(operation.as_strategy(mode, **kwargs))

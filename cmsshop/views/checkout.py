@@ -12,7 +12,7 @@ from cmsshop.errors import ApiError, NotFound, RateLimited, ServiceUnavailable, 
 from cmsshop.security import CUSTOMER
 from cmsshop.services.payments import checkout as co
 from cmsshop.services.payments.registry import PaymentProviders
-from cmsshop.views.bodies import order_body
+from cmsshop.views.bodies import ORDER_SCHEMA, order_body
 from cmsshop.views.common import StrictMapping, StrictSequence, StrictString, read_json
 
 
@@ -111,53 +111,7 @@ def sandbox(request):
     }
 
 
-ORDER = {
-    "type": "object",
-    "required": [
-        "number",
-        "status",
-        "currency",
-        "total",
-        "items",
-        "provider",
-        "createdAt",
-        "paidAt",
-    ],
-    "properties": {
-        "number": {"type": "string"},
-        "status": {
-            "type": "string",
-            "enum": [
-                "pending",
-                "paid",
-                "refunded",
-                "disputed",
-                "cancelled",
-                "failed",
-                "needs_review",
-            ],
-        },
-        "currency": {"type": "string"},
-        "total": {"type": "integer"},
-        "items": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["product", "name", "amount"],
-                "properties": {
-                    "product": {"type": "string"},
-                    "name": {"type": "string"},
-                    "amount": {"type": "integer"},
-                },
-            },
-        },
-        "provider": {"type": "string"},
-        "createdAt": {"type": "string", "format": "date-time"},
-        "paidAt": {"type": ["string", "null"], "format": "date-time"},
-    },
-}
-
-OPENAPI_SCHEMAS = {"CheckoutOrder": ORDER}
+OPENAPI_SCHEMAS = {"CheckoutOrder": ORDER_SCHEMA}
 
 OPENAPI_PATHS = {
     "/api/store/checkout": {

@@ -1,0 +1,35 @@
+"""Shared by the benchmark scripts: a freshly migrated database to measure on."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+def migrate_fresh(url: str, reset: bool):
+    """Migrate an empty database (on PostgreSQL ``reset`` drops its public schema first,
+    and a non-empty one without ``reset`` stops the script); returns its engine."""
+    from alembic import command
+    from alembic.config import Config
+
+    from cmsshop.db import make_engine
+
+    engine = make_engine(url)
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:
+            tables = conn.exec_driver_sql(
+                "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+            ).scalar()
+            if tables and not reset:
+                sys.exit("the database is not empty; pass --reset to drop its public schema")
+            conn.exec_driver_sql("DROP SCHEMA public CASCADE")
+            conn.exec_driver_sql("CREATE SCHEMA public")
+    cfg = Config(os.path.join(ROOT, "development.ini"))
+    cfg.set_main_option("script_location", os.path.join(ROOT, "alembic"))
+    cfg.attributes["database_url"] = url
+    command.upgrade(cfg, "head")
+    return engine
