@@ -223,9 +223,11 @@ class ApiError(Exception):
         extra: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
     ):
-        self.status = status or self.status
+        # A catalogued code brings its status and title, so a raise names only the code.
+        entry = ERROR_CODES.get(code) if code else None
+        self.status = status or (entry.status if entry else self.status)
         self.code = code or self.code
-        self.title = title or self.title
+        self.title = title or (entry.title if entry else self.title)
         self.message = message or self.message
         self.hints = list(hints if hints is not None else self.hints)
         self.extra = dict(extra or {})

@@ -95,3 +95,12 @@ def test_every_catalogued_code_is_documented_in_the_readme():
     assert not wrong, f"README statuses differ from ERROR_CODES: {wrong}"
     unknown = sorted(set(table) - set(ERROR_CODES))
     assert not unknown, f"README documents codes that do not exist: {unknown}"
+
+
+def test_a_raise_naming_a_catalogued_code_gets_its_status_and_title():
+    from cmsshop.errors import ApiError
+
+    error = ApiError("gone", code="download_revoked")
+    assert (error.status, error.title) == (410, ERROR_CODES["download_revoked"].title)
+    explicit = ApiError("x", code="download_revoked", status=404, title="Custom")
+    assert (explicit.status, explicit.title) == (404, "Custom")

@@ -188,9 +188,7 @@ def delete_product(request):
 def _malformed(detail: str) -> ApiError:
     return ApiError(
         f"The multipart body could not be read: {detail}",
-        status=400,
         code="malformed_multipart",
-        title="Malformed multipart body",
         hints=["Send multipart/form-data with a `version` field and a `file` part."],
     )
 

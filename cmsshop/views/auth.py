@@ -57,9 +57,7 @@ def register(request):
     if not request.registry.settings["cmsshop.registration_open"]:
         raise ApiError(
             "Registration is closed on this site.",
-            status=403,
             code="registration_closed",
-            title="Registration closed",
             hints=["Ask the site operator for an account."],
         )
     data = read_json(request, RegisterSchema())
@@ -101,9 +99,7 @@ def login(request):
     if user is None:
         raise ApiError(
             "The email or password is wrong.",
-            status=401,
             code="invalid_credentials",
-            title="Login failed",
             hints=["Check both and try again."],
         )
     limiter.refund(checks)

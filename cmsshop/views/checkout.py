@@ -96,9 +96,7 @@ def sandbox(request):
     if request.registry.settings["cmsshop.environment"] == "production":
         raise ApiError(
             "The payment sandbox is not available on a production site.",
-            status=404,
             code="sandbox_disabled",
-            title="No sandbox",
         )
     return {
         "order": order_body(order),

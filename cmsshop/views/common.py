@@ -173,9 +173,7 @@ def query_values(request, name: str) -> list[str]:
     except UnicodeDecodeError:
         raise ApiError(
             "The query string is not valid UTF-8.",
-            status=400,
             code="malformed_query",
-            title="Malformed query string",
             hints=["Percent-encode UTF-8 text, e.g. é as %C3%A9."],
         ) from None
 

@@ -86,9 +86,7 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
         if allowed and request.method not in allowed:
             return E.ApiError(
                 f"{request.method} is not allowed here; use {', '.join(allowed)}.",
-                status=405,
                 code="method_not_allowed",
-                title="Method not allowed",
                 headers={"Allow": ", ".join(allowed)},
             )
         return E.NotFound("No route matches this request.", code="not_found")
@@ -113,9 +111,7 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
         return E.DatabaseUnavailable()
     return E.ApiError(
         "An unexpected error occurred. Quote the support code when you contact us.",
-        status=500,
         code="internal_error",
-        title="Internal server error",
         hints=["Try again later; if it persists, send us the support code."],
     )
 

@@ -96,7 +96,6 @@ def decode_form(raw: bytes) -> dict:
         raise ApiError(
             "The request body is not a valid UTF-8 url-encoded form.",
             code="malformed_form",
-            title="Malformed form",
             hints=["Send the five fields url-encoded as UTF-8, or send JSON."],
         ) from None
     data: dict = {}

@@ -37,9 +37,7 @@ def delivery_error(exc: pe.DeliveryError) -> ApiError:
     if isinstance(exc, pe.DeliveryRejected):
         return ApiError(
             "The signature of this delivery is invalid.",
-            status=400,
             code="invalid_signature",
-            title="Invalid signature",
             hints=["Check that the endpoint's signing secret matches the configured one."],
             extra=extra,
         )
@@ -79,9 +77,7 @@ def delivery_error(exc: pe.DeliveryError) -> ApiError:
     if isinstance(exc, pe.UnprocessableEvent):
         return ApiError(
             f"The event cannot be processed: {message}.",
-            status=422,
             code="unprocessable_event",
-            title="Unprocessable event",
             hints=["The event was logged; a redelivery gets the same answer."],
             extra=extra,
         )

@@ -53,41 +53,41 @@ DOWNLOAD_CONTENT_TYPE = "application/octet-stream"
 
 
 class InvalidDownloadToken(ApiError):
-    status, code, title = 403, "invalid_download_token", "Invalid download link"
+    code = "invalid_download_token"
     message = "This download link is not valid."
     hints = ("Copy the whole link, or ask your dashboard for a new one.",)
 
 
 class DownloadLinkExpired(ApiError):
-    status, code, title = 410, "download_link_expired", "Download link expired"
+    code = "download_link_expired"
     message = "This download link has expired."
     hints = ("Download links are short-lived; get a fresh one from your dashboard.",)
 
 
 class DownloadNotFound(ApiError):
-    status, code, title = 404, "download_not_found", "Download not found"
+    code = "download_not_found"
     message = "No such download in your account."
 
 
 class DownloadRevoked(ApiError):
-    status, code, title = 410, "download_revoked", "Download revoked"
+    code = "download_revoked"
     message = "This purchase was refunded or revoked; its downloads are no longer available."
     hints = ("Contact support if you think this is a mistake.",)
 
 
 class DownloadOnHold(ApiError):
-    status, code, title = 403, "download_on_hold", "Download on hold"
+    code = "download_on_hold"
     message = "Downloads for this purchase are paused while a payment question is resolved."
     hints = ("Contact support with your order number.",)
 
 
 class ReleaseNotAvailable(ApiError):
-    status, code, title = 404, "release_not_available", "No release yet"
+    code = "release_not_available"
     message = "This product has no downloadable release yet."
 
 
 class RangeNotSatisfiable(ApiError):
-    status, code, title = 416, "range_not_satisfiable", "Range not satisfiable"
+    code = "range_not_satisfiable"
     message = "The requested byte range lies outside the file."
 
     def __init__(self, size: int):
@@ -99,7 +99,7 @@ class RangeNotSatisfiable(ApiError):
 
 
 class DownloadFileMissing(ApiError):
-    status, code, title = 500, "download_file_missing", "File missing"
+    code = "download_file_missing"
     message = "The file of this release is missing on the server; support has the details."
     hints = ("Try again later; if it persists, send us the support code.",)
 

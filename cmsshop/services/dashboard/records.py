@@ -38,7 +38,7 @@ from cmsshop.util import utcnow
 
 
 class LicenseNotAvailable(ApiError):
-    status, code, title = 404, "license_not_available", "No license for this product"
+    code = "license_not_available"
     message = "This product is used without a license key."
 
 

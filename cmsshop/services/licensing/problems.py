@@ -22,9 +22,7 @@ def license_not_found() -> ApiError:
 def product_mismatch() -> ApiError:
     return ApiError(
         "This license key is for another product.",
-        status=403,
         code="product_mismatch",
-        title="Wrong product",
         hints=["Use the license key you received for this product."],
     )
 
