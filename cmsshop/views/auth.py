@@ -7,10 +7,10 @@ from pyramid.csrf import get_csrf_token
 from pyramid.view import view_config
 
 from cmsshop import openapi as oa
-from cmsshop.db import take_write_lock
-from cmsshop.errors import ApiError, RateLimited
+from cmsshop.errors import ApiError
 from cmsshop.security import end_session, start_session
-from cmsshop.services.accounts import users as accounts
+from cmsshop.services.accounts import login
+from cmsshop.services.accounts.users import PasswordHasher
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.views.common import StrictMapping, StrictString, read_json
 from cmsshop.views.core import user_body
@@ -37,23 +37,14 @@ def session_body(request) -> dict:
     return {"user": user_body(request.user), "csrfToken": get_csrf_token(request)}
 
 
-LOGIN_EMAIL_POLICY = "login.email"
-LOGIN_IP_POLICY = "login.ip"
-REGISTER_IP_POLICY = "register.ip"
-
-
 def _client_ip(request) -> str:
     return request.client_addr or "unknown"
 
 
 @view_config(route_name="auth.register", request_method="POST", renderer="json")
 def register(request):
-    """Create an account and log it in.
-
-    A taken email gets the same status and body keys as a new one (``user`` is null and no
-    session starts), not a 409: registration must not be a way to test which emails have
-    accounts. The per-IP policy bounds how many addresses one client can try.
-    """
+    """Create an account and log it in; a taken email gets the same status and body keys
+    (``user`` null, no session): see services.accounts.login."""
     if not request.registry.settings["cmsshop.registration_open"]:
         raise ApiError(
             "Registration is closed on this site.",
@@ -61,18 +52,15 @@ def register(request):
             hints=["Ask the site operator for an account."],
         )
     data = read_json(request, RegisterSchema())
-    refusal = request.find_service(RateLimiter).count([(REGISTER_IP_POLICY, _client_ip(request))])
-    if refusal is not None:
-        raise RateLimited(refusal.retry_after, "Too many registrations; wait before trying again.")
-    # The user row is this request's first write (see login).
-    take_write_lock(request.db)
-    hasher = request.find_service(accounts.PasswordHasher)
-    try:
-        user = accounts.create_user(
-            request.db, hasher, data["email"], data["password"], data["name"]
-        )
-    except accounts.EmailTaken:
-        user = None
+    user = login.register(
+        request.db,
+        request.find_service(PasswordHasher),
+        request.find_service(RateLimiter),
+        data["email"],
+        data["password"],
+        data["name"],
+        _client_ip(request),
+    )
     if user is not None:
         start_session(request, user)
     request.response.status = 201
@@ -80,32 +68,16 @@ def register(request):
 
 
 @view_config(route_name="auth.login", request_method="POST", renderer="json")
-def login(request):
+def log_in(request):
     data = read_json(request, LoginSchema())
-    # The attempt is counted (reserved) before the password is checked, in one atomic
-    # statement shared by every process, so N parallel guesses check at most the limit;
-    # a right password takes its attempt back.
-    limiter = request.find_service(RateLimiter)
-    checks = [
-        (LOGIN_EMAIL_POLICY, accounts.normalise_email(data["email"])),
-        (LOGIN_IP_POLICY, _client_ip(request)),
-    ]
-    refusal = limiter.count(checks)
-    if refusal is not None:
-        raise RateLimited(refusal.retry_after, "Too many failed logins; wait before trying again.")
-    user = accounts.authenticate(
-        request.db, request.find_service(accounts.PasswordHasher), data["email"], data["password"]
+    user = login.log_in(
+        request.db,
+        request.find_service(PasswordHasher),
+        request.find_service(RateLimiter),
+        data["email"],
+        data["password"],
+        _client_ip(request),
     )
-    if user is None:
-        raise ApiError(
-            "The email or password is wrong.",
-            code="invalid_credentials",
-            hints=["Check both and try again."],
-        )
-    limiter.refund(checks)
-    # The session row is this request's first write: on SQLite, queue for the write lock
-    # now (the counters above committed after this request's read snapshot began).
-    take_write_lock(request.db)
     start_session(request, user)
     return session_body(request)
 
@@ -183,16 +155,8 @@ OPENAPI_PATHS = {
 
 
 def includeme(config) -> None:
-    settings = config.get_settings()
-    limit, window = settings["cmsshop.login_max_failures"], settings["cmsshop.login_failure_window"]
-    config.add_rate_policy(LOGIN_EMAIL_POLICY, limit, window)
-    # An address shared by many people (an office, a NAT) gets four times the allowance.
-    config.add_rate_policy(LOGIN_IP_POLICY, limit * 4, window)
-    config.add_rate_policy(
-        REGISTER_IP_POLICY,
-        settings["cmsshop.register_max_per_ip"],
-        settings["cmsshop.register_window"],
-    )
+    for policy in login.rate_policies(config.get_settings()):
+        config.add_rate_policy(*policy)
     config.add_route("auth.register", "/api/auth/register")
     config.add_route("auth.login", "/api/auth/login")
     config.add_route("auth.logout", "/api/auth/logout")

@@ -31,6 +31,7 @@ from typing import Any
 from pyramid.exceptions import ConfigurationError
 
 from cmsshop.services.payments.base import PaymentProvider
+from cmsshop.services.payments.events.log import REJECTED_IP_POLICY
 from cmsshop.services.payments.registry import (
     REGISTRY_KEY,
     FieldValidator,
@@ -40,7 +41,6 @@ from cmsshop.services.payments.registry import (
 from cmsshop.services.payments.settings import DEFAULT_SIGNATURE_TOLERANCE, env_name, ini_name
 from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
 from cmsshop.views import admin_payments, checkout, webhooks
-from cmsshop.views.webhooks import REJECTED_IP_POLICY
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
 

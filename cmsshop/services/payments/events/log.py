@@ -17,9 +17,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from cmsshop.db import own_transaction
+from cmsshop.errors import RateLimited
 from cmsshop.models import PaymentEvent
 from cmsshop.services.payments.base import PaymentProvider, VerifiedEvent
 from cmsshop.services.payments.events.errors import OrderRef
+from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import utcnow
 
 log = logging.getLogger(__name__)
@@ -166,11 +168,27 @@ def rejected_summary(
     }
 
 
+REJECTED_IP_POLICY = "webhooks.rejected_ip"
+
+
 def record_rejected(
-    registry, provider: PaymentProvider, headers: Mapping[str, str], raw: bytes, reason: str
+    registry,
+    limiter: RateLimiter,
+    provider: PaymentProvider,
+    headers: Mapping[str, str],
+    raw: bytes,
+    reason: str,
+    client_ip: str,
 ) -> None:
     """Log a delivery that failed verification (bounded, never a secret). The claimed
-    event id is not trusted, so the row gets an id of its own; reprocess re-verifies it."""
+    event id is not trusted, so the row gets an id of its own; reprocess re-verifies it.
+
+    Anyone can send a bad signature: past the per-address policy nothing is logged and
+    RateLimited is raised, so a flood costs one counter row per address and window, not a
+    row per request."""
+    refusal = limiter.count([(REJECTED_IP_POLICY, client_ip)])
+    if refusal is not None:
+        raise RateLimited(refusal.retry_after, "Too many deliveries with an invalid signature.")
     try:
         with own_transaction(registry) as session:
             session.add(
