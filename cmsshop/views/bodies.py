@@ -27,6 +27,21 @@ def order_body(order) -> dict:
     }
 
 
+def error_record_body(record) -> dict:
+    """A stored 5xx record (the admin API and ``cmsshop-admin support-code``)."""
+    return {
+        "supportCode": record.support_code,
+        "createdAt": isoformat_z(record.created_at),
+        "requestId": record.request_id,
+        "method": record.method,
+        "path": record.path,
+        "status": record.status,
+        "code": record.error_code,
+        "exceptionType": record.exception_type,
+        "traceback": record.traceback,
+    }
+
+
 def release_body(release) -> dict | None:
     """A Release, or a row with its columns (see catalogue.load_cards); None stays None."""
     if release is None:

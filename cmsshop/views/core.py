@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pyramid.csrf import get_csrf_token
 from pyramid.view import view_config
-from sqlalchemy import select
 
 from cmsshop import openapi as oa
 from cmsshop.db import ping
 from cmsshop.errors import DatabaseUnavailable, NotFound
-from cmsshop.models import Currency
 from cmsshop.security import ADMIN
-from cmsshop.services.support.codes import error_record_body, find_error_record
+from cmsshop.services.catalogue.currencies import default_currency
+from cmsshop.services.support.codes import find_error_record
+from cmsshop.views.bodies import error_record_body
 
 
 def user_body(user) -> dict | None:
@@ -23,14 +23,11 @@ def user_body(user) -> dict | None:
 @view_config(route_name="core.bootstrap", request_method="GET", renderer="json")
 def bootstrap(request):
     settings = request.registry.settings
-    default_currency = request.db.scalar(
-        select(Currency.code).where(Currency.is_default.is_(True), Currency.enabled.is_(True))
-    )
     return {
         "siteName": settings["cmsshop.site_name"],
         "baseUrl": settings["cmsshop.base_url"],
         "modules": sorted(settings["cmsshop.modules"]),
-        "defaultCurrency": default_currency,
+        "defaultCurrency": default_currency(request.db),
         "user": user_body(request.user),
         "csrfToken": get_csrf_token(request),
     }

@@ -68,6 +68,13 @@ def lock_currencies(session: Session) -> None:
     session.execute(select(Currency.code).order_by(Currency.code).with_for_update())
 
 
+def default_currency(session: Session) -> str | None:
+    """The code of the enabled default currency, if there is one."""
+    return session.scalar(
+        select(Currency.code).where(Currency.is_default.is_(True), Currency.enabled.is_(True))
+    )
+
+
 def _currency_is_default_error(code: str, action: str) -> ApiError:
     return Conflict(
         f"{code} is the default currency and cannot be {action}.",

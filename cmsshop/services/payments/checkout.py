@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from cmsshop.db import own_transaction, take_write_lock
 from cmsshop.models import Currency, Order, OrderItem, Product, User
+from cmsshop.services.catalogue.currencies import default_currency
 from cmsshop.services.payments.base import (
     CheckoutRequest,
     NotConfigured,
@@ -113,12 +114,6 @@ def price_items(session: Session, slugs: list[str], currency: str) -> list[dict]
     if errors:
         raise CheckoutInvalid(errors)
     return lines
-
-
-def default_currency(session: Session) -> str | None:
-    return session.scalar(
-        select(Currency.code).where(Currency.is_default.is_(True), Currency.enabled.is_(True))
-    )
 
 
 def insert_order(session: Session, user_id: int, currency: str, provider: str, lines) -> Order:

@@ -87,19 +87,3 @@ def find_error_record(session: Session, support_code: str) -> ErrorRecord | None
     if not SUPPORT_CODE.fullmatch(support_code):
         return None
     return session.scalar(select(ErrorRecord).where(ErrorRecord.support_code == support_code))
-
-
-def error_record_body(record: ErrorRecord) -> dict:
-    from cmsshop.util import isoformat_z
-
-    return {
-        "supportCode": record.support_code,
-        "createdAt": isoformat_z(record.created_at),
-        "requestId": record.request_id,
-        "method": record.method,
-        "path": record.path,
-        "status": record.status,
-        "code": record.error_code,
-        "exceptionType": record.exception_type,
-        "traceback": record.traceback,
-    }
