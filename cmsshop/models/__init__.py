@@ -1,26 +1,52 @@
 """Every model, imported here so alembic and the schema test always see all tables,
-whichever feature modules are switched on."""
+whichever feature modules are switched on. One module per feature, as in services/:
 
-from cmsshop.models.accounts import User, UserSession
+    accounts   User, UserSession
+    catalogue  Currency, Product, ProductPrice, Release, Article
+    commerce   Order, OrderItem, Fulfilment, Invoice, InvoiceCounter, Entitlement
+    payments   PaymentEvent (the provider event log), PaymentSetting
+    licensing  License, Activation, LicenseNonce, LicenseAuditEntry
+    dashboard  DownloadLog
+    support    SupportTicket, ErrorRecord
+    ratelimit  RateCounter
+
+The status constants (``ORDER_STATUSES``...) are the single source of the CHECK
+constraints and of the OpenAPI enums.
+"""
+
+from cmsshop.models.accounts import ROLES, User, UserSession
 from cmsshop.models.catalogue import Article, Currency, Product, ProductPrice, Release
 from cmsshop.models.commerce import (
-    Activation,
+    ENTITLEMENT_STATUSES,
+    ORDER_STATUSES,
     Entitlement,
     Fulfilment,
     Invoice,
     InvoiceCounter,
-    License,
     Order,
     OrderItem,
-    PaymentEvent,
 )
-from cmsshop.models.dashboard import DownloadLog, SupportTicket
-from cmsshop.models.licensing import LicenseAuditEntry, LicenseNonce
+from cmsshop.models.dashboard import DELIVERY_MODES, DownloadLog
+from cmsshop.models.licensing import (
+    LICENSE_STATUSES,
+    Activation,
+    License,
+    LicenseAuditEntry,
+    LicenseNonce,
+)
 from cmsshop.models.meta import Base
-from cmsshop.models.payments import PaymentSetting
-from cmsshop.models.support import ErrorRecord, RateCounter
+from cmsshop.models.payments import EVENT_STATUSES, PaymentEvent, PaymentSetting
+from cmsshop.models.ratelimit import RateCounter
+from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket
 
 __all__ = [
+    "DELIVERY_MODES",
+    "ENTITLEMENT_STATUSES",
+    "EVENT_STATUSES",
+    "LICENSE_STATUSES",
+    "ORDER_STATUSES",
+    "ROLES",
+    "TICKET_STATUSES",
     "Activation",
     "Article",
     "Base",

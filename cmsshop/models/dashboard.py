@@ -1,39 +1,16 @@
-"""Dashboard records: customer support tickets and the download log."""
+"""Dashboard records: the download log and the file delivery modes."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, Integer, String, Text
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
 
-from cmsshop.models.accounts import User
-from cmsshop.models.commerce import Order
 from cmsshop.models.meta import Base, UTCDateTime
 from cmsshop.util import utcnow
 
-TICKET_STATUSES = ("open", "pending", "closed")
 DELIVERY_MODES = ("stream", "x-accel-redirect")
-
-
-class SupportTicket(Base):
-    __tablename__ = "support_tickets"
-    __table_args__ = (CheckConstraint("status IN ('open', 'pending', 'closed')", name="status"),)
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    # TCK-7KQ2M9: random readable characters; a collision fails on the unique
-    # constraint and the request is retried with a fresh number.
-    number: Mapped[str] = mapped_column(String(32), unique=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
-    order_id: Mapped[int | None] = mapped_column(ForeignKey("orders.id"))
-    subject: Mapped[str] = mapped_column(String(200))
-    body: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(20), default="open", index=True)
-    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
-    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
-
-    user: Mapped[User] = relationship()
-    order: Mapped[Order | None] = relationship()
 
 
 class DownloadLog(Base):

@@ -1,18 +1,81 @@
-"""Licensing records: the nonces seen per license and the audit log of every call.
-(Stored in tables named ``licence_*``; see models.commerce.License.)
+"""Licensing: licenses, their activations, the nonces seen per license and the audit log
+of every call. Fulfilment issues licenses; the licensing routes activate and validate
+them.
 
-Licenses and activations themselves live in models/commerce.py (fulfilment issues them).
+The tables keep the spelling they were created with (``licences``, ``licence_nonces``,
+``licence_audit_log``, column ``licence_id``; migrations 0001 and 0004): renaming live
+tables is a risky migration for no behaviour. Code says "license" everywhere; only the
+stored names below say "licence".
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import ForeignKey, Index, Integer, String, UniqueConstraint
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from cmsshop.models.meta import Base, UTCDateTime
+from cmsshop.models.catalogue import Product
+from cmsshop.models.meta import Base, UTCDateTime, one_of
 from cmsshop.util import utcnow
+
+LICENSE_STATUSES = ("active", "suspended", "revoked", "expired")
+
+
+class License(Base):
+    __tablename__ = "licences"
+    __table_args__ = (
+        CheckConstraint(one_of("status", LICENSE_STATUSES), name="status"),
+        CheckConstraint("max_activations >= 0", name="max_activations"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    # Nullable so an operator can issue a license by hand; unique when set.
+    order_item_id: Mapped[int | None] = mapped_column(ForeignKey("order_items.id"), unique=True)
+    user_id: Mapped[int | None] = mapped_column(ForeignKey("users.id"), index=True)
+    product_id: Mapped[int] = mapped_column(ForeignKey("products.id"), index=True)
+    status: Mapped[str] = mapped_column(String(20), default="active")
+    max_activations: Mapped[int] = mapped_column(Integer)
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    product: Mapped[Product] = relationship()
+    activations: Mapped[list[Activation]] = relationship(
+        back_populates="license", order_by="Activation.id"
+    )
+
+
+class Activation(Base):
+    __tablename__ = "activations"
+    __table_args__ = (
+        UniqueConstraint("licence_id", "fingerprint_sha256"),
+        CheckConstraint("environment IN ('production', 'staging', 'local')", name="environment"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    license_id: Mapped[int] = mapped_column(
+        "licence_id", ForeignKey("licences.id", ondelete="CASCADE")
+    )
+    fingerprint: Mapped[str] = mapped_column(String(256))
+    fingerprint_sha256: Mapped[str] = mapped_column(String(64))
+    domain: Mapped[str] = mapped_column(String(255))
+    environment: Mapped[str] = mapped_column(String(20), default="production")
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    activated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_validated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    deactivated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+    license: Mapped[License] = relationship(back_populates="activations")
 
 
 class LicenseNonce(Base):

@@ -24,6 +24,11 @@ NAMING_CONVENTION = {
 MAX_ID = 2**31 - 1
 
 
+def one_of(column: str, values: tuple[str, ...]) -> str:
+    """The SQL of a CHECK that ``column`` holds one of ``values`` (the model's constants)."""
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 

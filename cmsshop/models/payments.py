@@ -1,14 +1,61 @@
-"""Payment provider settings saved by an admin (secrets encrypted at rest)."""
+"""Payments: the provider event log (every webhook delivery, verified or not) and the
+provider settings saved by an admin (secrets encrypted at rest)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Boolean, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cmsshop.models.meta import Base, UTCDateTime
+from cmsshop.models.meta import Base, UTCDateTime, one_of
 from cmsshop.util import utcnow
+
+EVENT_STATUSES = (
+    "received",
+    "processed",
+    "ignored",
+    "duplicate",
+    "pending_order",
+    "confirm_failed",
+    "rejected",
+    "error",
+)
+
+
+class PaymentEvent(Base):
+    """The provider event log. Written in its own short transaction so it survives a
+    fulfilment rollback; the unique (provider, event_id) pair makes replays visible."""
+
+    __tablename__ = "payment_events"
+    __table_args__ = (
+        UniqueConstraint("provider", "event_id"),
+        CheckConstraint(one_of("status", EVENT_STATUSES), name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    provider: Mapped[str] = mapped_column(String(40))
+    event_id: Mapped[str] = mapped_column(String(255))
+    event_type: Mapped[str] = mapped_column(String(100))
+    received_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    payload_sha256: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="received", index=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    order_number: Mapped[str | None] = mapped_column(String(32), index=True)
+    processed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    # The delivery's headers (JSON, cookies and credentials removed): a delivery rejected
+    # for a reason since fixed (a wrong secret) is re-verified from them on reprocess.
+    headers: Mapped[str | None] = mapped_column(Text)
 
 
 class PaymentSetting(Base):

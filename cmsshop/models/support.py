@@ -1,14 +1,45 @@
-"""Operational records kept by the core: 5xx error records and rate-limit counters."""
+"""Support: customer support tickets and the records kept for server errors (looked up
+by their support code)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import Integer, String, Text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import (
+    CheckConstraint,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+)
+from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from cmsshop.models.accounts import User
+from cmsshop.models.commerce import Order
 from cmsshop.models.meta import Base, UTCDateTime
 from cmsshop.util import utcnow
+
+TICKET_STATUSES = ("open", "pending", "closed")
+
+
+class SupportTicket(Base):
+    __tablename__ = "support_tickets"
+    __table_args__ = (CheckConstraint("status IN ('open', 'pending', 'closed')", name="status"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    # TCK-7KQ2M9: random readable characters; a collision fails on the unique
+    # constraint and the request is retried with a fresh number.
+    number: Mapped[str] = mapped_column(String(32), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    order_id: Mapped[int | None] = mapped_column(ForeignKey("orders.id"))
+    subject: Mapped[str] = mapped_column(String(200))
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(20), default="open", index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+    user: Mapped[User] = relationship()
+    order: Mapped[Order | None] = relationship()
 
 
 class ErrorRecord(Base):
@@ -26,14 +57,3 @@ class ErrorRecord(Base):
     error_code: Mapped[str] = mapped_column(String(64))
     exception_type: Mapped[str | None] = mapped_column(String(255))
     traceback: Mapped[str | None] = mapped_column(Text)
-
-
-class RateCounter(Base):
-    """Fixed-window counters shared by every app process (so limits hold behind a
-    load balancer). Rows of past windows are purged opportunistically."""
-
-    __tablename__ = "rate_counters"
-
-    key: Mapped[str] = mapped_column(String(255), primary_key=True)
-    window_start: Mapped[int] = mapped_column(Integer, primary_key=True)
-    count: Mapped[int] = mapped_column(Integer, default=0)

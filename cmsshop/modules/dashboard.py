@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyramid.exceptions import ConfigurationError
 
-from cmsshop.models.dashboard import DELIVERY_MODES
+from cmsshop.models import DELIVERY_MODES
 from cmsshop.services.dashboard.downloads import (
     DownloadTokenSigner,
     IFileDelivery,

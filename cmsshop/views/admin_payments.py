@@ -7,8 +7,7 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.errors import Conflict, NotFound, ValidationFailed
-from cmsshop.models import PaymentEvent
-from cmsshop.models.commerce import EVENT_STATUSES
+from cmsshop.models import EVENT_STATUSES, PaymentEvent
 from cmsshop.security import ADMIN
 from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments import settings as ps

@@ -6,7 +6,7 @@ import colander
 from pyramid.view import view_config
 
 from cmsshop.errors import NotFound
-from cmsshop.models.dashboard import TICKET_STATUSES
+from cmsshop.models import TICKET_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.support import tickets
 from cmsshop.views.common import (

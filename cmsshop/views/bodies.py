@@ -6,7 +6,7 @@ Services return models or dataclasses; only the view layer turns them into camel
 
 from __future__ import annotations
 
-from cmsshop.models.commerce import ORDER_STATUSES
+from cmsshop.models import ORDER_STATUSES
 from cmsshop.util import isoformat_z
 
 

@@ -8,8 +8,7 @@ constraints.
 from __future__ import annotations
 
 from cmsshop import openapi as oa
-from cmsshop.models.commerce import ENTITLEMENT_STATUSES, LICENSE_STATUSES
-from cmsshop.models.dashboard import DELIVERY_MODES, TICKET_STATUSES
+from cmsshop.models import DELIVERY_MODES, ENTITLEMENT_STATUSES, LICENSE_STATUSES, TICKET_STATUSES
 from cmsshop.views.bodies import (
     DATE_TIME,
     NULLABLE_DATE_TIME,

@@ -4,7 +4,7 @@ the views; cmsshop.modules.licensing hands it to config.add_openapi."""
 from __future__ import annotations
 
 from cmsshop import openapi as oa
-from cmsshop.models.commerce import LICENSE_STATUSES
+from cmsshop.models import LICENSE_STATUSES
 from cmsshop.services.licensing.domains import ENVIRONMENTS
 
 NONCE_PATTERN = "^[A-Za-z0-9_-]{16,128}$"  # the request schema checks nonces with it

@@ -30,7 +30,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.db import own_transaction
-from cmsshop.models.payments import PaymentSetting
+from cmsshop.models import PaymentSetting
 from cmsshop.services.payments.registry import PaymentProviders, ProviderSpec
 from cmsshop.util import utcnow
 

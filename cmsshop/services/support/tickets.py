@@ -6,8 +6,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload
 
 from cmsshop.db import take_write_lock
-from cmsshop.models import Order, SupportTicket, User
-from cmsshop.models.dashboard import TICKET_STATUSES
+from cmsshop.models import TICKET_STATUSES, Order, SupportTicket, User
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.services.ratelimit import RateDecision, RateLimiter
 from cmsshop.util import readable_token, utcnow
