@@ -118,9 +118,11 @@ def test_article_by_slug(testapp, articles):
 
 
 def test_drafts_unknown_and_odd_slugs_are_json_404(testapp, articles):
-    for slug in ("secret-draft", "nope", "%00", "UPPER", "x" * 200, "%E2%98%83", "a.b"):
+    for slug in ("secret-draft", "nope", "UPPER", "x" * 200, "%E2%98%83", "a.b"):
         response = testapp.get(f"/api/docs/articles/{slug}", status=404)
         assert response.json["code"] in ("article_not_found", "not_found"), slug
+    response = testapp.get("/api/docs/articles/%00", status=400)  # refused at the edge
+    assert response.json["code"] == "malformed_request"
 
 
 def test_etag_and_304(testapp, articles):

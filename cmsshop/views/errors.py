@@ -250,12 +250,20 @@ def request_log_tween_factory(handler, registry):
 # never pass one to the database), and bodies to their parsers (StrictString refuses NUL
 # and lone surrogates in JSON and forms; webhooks keep the raw bytes of what they reject).
 QUERY_UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+PATH_UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
 HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def check_request_text(request) -> None:
-    """Refuse control characters in headers (400 malformed_request) and in query values,
-    whatever route they are for (422 validation_failed, as the routes' own checks do)."""
+    """Refuse control characters in the path and headers (400 malformed_request) and in
+    query values (422 validation_failed, as the routes' own checks do), whatever route
+    they are for."""
+    # PATH_INFO is the raw bytes as latin-1: a control byte is the same character there.
+    if PATH_UNSAFE.search(request.environ.get("PATH_INFO", "")):
+        raise E.MalformedRequest(
+            "The path contains control characters.",
+            hints=["Percent-encoded control characters (%00, %0a...) are not valid in paths."],
+        )
     for name, value in request.headers.items():
         if HEADER_UNSAFE.search(name) or HEADER_UNSAFE.search(value):
             raise E.MalformedRequest(
