@@ -82,6 +82,9 @@ def test_frozen_postgresql_answers_503_quickly_and_openapi_keeps_working(make_ap
             status, _headers, body, seconds = get(url, "/api/openapi.json")
             assert status == 200 and body["openapi"].startswith("3.")
             assert seconds < 1, seconds
+            status, _headers, body, seconds = get(url, "/api/license/jwks.json")
+            assert status == 200 and body["keys"], body
+            assert seconds < 1, seconds
             status, headers, body, seconds = get(url, "/api/store/products")
             assert_unavailable(status, headers, body)
             assert seconds < TIMEOUT_MS / 1000 + 2, seconds
@@ -114,6 +117,8 @@ def test_unreachable_database_answers_503_within_the_connect_timeout(make_app):
         assert seconds < 4, seconds
         status, _headers, _body, seconds = get(url, "/api/openapi.json")
         assert status == 200 and seconds < 1
+        status, _headers, body, seconds = get(url, "/api/license/jwks.json")
+        assert status == 200 and body["keys"] and seconds < 1
 
 
 def test_sqlite_write_lock_held_elsewhere_answers_503_within_the_busy_timeout(
