@@ -4,16 +4,16 @@ machinery in this package."""
 
 from __future__ import annotations
 
-from cmsshop.modules.webhooks.common import (
-    api_base_validator,
-    prefix_validator,
-    timeout_seconds,
-)
 from cmsshop.services.payments.cardprovider import (
     DEFAULT_API_BASE,
     DEFAULT_TIMEOUT,
     CardProvider,
     simulate_payment,
+)
+from cmsshop.services.payments.validators import (
+    api_base_validator,
+    prefix_validator,
+    timeout_seconds,
 )
 
 

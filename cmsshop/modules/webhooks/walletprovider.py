@@ -4,7 +4,7 @@ from the shared machinery in this package (see docs/walletprovider.md)."""
 
 from __future__ import annotations
 
-from cmsshop.modules.webhooks.common import api_base_validator, timeout_seconds
+from cmsshop.services.payments.validators import api_base_validator, timeout_seconds
 from cmsshop.services.payments.walletprovider import WalletProvider
 from cmsshop.services.payments.walletprovider.certificates import validate_cert_hosts
 from cmsshop.services.payments.walletprovider.config import (

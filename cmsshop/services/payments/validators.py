@@ -1,4 +1,5 @@
-"""Validators and coercers provider plugins pass to ``config.add_payment_provider``."""
+"""Checks of provider settings values (admin PUT and ini), passed by provider plugins to
+``config.add_payment_provider``."""
 
 from __future__ import annotations
 
