@@ -56,9 +56,8 @@ def read_ini(name: str) -> configparser.ConfigParser:
     ],
 )
 def test_declared_50_mb_body_is_413_json_before_reading(app, path, content_type):
-    started = time.perf_counter()
+    # ExplodingBody fails the test if a single byte is read.
     response = post_unread(app, path, content_type, 50 * 1024 * 1024)
-    assert time.perf_counter() - started < 1
     assert response.status_int == 413
     assert response.content_type == "application/json"
     assert response.json["code"] == "payload_too_large"
