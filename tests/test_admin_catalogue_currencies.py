@@ -144,9 +144,11 @@ def test_a_disabled_currency_cannot_become_default(admin_app, dbsession, currenc
 def test_patch_validation_and_unknown_codes(admin_app, currencies):
     for body in ({"decimals": 0}, {"code": "EUR"}, {"enabled": 1}, {"name": ""}, [], {"x": 1}):
         admin_app.patch_json("/api/admin/currencies/USD", body, status=422)
-    for code in ("XXX", "US", "USDD", "%00", "%E2%82%AC%E2%82%AC%E2%82%AC", "x" * 100):
+    for code in ("XXX", "US", "USDD", "%E2%82%AC%E2%82%AC%E2%82%AC", "x" * 100):
         response = admin_app.patch_json(f"/api/admin/currencies/{code}", {"name": "x"}, status=404)
         assert response.json["code"] == "currency_not_found"
+    response = admin_app.patch_json("/api/admin/currencies/%00", {"name": "x"}, status=400)
+    assert response.json["code"] == "malformed_request"  # refused at the edge
     body = admin_app.patch_json("/api/admin/currencies/USD", {"name": "Dollar", "symbol": "US$"})
     assert body.json["name"] == "Dollar" and body.json["symbol"] == "US$"
 
