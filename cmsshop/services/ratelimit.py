@@ -72,7 +72,6 @@ def _upsert(keys: int) -> HotStatement:
 
 
 _PURGE = HotStatement("DELETE FROM rate_counters WHERE window_start < :before")
-_PEEK = HotStatement("SELECT count FROM rate_counters WHERE key = :key AND window_start = :start")
 
 
 class UnknownPolicy(KeyError):
@@ -148,19 +147,6 @@ class RateLimiter:
         """Take back an event counted by :meth:`count` (e.g. a login attempt reserved
         before the password check, once the password proved right)."""
         self.count(checks, now, step=-1)
-
-    def peek(
-        self, conn: Connection | RawTransaction, name: str, subject: str, now: float | None = None
-    ) -> RateDecision:
-        """The current window's count for one check, without counting."""
-        policy = self.policy(name)
-        now_i = int(now if now is not None else time.time())
-        start, retry_after = policy.window_of(now_i)
-        cursor = _PEEK.run(conn, {"key": policy.key(subject), "start": start})
-        row = cursor.fetchone()
-        cursor.close()
-        count = row[0] if row else 0
-        return RateDecision(count < policy.limit, count, policy.limit, retry_after)
 
 
 def includeme(config) -> None:
