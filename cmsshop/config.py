@@ -40,10 +40,15 @@ def configure(settings: dict | None = None) -> Configurator:
     config.include("cmsshop.views.errors")
     # Sessions, security policy and CSRF defaults.
     config.include("cmsshop.security")
-    # Core routes that are always on.
+    # The web pages' stack: Jinja2, static files with cache-busting, security headers.
+    config.include("cmsshop.web")
+    # Core routes that are always on, then the pages that are (home, log in, register).
     config.include("cmsshop.views.core")
     config.include("cmsshop.views.auth")
-    # Feature modules named in cmsshop.modules; JSON-404 stubs for the rest.
+    config.include("cmsshop.views.home_pages")
+    config.include("cmsshop.views.auth_pages")
+    # Feature modules named in cmsshop.modules; 404 stubs for the rest (JSON under /api,
+    # an HTML page for their pages).
     config.include("cmsshop.modules")
     config.commit()
     return config

@@ -24,6 +24,7 @@ from cmsshop.util import utcnow
 
 COOKIE_NAME = "cmsshop_session"
 CSRF_HEADER = "X-CSRF-Token"
+CSRF_FIELD = "csrf_token"
 
 # Permissions used in view_config(permission=...).
 CUSTOMER = "customer"  # any logged-in user
@@ -178,6 +179,8 @@ def includeme(config) -> None:
     config.add_request_method(get_user, "user", reify=True)
     config.set_security_policy(SessionSecurityPolicy())
     config.set_csrf_storage_policy(SessionCSRFStoragePolicy())
-    # Every unsafe method needs the token in the header unless the view opts out
-    # (require_csrf=False: licensing and webhooks authenticate by key or signature).
-    config.set_default_csrf_options(require_csrf=True, token=None, header=CSRF_HEADER)
+    # Every unsafe method needs the token unless the view opts out (require_csrf=False:
+    # licensing and webhooks authenticate by key or signature). The JSON API sends it in
+    # the header; the web pages' forms in the csrf_token field (read only when the header
+    # is absent, and only from a form body: a JSON body has no POST fields).
+    config.set_default_csrf_options(require_csrf=True, token=CSRF_FIELD, header=CSRF_HEADER)

@@ -24,6 +24,9 @@ from cmsshop.db import make_engine
 from cmsshop.models import Base
 from cmsshop.services.accounts import users as accounts
 
+# Helpers with assertions, imported by test modules: rewrite them for readable failures.
+pytest.register_assert_rewrite("browser_fixtures")
+
 # argon2 at full cost takes ~0.1-1 s a hash; the suite hashes hundreds of passwords
 # (the apps get the same profile through cmsshop.password_hashing below).
 HASHER = accounts.PasswordHasher("cheapest")

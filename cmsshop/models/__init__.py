@@ -7,7 +7,7 @@ whichever feature modules are switched on. One module per feature, as in service
     payments   PaymentEvent (the provider event log), PaymentSetting
     licensing  License, Activation, LicenseNonce, LicenseAuditEntry
     dashboard  DownloadLog
-    support    SupportTicket, ErrorRecord
+    support    SupportTicket, TicketMessage, ErrorRecord
     ratelimit  RateCounter
 
 The status constants (``ORDER_STATUSES``...) are the single source of the CHECK
@@ -37,7 +37,7 @@ from cmsshop.models.licensing import (
 from cmsshop.models.meta import Base
 from cmsshop.models.payments import EVENT_STATUSES, PaymentEvent, PaymentSetting
 from cmsshop.models.ratelimit import RateCounter
-from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket
+from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket, TicketMessage
 
 __all__ = [
     "DELIVERY_MODES",
@@ -69,6 +69,7 @@ __all__ = [
     "RateCounter",
     "Release",
     "SupportTicket",
+    "TicketMessage",
     "User",
     "UserSession",
 ]

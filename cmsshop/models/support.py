@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from sqlalchemy import (
+    Boolean,
     CheckConstraint,
     ForeignKey,
     Integer,
@@ -40,6 +41,27 @@ class SupportTicket(Base):
 
     user: Mapped[User] = relationship()
     order: Mapped[Order | None] = relationship()
+    messages: Mapped[list[TicketMessage]] = relationship(
+        back_populates="ticket", order_by="TicketMessage.id", cascade="all, delete-orphan"
+    )
+
+
+class TicketMessage(Base):
+    """A reply in a ticket's conversation, after the opening message (``ticket.body``):
+    from the customer or from staff (``from_staff``; staff replies show the shop's name,
+    not the admin's)."""
+
+    __tablename__ = "ticket_messages"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    ticket_id: Mapped[int] = mapped_column(ForeignKey("support_tickets.id"), index=True)
+    author_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    from_staff: Mapped[bool] = mapped_column(Boolean, default=False)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    ticket: Mapped[SupportTicket] = relationship(back_populates="messages")
+    author: Mapped[User] = relationship()
 
 
 class ErrorRecord(Base):

@@ -2,8 +2,9 @@
 
 As in Kinto's ``kinto.includes``, the ini names plugins and this module decides what
 each name means; a raw setting is never imported as a dotted path. A known module that
-is switched off still owns its URL prefixes and answers there with a JSON 404
-``module_disabled`` that tells the operator how to switch it on.
+is switched off still owns its URL prefixes and answers there with a 404
+``module_disabled`` that tells the operator how to switch it on: JSON under /api, a plain
+HTML page for its web pages.
 """
 
 from __future__ import annotations
@@ -12,11 +13,17 @@ from pyramid.exceptions import ConfigurationError
 
 from cmsshop.errors import ApiError
 
-# name -> URL prefixes it owns (its admin routes included).
+# name -> URL prefixes it owns (its admin routes and its web pages included).
 KNOWN_MODULES: dict[str, tuple[str, ...]] = {
-    "store": ("/api/store", "/api/admin/products", "/api/admin/currencies"),
-    "docs": ("/api/docs", "/api/admin/articles"),
-    "dashboard": ("/api/dashboard", "/api/downloads", "/api/admin/tickets"),
+    "store": (
+        "/api/store",
+        "/api/admin/products",
+        "/api/admin/currencies",
+        "/products",
+        "/checkout",
+    ),
+    "docs": ("/api/docs", "/api/admin/articles", "/docs"),
+    "dashboard": ("/api/dashboard", "/api/downloads", "/api/admin/tickets", "/account"),
     "licensing": ("/api/license",),
     "webhooks.cardprovider": ("/api/webhooks/cardprovider",),
     "webhooks.walletprovider": ("/api/webhooks/walletprovider",),

@@ -37,7 +37,7 @@ def session_body(request) -> dict:
     return {"user": user_body(request.user), "csrfToken": get_csrf_token(request)}
 
 
-def _client_ip(request) -> str:
+def client_ip(request) -> str:
     return request.client_addr or "unknown"
 
 
@@ -59,7 +59,7 @@ def register(request):
         data["email"],
         data["password"],
         data["name"],
-        _client_ip(request),
+        client_ip(request),
     )
     if user is not None:
         start_session(request, user)
@@ -76,7 +76,7 @@ def log_in(request):
         request.find_service(RateLimiter),
         data["email"],
         data["password"],
-        _client_ip(request),
+        client_ip(request),
     )
     start_session(request, user)
     return session_body(request)

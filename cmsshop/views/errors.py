@@ -1,13 +1,16 @@
-"""The single JSON exception view, the request-id/log tween and the last-resort policy.
+"""The single exception view, the request-id/log tween and the last-resort policy.
 
 Every response under /api, errors included, is JSON with code, title, message, hints and
-supportCode. The view is registered for both Exception and HTTPException: with Exception
-alone Pyramid's own 404/403 would still render as text.
+supportCode. Outside /api (the web pages) the same error renders as a friendly HTML page
+with the support code, and a page that needs a login redirects to the login page. The
+view is registered for both Exception and HTTPException: with Exception alone Pyramid's
+own 404/403 would still render as text.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import json
 import logging
 import random
@@ -15,9 +18,11 @@ import re
 import time
 import traceback
 import uuid
+from urllib.parse import urlencode
 
 from pyramid.exceptions import BadCSRFOrigin, BadCSRFToken, PredicateMismatch
-from pyramid.httpexceptions import HTTPException, HTTPForbidden, HTTPNotFound
+from pyramid.httpexceptions import HTTPException, HTTPForbidden, HTTPNotFound, HTTPSeeOther
+from pyramid.renderers import render_to_response
 from pyramid.response import Response
 from pyramid.tweens import MAIN
 from pyramid_retry import (
@@ -32,6 +37,7 @@ from sqlalchemy.exc import OperationalError
 from cmsshop import errors as E
 from cmsshop.db import is_database_unavailable, is_nul_refused, is_retryable_db_error
 from cmsshop.services.support.codes import new_support_code, record_server_error
+from cmsshop.web import is_api_path
 
 log = logging.getLogger("cmsshop.request")
 REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -116,6 +122,42 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
     )
 
 
+PAGE_FALLBACK = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>
+<body><main><h1>{title}</h1><p>{message}</p><p>Support code: <code>{code}</code></p>
+<p><a href="/">Home</a></p></main></body></html>
+"""
+
+
+def page_error_response(request, exc: BaseException, error: E.ApiError, support_code: str):
+    """The friendly HTML page of an error outside /api (never a traceback)."""
+    if isinstance(exc, HTTPForbidden) and not isinstance(exc, BadCSRFToken | BadCSRFOrigin):
+        user = request.__dict__.get("user")
+        if user is None and request.method in ("GET", "HEAD"):
+            # A page that needs a login: log in, then come back.
+            query = urlencode({"next": request.path_qs[:1000]})
+            return HTTPSeeOther(location=f"/login?{query}")
+    user = request.__dict__.get("user")
+    if error.status < 500 and "user" not in request.__dict__:
+        # The navigation shows who is logged in; after a 5xx only a user already loaded
+        # is shown, as the database may be what failed.
+        try:
+            user = request.user
+        except Exception:  # noqa: BLE001 - the page shows no user then
+            user = None
+    values = {"error": error, "support_code": support_code, "user": user}
+    try:
+        response = render_to_response("errors/error.html", values, request=request)
+    except Exception:  # noqa: BLE001 - the error page itself must never fail
+        log.exception("the error page failed to render for %s", error.code)
+        body = PAGE_FALLBACK.format(
+            title=html.escape(error.title), message=html.escape(error.message), code=support_code
+        )
+        response = Response(body, content_type="text/html", charset="utf-8")
+    response.status = error.status
+    return response
+
+
 def error_response(request, exc: BaseException) -> Response:
     """The JSON error answer for ``exc``; a 5xx is logged and stored with its support code."""
     error = to_api_error(request, exc)
@@ -128,12 +170,15 @@ def error_response(request, exc: BaseException) -> Response:
         "supportCode": support_code,
         **error.extra,
     }
-    response = Response(
-        json.dumps(body).encode(),
-        status=error.status,
-        content_type="application/json",
-        charset=None,
-    )
+    if is_api_path(request.environ.get("PATH_INFO", "")):
+        response = Response(
+            json.dumps(body).encode(),
+            status=error.status,
+            content_type="application/json",
+            charset=None,
+        )
+    else:
+        response = page_error_response(request, exc, error, support_code)
     for name, value in error.headers.items():
         response.headers[name] = value
     response.headers["Cache-Control"] = "no-store"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session, joinedload
+from sqlalchemy.orm import Session, joinedload, selectinload
 
 from cmsshop.db import take_write_lock
-from cmsshop.models import TICKET_STATUSES, Order, SupportTicket, User
+from cmsshop.models import TICKET_STATUSES, Order, SupportTicket, TicketMessage, User
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.services.ratelimit import RateDecision, RateLimiter
 from cmsshop.util import readable_token, utcnow
@@ -96,3 +96,35 @@ def set_ticket_status(session: Session, ticket: SupportTicket, status: str) -> S
         ticket.updated_at = utcnow()
         session.flush()
     return ticket
+
+
+def find_customer_ticket(
+    session: Session, user_id: int, ticket_id: int | None
+) -> SupportTicket | None:
+    """The ticket ``ticket_id`` with its conversation, if it is ``user_id``'s (None if not:
+    another customer's ticket is indistinguishable from a missing one)."""
+    if ticket_id is None:
+        return None
+    return session.scalar(
+        select(SupportTicket)
+        .where(SupportTicket.id == ticket_id, SupportTicket.user_id == user_id)
+        .options(selectinload(SupportTicket.messages), joinedload(SupportTicket.order))
+    )
+
+
+def add_message(
+    session: Session, ticket: SupportTicket, author: User, body: str, *, from_staff: bool
+) -> TicketMessage:
+    """Add a reply to the conversation. A staff reply leaves the ticket ``pending`` (on the
+    customer); a customer's reply (re)opens it, a closed ticket included."""
+    now = utcnow()
+    take_write_lock(session)
+    message = TicketMessage(
+        ticket_id=ticket.id, author_id=author.id, from_staff=from_staff, body=body, created_at=now
+    )
+    message.author = author
+    ticket.messages.append(message)
+    ticket.status = "pending" if from_staff else "open"
+    ticket.updated_at = now
+    session.flush()
+    return message

@@ -1,0 +1,76 @@
+"""HTML forms on the same validation as the JSON API.
+
+A page view reads its form with the colander schema of the matching JSON route, so a
+field is refused for the same reason in both; the page then re-renders with what was
+typed and a message per field. Errors a service raises as ``ValidationFailed`` (a
+checkout of an unknown currency, a taken email) land on their fields the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import colander
+from pyramid.httpexceptions import HTTPSeeOther
+
+from cmsshop.errors import ApiError, ValidationFailed
+from cmsshop.views.common import flatten_errors
+
+
+class FormInvalid(Exception):
+    """The form's fields did not validate: ``errors`` by field, ``form`` as typed."""
+
+    def __init__(self, errors: dict[str, str], form: dict[str, Any]):
+        super().__init__(errors)
+        self.errors = errors
+        self.form = form
+
+
+def posted_fields(request, names) -> dict[str, str]:
+    """The posted values of ``names`` (the last one of a repeated name), nothing else:
+    csrf_token and any unknown field stay out of validation."""
+    return {name: request.POST.getall(name)[-1] for name in names if name in request.POST}
+
+
+def read_form(request, schema: colander.SchemaNode) -> dict:
+    """The form validated by ``schema`` (the JSON route's own); FormInvalid if not.
+
+    An empty optional field counts as missing, as an absent key does in JSON.
+    """
+    typed = posted_fields(request, [node.name for node in schema.children])
+    values = {
+        name: value
+        for name, value in typed.items()
+        if value != "" or schema[name].missing is colander.required
+    }
+    try:
+        return schema.deserialize(values)
+    except colander.Invalid as exc:
+        raise FormInvalid(flatten_errors(exc), typed) from None
+
+
+def field_errors(exc: ApiError) -> dict[str, str]:
+    """A service's refusal as per-field messages (its message as ``form`` otherwise)."""
+    if isinstance(exc, ValidationFailed):
+        return dict(exc.extra.get("errors") or {})
+    return {"form": exc.message}
+
+
+def safe_next(raw: str | None, default: str = "/") -> str:
+    """A local path to go back to after logging in: never another site (open redirect)."""
+    if not raw or not raw.startswith("/") or raw.startswith("//") or "\\" in raw:
+        return default
+    parts = urlsplit(raw)
+    if parts.scheme or parts.netloc:
+        return default
+    return raw
+
+
+def see_other(request, location: str, **notice) -> HTTPSeeOther:
+    """Post/redirect/get: 303 to ``location`` (a path), with an optional ``notice`` key
+    the next page turns into a fixed message (never text from the request)."""
+    if notice.get("notice"):
+        joiner = "&" if "?" in location else "?"
+        location = f"{location}{joiner}notice={notice['notice']}"
+    return HTTPSeeOther(location=location)

@@ -1,0 +1,187 @@
+"""The web pages' stack: Jinja2 templates, static files, security headers, page helpers.
+
+Pages are server-rendered with Jinja2 through pyramid_jinja2, as PyPI's warehouse does:
+templates under ``cmsshop/templates/<feature>/`` (autoescaped, undefined names are
+errors), page views beside the JSON views of the same feature, registered by the same
+module. Every page works without JavaScript; forms carry Pyramid's CSRF token in the
+``csrf_token`` field. Everything outside ``/api`` is a page: errors there render as a
+friendly HTML page with the support code (``cmsshop.views.errors``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+from urllib.parse import urlencode
+
+from pyramid.csrf import get_csrf_token
+from pyramid.events import BeforeRender
+from pyramid.static import QueryStringCacheBuster
+
+from cmsshop.services.catalogue.currencies import format_amount
+from cmsshop.settings import as_list, declare
+
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+# A year: a changed file gets a new URL (its content hash), so a cached copy never goes
+# stale.
+STATIC_MAX_AGE = 365 * 24 * 3600
+
+SETTINGS = {
+    # Where the checkout form may send the buyer: the providers' hosted payment pages
+    # (CSP form-action applies to the redirect after a form is submitted, too).
+    "cmsshop.web.payment_origins": (
+        as_list,
+        ["https://checkout.stripe.com", "https://www.paypal.com", "https://www.sandbox.paypal.com"],
+        "CMSSHOP_WEB_PAYMENT_ORIGINS",
+    ),
+}
+
+
+def is_api_path(path: str) -> bool:
+    return path == "/api" or path.startswith("/api/")
+
+
+class ContentHashCacheBuster(QueryStringCacheBuster):
+    """``/static/site.css?x=<hash of the file>``: the URL changes when the file does."""
+
+    def __init__(self, directory: str):
+        super().__init__(param="v")
+        self._directory = directory
+        self._tokens: dict[str, str] = {}
+
+    def tokenize(self, request, subpath, kw) -> str:
+        token = self._tokens.get(subpath)
+        if token is None:
+            path = os.path.join(self._directory, subpath)
+            try:
+                with open(path, "rb") as handle:
+                    token = hashlib.sha256(handle.read()).hexdigest()[:12]
+            except OSError:
+                token = "missing"
+            self._tokens[subpath] = token
+        return token
+
+
+def content_security_policy(settings) -> str:
+    """No inline script or style anywhere: every script and stylesheet is a file of ours."""
+    form_action = " ".join(["'self'", *settings["cmsshop.web.payment_origins"]])
+    return "; ".join(
+        [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            "img-src 'self' data:",
+            "font-src 'self'",
+            "connect-src 'self'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "frame-ancestors 'none'",
+            f"form-action {form_action}",
+        ]
+    )
+
+
+def security_headers_tween_factory(handler, registry):
+    """The usual security headers on every page (answers outside /api)."""
+    headers = {
+        "Content-Security-Policy": content_security_policy(registry.settings),
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "same-origin",
+        "Cross-Origin-Opener-Policy": "same-origin",
+        "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=()",
+    }
+
+    def security_headers_tween(request):
+        response = handler(request)
+        if not is_api_path(request.environ.get("PATH_INFO", "")):
+            for name, value in headers.items():
+                response.headers.setdefault(name, value)
+            if response.content_type == "text/html" and "Cache-Control" not in response.headers:
+                # Pages show the visitor's own session (the navigation, forms' CSRF
+                # tokens): never stored by a shared cache.
+                response.headers["Cache-Control"] = "private, no-cache"
+        return response
+
+    return security_headers_tween
+
+
+# --- what every template sees -------------------------------------------------------------
+
+
+def format_money(amount: int | None, currency) -> str:
+    """``€49.00`` for a Currency (or anything with symbol and decimals)."""
+    if amount is None:
+        return ""
+    return format_amount(amount, currency.symbol, currency.decimals)
+
+
+def format_date(value: dt.datetime | None, with_time: bool = False) -> str:
+    if value is None:
+        return ""
+    value = value.astimezone(dt.UTC)
+    return value.strftime("%Y-%m-%d %H:%M UTC") if with_time else value.strftime("%Y-%m-%d")
+
+
+def page_url(request, **changes) -> str:
+    """This page's URL with some query parameters changed (None removes one)."""
+    params = {key: value for key, value in request.GET.items()}
+    for key, value in changes.items():
+        if value is None:
+            params.pop(key, None)
+        else:
+            params[key] = str(value)
+    query = urlencode(params)
+    return request.path + (f"?{query}" if query else "")
+
+
+NOTICES_KEY = "cmsshop.web.notices"
+
+
+def add_page_notices(config, notices: dict[str, str]) -> None:
+    """``config.add_page_notices({"key": "Message."})``: the fixed messages a page shows
+    for ``?notice=key`` after a post/redirect/get (never text taken from the request)."""
+    config.registry.setdefault(NOTICES_KEY, {}).update(notices)
+
+
+def current_notice(request) -> str | None:
+    key = request.GET.get("notice")
+    return request.registry.get(NOTICES_KEY, {}).get(key) if key else None
+
+
+def add_template_globals(event) -> None:
+    request = event.get("request")
+    if request is None:
+        return
+    settings = request.registry.settings
+    event.setdefault("site_name", settings.get("cmsshop.site_name") or "cmsshop")
+    event.setdefault("enabled_modules", settings["cmsshop.modules"])
+    # A function, not a value: the anonymous token sets a cookie, needed by forms only.
+    event.setdefault("csrf_token", lambda: get_csrf_token(request))
+    event.setdefault("static_url", lambda path: request.static_url(f"cmsshop:static/{path}"))
+    event.setdefault("page_url", lambda **changes: page_url(request, **changes))
+    event.setdefault("user", request.user)
+    event.setdefault("notice", current_notice(request))
+    event.setdefault("errors", {})
+    event.setdefault("form", {})
+
+
+def includeme(config) -> None:
+    settings = config.get_settings()
+    declare(settings, SETTINGS)
+    settings.setdefault("jinja2.undefined", "strict")
+    settings.setdefault("jinja2.trim_blocks", "true")
+    settings.setdefault("jinja2.lstrip_blocks", "true")
+    settings.setdefault(
+        "jinja2.filters",
+        "money = cmsshop.web.format_money\ndate = cmsshop.web.format_date",
+    )
+    config.include("pyramid_jinja2")
+    config.add_jinja2_renderer(".html")
+    config.add_jinja2_search_path("cmsshop:templates", name=".html")
+    config.add_subscriber(add_template_globals, BeforeRender)
+    config.add_directive("add_page_notices", add_page_notices)
+    config.add_static_view("static", "cmsshop:static", cache_max_age=STATIC_MAX_AGE)
+    config.add_cache_buster("cmsshop:static/", ContentHashCacheBuster(STATIC_DIR))
+    config.add_tween("cmsshop.web.security_headers_tween_factory")
