@@ -29,8 +29,11 @@ def test_unknown_route_is_json_404(testapp):
     assert_error(testapp.get("/api/no/such/route", status=404), 404, "not_found")
 
 
-def test_unknown_path_outside_api_is_json_too(testapp):
-    assert_error(testapp.get("/favicon.ico", status=404), 404, "not_found")
+def test_unknown_path_outside_api_is_an_html_page(testapp):
+    """Outside /api live the web pages: their errors are pages (tests/test_pages_core)."""
+    response = testapp.get("/favicon.ico", status=404)
+    assert response.content_type == "text/html"
+    assert "Not found" in response.html.title.text
 
 
 def test_wrong_method_is_405_with_allow(testapp):
