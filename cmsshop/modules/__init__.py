@@ -21,10 +21,18 @@ KNOWN_MODULES: dict[str, tuple[str, ...]] = {
         "/api/admin/currencies",
         "/products",
         "/checkout",
+        "/admin/products",
+        "/admin/currencies",
     ),
-    "docs": ("/api/docs", "/api/admin/articles", "/docs"),
-    "dashboard": ("/api/dashboard", "/api/downloads", "/api/admin/tickets", "/account"),
-    "licensing": ("/api/license",),
+    "docs": ("/api/docs", "/api/admin/articles", "/docs", "/admin/articles"),
+    "dashboard": (
+        "/api/dashboard",
+        "/api/downloads",
+        "/api/admin/tickets",
+        "/account",
+        "/admin/tickets",
+    ),
+    "licensing": ("/api/license", "/api/admin/licenses", "/admin/licenses"),
     "webhooks.cardprovider": ("/api/webhooks/cardprovider",),
     "webhooks.walletprovider": ("/api/webhooks/walletprovider",),
 }
@@ -36,6 +44,7 @@ SHARED_PREFIXES: dict[tuple[str, ...], tuple[str, ...]] = {
         "/api/admin/settings/payments",
         "/api/admin/payment-events",
         "/api/admin/orders",
+        "/admin/payments",
     ),
 }
 
