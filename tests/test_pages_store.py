@@ -391,7 +391,7 @@ def test_sandbox_page_is_refused_in_production(make_app, shop, customer, dbsessi
 # --- the provider's return pages -----------------------------------------------------------
 
 
-def test_return_page_of_a_pending_order_refreshes_and_changes_nothing(
+def test_return_page_of_a_pending_order_asks_again_and_changes_nothing(
     app, shop, customer, dbsession
 ):
     order = make_order(dbsession, customer, ("site-guard", "themes"))
@@ -400,8 +400,15 @@ def test_return_page_of_a_pending_order_refreshes_and_changes_nothing(
     for _ in range(2):
         response = client.get(f"/checkout/success?order={order.number}")
         assert title_of(response) == f"Order {order.number} · cmsshop"
-        refresh = response.html.find("meta", attrs={"http-equiv": "refresh"})
-        assert refresh["content"] == "5"
+        # It asks again by itself (a script; no meta refresh, see checkout-status.js)
+        # and offers a link to do it by hand.
+        assert response.html.find("meta", attrs={"http-equiv": "refresh"}) is None
+        box = response.html.find(id="order-status")
+        assert box["data-status"] == "pending" and box["data-poll-seconds"] == "5"
+        script = response.html.find("script")["src"]
+        assert "/static/checkout-status.js?v=" in script
+        again = response.html.find("a", string="check again now")
+        assert again["href"] == f"/checkout/success?order={order.number}"
         assert "confirming your payment" in response.text
         assert response.html.find(class_="status").get_text(strip=True) == "pending"
         rows = [td.get_text(strip=True) for td in response.html.select("tbody td")]
@@ -416,7 +423,8 @@ def test_return_page_of_a_pending_order_refreshes_and_changes_nothing(
 def test_return_page_of_a_paid_order_links_to_the_account(app, shop, customer, dbsession):
     order = make_order(dbsession, customer, ("themes",), status="paid")
     response = logged_in(app, customer).get(f"/checkout/success?order={order.number}")
-    assert response.html.find("meta", attrs={"http-equiv": "refresh"}) is None
+    assert response.html.find("script") is None
+    assert response.html.find(id="order-status")["data-status"] == "paid"
     assert response.html.h1.get_text(strip=True) == "Thank you, your order is paid"
     assert response.html.find("a", href="/account/downloads") is not None
     assert response.html.find("a", href="/account/orders") is not None

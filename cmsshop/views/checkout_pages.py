@@ -22,9 +22,9 @@ from cmsshop.views.forms import FormInvalid, field_errors, read_form, see_other
 from cmsshop.views.store_pages import product_page_values
 
 ORDER_NUMBER = re.compile(r"^[A-Z0-9-]{1,32}$")
-# The return page reloads itself while the provider's webhook is awaited (a meta
-# refresh: no script, allowed by the CSP).
-REFRESH_SECONDS = 5
+# How often the return page asks again while the provider's webhook is awaited
+# (static/checkout-status.js says why it is not a meta refresh).
+POLL_SECONDS = 5
 
 
 def checkout_form_schema() -> colander.SchemaNode:
@@ -118,7 +118,7 @@ def success_page(request):
     order = read_own_order(request, query_value(request, "order"))
     return {
         **order_values(request, order),
-        "refresh_seconds": REFRESH_SECONDS if order.status == "pending" else None,
+        "poll_seconds": POLL_SECONDS if order.status == "pending" else None,
         "dashboard": "dashboard" in request.registry.settings["cmsshop.modules"],
     }
 
