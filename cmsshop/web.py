@@ -146,7 +146,10 @@ def add_page_notices(config, notices: dict[str, str]) -> None:
 
 
 def current_notice(request) -> str | None:
-    key = request.GET.get("notice")
+    try:
+        key = request.GET.get("notice")
+    except UnicodeDecodeError:  # a query string that is not UTF-8: its error page has none
+        return None
     return request.registry.get(NOTICES_KEY, {}).get(key) if key else None
 
 

@@ -26,3 +26,10 @@ def includeme(config) -> None:
     config.add_route("store.checkout_sandbox", "/api/store/checkout/sandbox/{number}")
     config.add_openapi(paths=checkout.OPENAPI_PATHS, schemas=checkout.OPENAPI_SCHEMAS)
     config.scan(checkout.__name__)
+    # The buy form's target, the development sandbox and the provider's return pages
+    # (views/checkout_pages.py).
+    config.add_route("pages.checkout", "/checkout")
+    config.add_route("pages.checkout_sandbox", "/checkout/sandbox/{number}")
+    config.add_route("pages.checkout_success", "/checkout/success")
+    config.add_route("pages.checkout_cancel", "/checkout/cancel")
+    config.scan("cmsshop.views.checkout_pages")

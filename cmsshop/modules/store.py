@@ -26,6 +26,11 @@ ROUTES = {
     "store.admin_currencies": "/api/admin/currencies",
     "store.admin_currency": "/api/admin/currencies/{code}",
 }
+# The customer's pages (views/store_pages.py).
+PAGE_ROUTES = {
+    "pages.products": "/products",
+    "pages.product": "/products/{slug}",
+}
 
 
 def includeme(config) -> None:
@@ -35,5 +40,8 @@ def includeme(config) -> None:
     for views in (store, admin_products, admin_currencies):
         config.add_openapi(paths=views.OPENAPI_PATHS, schemas=views.OPENAPI_SCHEMAS)
         config.scan(views.__name__)
+    for name, pattern in PAGE_ROUTES.items():
+        config.add_route(name, pattern)
+    config.scan("cmsshop.views.store_pages")
     # Checkout belongs to the store: it sells what this module lists.
     config.include("cmsshop.modules.checkout")

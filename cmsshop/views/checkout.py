@@ -37,7 +37,9 @@ class CheckoutSchema(colander.MappingSchema):
     )
 
 
-def _provider(request, name: str | None):
+def choose_provider(request, name: str | None):
+    """The enabled provider ``name`` (the card provider, else the first, when None); a
+    422 on ``provider`` otherwise."""
     known = request.find_service(PaymentProviders)
     if name is None:
         name = "cardprovider" if "cardprovider" in known else next(iter(known.names()), None)
@@ -50,19 +52,17 @@ def _provider(request, name: str | None):
     return spec
 
 
-@view_config(
-    route_name="store.checkout", request_method="POST", renderer="json", permission=CUSTOMER
-)
-def checkout(request):
-    data = read_json(request, CheckoutSchema())
-    spec = _provider(request, data["provider"])
+def place_order(request, slugs: list[str], currency: str | None, provider: str | None):
+    """services.payments.checkout.place_order for the logged-in customer, its refusals
+    as the API's errors (shared by the JSON route and the checkout page)."""
+    spec = choose_provider(request, provider)
     try:
-        placed = co.place_order(
+        return co.place_order(
             request.registry,
             request.db,
             user=request.user,
-            slugs=[item["product"] for item in data["items"]],
-            currency=data["currency"],
+            slugs=slugs,
+            currency=currency,
             spec=spec,
         )
     except co.CheckoutInvalid as exc:
@@ -76,6 +76,34 @@ def checkout(request):
             code="too_many_pending_orders",
             title="Too many unpaid orders",
         ) from None
+
+
+def sandbox_order(request):
+    """The customer's own order of the sandbox route (404 otherwise); refused on a
+    production site. Returns (order, the simulate-payment command)."""
+    number = request.matchdict["number"]
+    order = co.find_customer_order(request.db, request.user.id, number[:64])
+    if order is None:
+        raise NotFound("You have no order with this number.", code="order_not_found")
+    if request.registry.settings["cmsshop.environment"] == "production":
+        raise ApiError(
+            "The payment sandbox is not available on a production site.",
+            code="sandbox_disabled",
+        )
+    command = (
+        f"cmsshop-admin development.ini simulate-payment {order.number} --provider {order.provider}"
+    )
+    return order, command
+
+
+@view_config(
+    route_name="store.checkout", request_method="POST", renderer="json", permission=CUSTOMER
+)
+def checkout(request):
+    data = read_json(request, CheckoutSchema())
+    placed = place_order(
+        request, [item["product"] for item in data["items"]], data["currency"], data["provider"]
+    )
     request.response.status = 201
     return {
         "order": order_body(placed.order),
@@ -89,23 +117,14 @@ def checkout(request):
 )
 def sandbox(request):
     """Where checkout sends the buyer when no provider account is configured."""
-    number = request.matchdict["number"]
-    order = co.find_customer_order(request.db, request.user.id, number[:64])
-    if order is None:
-        raise NotFound("You have no order with this number.", code="order_not_found")
-    if request.registry.settings["cmsshop.environment"] == "production":
-        raise ApiError(
-            "The payment sandbox is not available on a production site.",
-            code="sandbox_disabled",
-        )
+    order, command = sandbox_order(request)
     return {
         "order": order_body(order),
         "sandbox": True,
         "message": "No payment provider account is configured, so no real payment page "
         "exists. Simulate the provider's webhook from a shell; the order becomes paid only "
         "when that signed webhook arrives.",
-        "command": f"cmsshop-admin development.ini simulate-payment {order.number} "
-        f"--provider {order.provider}",
+        "command": command,
     }
 
 

@@ -8,15 +8,26 @@ verification code.
 and ``GET /v1/payment_intents/{id}``, checks the bearer key, records every request, and
 can be told to fail (``fail_with = 500``) or hold whatever data a test puts in it --
 including amounts that differ from the order's (a lying provider).
+
+With ``hosted = True`` it also plays Stripe's hosted checkout page for browser tests:
+created sessions get ``url = <fake>/c/pay/<id>``, where ``GET`` shows a page with a
+"Pay" button (and a link back to the cancel URL). Pressing it (``POST``) marks the
+session paid and complete with a PaymentIntent, sends a signed
+``checkout.session.completed`` delivery to ``webhook_url`` (from a thread, as Stripe
+does, after the browser is on its way; or when the test calls ``release_webhooks()``
+if ``hold_webhooks`` is set), and redirects the browser to the session's success URL.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import secrets
 import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import stripe
@@ -150,6 +161,12 @@ class FakeStripe:
         self.created: list[dict] = []
         self.fail_with: int | None = None
         self.on_create = None  # callable(params) run before answering a create
+        # The hosted checkout page (see the module docstring).
+        self.hosted = False
+        self.webhook_url: str | None = None
+        self.hold_webhooks = False
+        self.held: list[dict] = []
+        self.delivered: list[tuple[str, int]] = []  # (event type, the app's status)
         self._server: ThreadingHTTPServer | None = None
 
     # -- arranging ---------------------------------------------------------------------
@@ -161,6 +178,58 @@ class FakeStripe:
     def add_intent(self, intent: dict) -> dict:
         self.intents[intent["id"]] = intent
         return intent
+
+    # -- the hosted checkout page ------------------------------------------------------
+
+    def pay(self, session_id: str) -> dict:
+        """What Stripe does when the buyer pays: the session paid and complete, its
+        PaymentIntent on record, and a signed ``checkout.session.completed`` sent."""
+        session = self.sessions[session_id]
+        number = session["client_reference_id"]
+        intent = self.add_intent(
+            intent_object(number, session["amount_total"], session["currency"])
+        )
+        session.update(payment_status="paid", status="complete", payment_intent=intent["id"])
+        payload = event("checkout.session.completed", dict(session))
+        if self.hold_webhooks:
+            self.held.append(payload)
+        else:
+            threading.Thread(target=self.send_webhook, args=(payload,), daemon=True).start()
+        return session
+
+    def release_webhooks(self) -> None:
+        """Send the deliveries held back by ``hold_webhooks``."""
+        held, self.held = self.held, []
+        for payload in held:
+            self.send_webhook(payload)
+
+    def send_webhook(self, payload: dict) -> int:
+        """POST a signed delivery of ``payload`` to ``webhook_url``; the app's status."""
+        assert self.webhook_url, "set fake.webhook_url to the app's webhook route"
+        body, headers = delivery(payload)
+        request = urllib.request.Request(self.webhook_url, data=body, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                status = response.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        self.delivered.append((payload["type"], status))
+        return status
+
+    def hosted_page(self, session: dict) -> bytes:
+        amount = session["amount_total"]
+        total = f"{amount // 100}.{amount % 100:02d} {session['currency'].upper()}"
+        cancel = html.escape(session.get("cancel_url") or "/", quote=True)
+        return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Pay {total} - Fake Stripe Checkout</title></head>
+<body><main><h1>Fake Stripe Checkout</h1>
+<p>Order {html.escape(session["client_reference_id"] or "")}: {total}</p>
+<form method="post" action="/c/pay/{session["id"]}"><button type="submit">Pay</button></form>
+<p><a href="{cancel}">Cancel and go back</a></p>
+</main></body></html>
+""".encode()
 
     # -- serving -----------------------------------------------------------------------
 
@@ -194,7 +263,27 @@ class FakeStripe:
                     return False
                 return True
 
+            def _hosted_session(self) -> dict | None:
+                path = urllib.parse.urlsplit(self.path).path
+                if not (fake.hosted and path.startswith("/c/pay/")):
+                    return None
+                return fake.sessions.get(path[len("/c/pay/") :], {})
+
+            def _page(self, status: int, body: bytes, location: str | None = None):
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                if location:
+                    self.send_header("Location", location)
+                self.end_headers()
+                self.wfile.write(body)
+
             def do_GET(self):
+                hosted = self._hosted_session()
+                if hosted is not None:
+                    if not hosted:
+                        return self._page(404, b"no such checkout session")
+                    return self._page(200, fake.hosted_page(hosted))
                 if not self._check():
                     return
                 path = urllib.parse.urlsplit(self.path).path
@@ -212,6 +301,12 @@ class FakeStripe:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length).decode()
+                hosted = self._hosted_session()
+                if hosted is not None:
+                    if not hosted or hosted["payment_status"] == "paid":
+                        return self._page(404, b"no checkout session to pay")
+                    paid = fake.pay(hosted["id"])
+                    return self._page(303, b"", location=paid["success_url"])
                 if not self._check():
                     return
                 if urllib.parse.urlsplit(self.path).path != "/v1/checkout/sessions":
@@ -229,6 +324,10 @@ class FakeStripe:
                 )
                 session["metadata"] = params.get("metadata", {})
                 session["url"] = f"https://checkout.stripe.test/c/pay/{session['id']}"
+                if fake.hosted:
+                    session["url"] = f"{fake.url}/c/pay/{session['id']}"
+                    session["success_url"] = params.get("success_url")
+                    session["cancel_url"] = params.get("cancel_url")
                 session["payment_intent"] = None
                 fake.add_session(session)
                 self._answer(200, session)

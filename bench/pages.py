@@ -1,0 +1,200 @@
+"""Page benchmark: is the HTML product list as cheap as the JSON list it is built on?
+
+    .venv/bin/python bench/pages.py          # a fresh SQLite file in a temp dir
+    .venv/bin/python bench/pages.py --reset \
+        --database-url postgresql+psycopg://postgres@127.0.0.1:5432/bench
+
+It creates and migrates a fresh database, loads 200 published products (two prices and a
+release each), serves the real app (the real ``configure()``) with waitress in a separate
+process on a free loopback port, and drives it with concurrent keep-alive clients (see
+bench/catalogue.py, whose client loop it reuses). In the same run it measures
+``GET /products`` (the Jinja2 page) and ``GET /api/store/products`` (the JSON list), both
+on random pages of the same size, and prints requests/s, p50/p99 latency and the ratio.
+It exits 1 when the page's throughput is under half the JSON route's. Not part of the
+test suite; a run takes about half a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from benchlib import ROOT, migrate_fresh  # noqa: E402 - bench/benchlib.py, beside this script
+from catalogue import drive  # noqa: E402 - the keep-alive client loop of bench/catalogue.py
+
+PRODUCTS = 200
+PER_PAGE = 20
+MIN_RATIO = 0.5  # the page may cost at most twice the JSON route
+WORDS = ["backup", "firewall", "gallery", "invoice", "theme", "search", "cache", "forms"]
+
+
+def load(url: str) -> None:
+    from sqlalchemy import insert, select
+    from sqlalchemy.orm import Session
+
+    from cmsshop.db import make_engine
+    from cmsshop.models import Currency, Product, ProductPrice, Release
+    from cmsshop.services.docs.markdown import render_markdown
+    from cmsshop.util import utcnow
+
+    engine = make_engine(url)
+    rng = random.Random(42)
+    description = "## Features\n\n- fast\n- *safe*\n\nSee [the docs](https://example.com)."
+    with Session(engine) as session:
+        session.add_all(
+            [
+                Currency(code="EUR", name="Euro", symbol="€", decimals=2, is_default=True),
+                Currency(code="USD", name="US Dollar", symbol="$", decimals=2),
+            ]
+        )
+        session.flush()
+        session.execute(
+            insert(Product),
+            [
+                {
+                    "slug": f"product-{i:04d}",
+                    "name": f"{rng.choice(WORDS).title()} Suite {i:04d}",
+                    "summary": f"A {rng.choice(WORDS)} plugin, edition {i % 97}",
+                    "description": description,
+                    "description_html": render_markdown(description),
+                    "published": True,
+                    "archived": False,
+                    "licensed": i % 3 != 0,
+                    "max_activations": 3 if i % 3 else None,
+                    "duration_days": 365 if i % 2 else None,
+                }
+                for i in range(PRODUCTS)
+            ],
+        )
+        ids = session.scalars(select(Product.id)).all()
+        session.execute(
+            insert(ProductPrice),
+            [
+                {"product_id": pid, "currency": code, "amount": 1900 + (pid % 50) * 100}
+                for pid in ids
+                for code in ("EUR", "USD")
+            ],
+        )
+        session.execute(
+            insert(Release),
+            [
+                {
+                    "product_id": pid,
+                    "version": "1.0.0",
+                    "file_name": f"product-{pid}-1.0.0.zip",
+                    "storage_path": f"releases/{pid}/bench",
+                    "size": 1024,
+                    "sha256": "0" * 64,
+                    "released_at": utcnow(),
+                }
+                for pid in ids
+            ],
+        )
+        session.commit()
+    engine.dispose()
+
+
+def serve(url: str, storage: str, threads: int) -> None:
+    """Child process: the real app on a free loopback port; prints the port."""
+    import logging
+
+    from waitress.server import create_server
+
+    from cmsshop.config import configure
+
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    app = configure(
+        {
+            "cmsshop.environment": "benchmark",
+            "cmsshop.database_url": url,
+            "cmsshop.secret": secrets.token_urlsafe(48),
+            "cmsshop.modules": "store",
+            "cmsshop.storage_dir": storage,
+        }
+    ).make_wsgi_app()
+    server = create_server(app, host="127.0.0.1", port=0, threads=threads)
+    print(server.effective_port, flush=True)
+    server.run()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--database-url", help="default: a fresh SQLite file in a temp dir")
+    parser.add_argument("--reset", action="store_true", help="PostgreSQL: drop the schema first")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=8, help="waitress threads")
+    parser.add_argument("--seconds", type=float, default=8.0, help="per route")
+    parser.add_argument("--serve", nargs=2, metavar=("URL", "STORAGE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve[0], args.serve[1], args.threads)
+        return 0
+
+    workdir = tempfile.mkdtemp(prefix="cmsshop-pages-bench-")
+    url = args.database_url or f"sqlite:///{workdir}/bench.sqlite"
+    began = time.perf_counter()
+    migrate_fresh(url, args.reset).dispose()
+    load(url)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--threads", str(args.threads), "--serve", url, workdir],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        port = int(server.stdout.readline())
+        rng = random.Random(7)
+        pages = PRODUCTS // PER_PAGE
+
+        def query() -> str:
+            return f"?page={rng.randrange(1, pages + 1)}&perPage={PER_PAGE}"
+
+        routes = [
+            ("GET /api/store/products (JSON)", lambda: "/api/store/products" + query()),
+            ("GET /products (HTML page)", lambda: "/products" + query()),
+        ]
+        print(
+            f"database: {url.split('@')[-1]} -- {PRODUCTS} products, {PER_PAGE} a page\n"
+            f"waitress: {args.threads} threads, {args.clients} keep-alive clients, "
+            f"{args.seconds:.0f}s per route after 1s warm-up, {os.cpu_count()} CPUs\n"
+        )
+        print(f"{'route':32} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
+        results = []
+        for name, paths in routes:
+            result = drive(port, paths, args.clients, args.seconds, warmup=1.0)
+            results.append(result)
+            print(
+                f"{name:32} {result['rps']:8.0f} {result['p50']:8.1f} {result['p99']:8.1f} "
+                f"{result['errors']:7d}"
+            )
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+    json_result, page_result = results
+    ratio = page_result["rps"] / json_result["rps"]
+    print(
+        f"\npage / JSON throughput: {ratio:.2f} (at least {MIN_RATIO:.2f} required); "
+        f"total run {time.perf_counter() - began:.0f}s"
+    )
+    if json_result["errors"] or page_result["errors"]:
+        print("FAIL: some requests did not answer 200")
+        return 1
+    if ratio < MIN_RATIO:
+        print("FAIL: the HTML page is more than twice as slow as the JSON route")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
