@@ -379,6 +379,7 @@ def test_bad_settings_stop_start_up(make_app):
         ("cmsshop.download_url_ttl", "0"),
         ("cmsshop.download_url_ttl", "ten"),
         ("cmsshop.tickets_per_hour", "0"),
+        ("cmsshop.ticket_replies_per_hour", "0"),
     ]:
         with pytest.raises(ConfigurationError, match=name):
             make_app(**{name: value})
@@ -393,9 +394,12 @@ def test_openapi_documents_every_dashboard_route(testapp):
         "/api/dashboard/downloads/{id}/signed-url": {"post"},
         "/api/dashboard/downloads/{id}/license": {"post"},
         "/api/dashboard/tickets": {"get", "post"},
+        "/api/dashboard/tickets/{id}": {"get"},
+        "/api/dashboard/tickets/{id}/messages": {"post"},
         "/api/downloads/{token}": {"get"},
         "/api/admin/tickets": {"get"},
-        "/api/admin/tickets/{id}": {"patch"},
+        "/api/admin/tickets/{id}": {"get", "patch"},
+        "/api/admin/tickets/{id}/messages": {"post"},
     }
     for path, methods in expected.items():
         assert set(paths[path]) == methods, path

@@ -13,7 +13,14 @@ from cmsshop.services.dashboard.downloads import (
 )
 from cmsshop.services.support import tickets
 from cmsshop.settings import as_int, as_str, declare
-from cmsshop.views import admin_tickets, dashboard, dashboard_openapi, downloads
+from cmsshop.views import (
+    admin_tickets,
+    admin_tickets_pages,
+    dashboard,
+    dashboard_openapi,
+    downloads,
+    tickets_pages,
+)
 
 SETTINGS = {
     # Lifetime of a signed download URL, in seconds.
@@ -23,6 +30,8 @@ SETTINGS = {
     # The nginx `internal` location that maps to cmsshop.storage_dir.
     "cmsshop.download_accel_prefix": (as_str, "/protected-files/", None),
     "cmsshop.tickets_per_hour": (as_int, 5, None),
+    # A customer's replies to their tickets (staff replies are not limited).
+    "cmsshop.ticket_replies_per_hour": (as_int, 30, None),
 }
 
 
@@ -35,6 +44,8 @@ def check_settings(settings: dict) -> None:
         )
     if settings["cmsshop.tickets_per_hour"] < 1:
         raise ConfigurationError("cmsshop.tickets_per_hour must be at least 1")
+    if settings["cmsshop.ticket_replies_per_hour"] < 1:
+        raise ConfigurationError("cmsshop.ticket_replies_per_hour must be at least 1")
 
 
 ROUTES = {
@@ -44,9 +55,24 @@ ROUTES = {
     "dashboard.signed_url": "/api/dashboard/downloads/{id}/signed-url",
     "dashboard.license": "/api/dashboard/downloads/{id}/license",
     "dashboard.tickets": "/api/dashboard/tickets",
+    "dashboard.ticket": "/api/dashboard/tickets/{id}",
+    "dashboard.ticket_messages": "/api/dashboard/tickets/{id}/messages",
     "dashboard.download": "/api/downloads/{token}",
     "dashboard.admin_tickets": "/api/admin/tickets",
     "dashboard.admin_ticket": "/api/admin/tickets/{id}",
+    "dashboard.admin_ticket_messages": "/api/admin/tickets/{id}/messages",
+}
+
+# Support ticket pages, the customer's and the admin's ("new" before "{id}").
+TICKET_PAGE_ROUTES = {
+    "pages.account_tickets": "/account/tickets",
+    "pages.account_ticket_new": "/account/tickets/new",
+    "pages.account_ticket": "/account/tickets/{id}",
+    "pages.account_ticket_reply": "/account/tickets/{id}/reply",
+    "pages.admin_tickets": "/admin/tickets",
+    "pages.admin_ticket": "/admin/tickets/{id}",
+    "pages.admin_ticket_reply": "/admin/tickets/{id}/reply",
+    "pages.admin_ticket_status": "/admin/tickets/{id}/status",
 }
 
 
@@ -64,10 +90,14 @@ def includeme(config) -> None:
     config.add_rate_policy(
         tickets.TICKET_POLICY, settings["cmsshop.tickets_per_hour"], tickets.TICKET_WINDOW
     )
-    for name, pattern in ROUTES.items():
+    config.add_rate_policy(
+        tickets.REPLY_POLICY, settings["cmsshop.ticket_replies_per_hour"], tickets.TICKET_WINDOW
+    )
+    for name, pattern in {**ROUTES, **TICKET_PAGE_ROUTES}.items():
         config.add_route(name, pattern)
+    config.add_page_notices({**tickets_pages.NOTICES, **admin_tickets_pages.NOTICES})
     config.add_openapi(
         paths=dashboard_openapi.OPENAPI_PATHS, schemas=dashboard_openapi.OPENAPI_SCHEMAS
     )
-    for views in (dashboard, downloads, admin_tickets):
+    for views in (dashboard, downloads, admin_tickets, tickets_pages, admin_tickets_pages):
         config.scan(views.__name__)

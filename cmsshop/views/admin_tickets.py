@@ -1,14 +1,15 @@
-"""Admin routes for support tickets: the queue of every customer's tickets, and status."""
+"""Admin routes for support tickets: the queue of every customer's tickets, one ticket's
+conversation, staff replies and status."""
 
 from __future__ import annotations
 
 import colander
 from pyramid.view import view_config
 
-from cmsshop.errors import NotFound
 from cmsshop.models import TICKET_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.support import tickets
+from cmsshop.util import isoformat_z
 from cmsshop.views.common import (
     StrictMapping,
     StrictString,
@@ -19,12 +20,12 @@ from cmsshop.views.common import (
     read_page_request,
 )
 from cmsshop.views.common import validate as validate_data
-from cmsshop.views.dashboard import ticket_body
-
-
-class TicketNotFound(NotFound):
-    code, title = "ticket_not_found", "Ticket not found"
-    message = "No support ticket has this id."
+from cmsshop.views.dashboard import (
+    MESSAGE_LENGTH,
+    TicketNotFound,
+    text_validator,
+    ticket_body,
+)
 
 
 class TicketFilterSchema(colander.MappingSchema):
@@ -38,10 +39,58 @@ class TicketStatusSchema(colander.MappingSchema):
     status = colander.SchemaNode(StrictString(), validator=colander.OneOf(TICKET_STATUSES))
 
 
+class StaffReplySchema(colander.MappingSchema):
+    """A staff reply, and optionally the status to leave the ticket in (pending if not
+    given: the ticket waits on the customer)."""
+
+    schema_type = StrictMapping
+    body = colander.SchemaNode(StrictString(), validator=text_validator(*MESSAGE_LENGTH))
+    status = colander.SchemaNode(
+        StrictString(), missing=None, validator=colander.OneOf(TICKET_STATUSES)
+    )
+
+
+def person_body(user) -> dict:
+    return {"id": user.id, "email": user.email, "name": user.name}
+
+
 def admin_ticket_body(ticket) -> dict:
     body = ticket_body(ticket)
-    body["customer"] = {"id": ticket.user.id, "email": ticket.user.email, "name": ticket.user.name}
+    body["customer"] = person_body(ticket.user)
     return body
+
+
+def admin_message_body(message) -> dict:
+    """A reply as staff see it: who wrote it, staff included."""
+    return {
+        "author": "staff" if message.from_staff else "customer",
+        "authorEmail": message.author.email,
+        "authorName": message.author.name,
+        "body": message.body,
+        "createdAt": isoformat_z(message.created_at),
+    }
+
+
+def admin_conversation_body(ticket) -> dict:
+    opening = {
+        "author": "customer",
+        "authorEmail": ticket.user.email,
+        "authorName": ticket.user.name,
+        "body": ticket.body,
+        "createdAt": isoformat_z(ticket.created_at),
+    }
+    return {
+        **admin_ticket_body(ticket),
+        "messages": [opening, *(admin_message_body(m) for m in ticket.messages)],
+    }
+
+
+def any_ticket(request):
+    """The path's ticket with its conversation (404 ``ticket_not_found``)."""
+    ticket = tickets.find_ticket_conversation(request.db, parse_path_id(request.matchdict["id"]))
+    if ticket is None:
+        raise TicketNotFound()
+    return ticket
 
 
 @view_config(
@@ -66,3 +115,24 @@ def update_ticket(request):
     data = read_json(request, TicketStatusSchema())
     tickets.set_ticket_status(request.db, ticket, data["status"])
     return admin_ticket_body(ticket)
+
+
+@view_config(
+    route_name="dashboard.admin_ticket", request_method="GET", renderer="json", permission=ADMIN
+)
+def get_ticket(request):
+    return admin_conversation_body(any_ticket(request))
+
+
+@view_config(
+    route_name="dashboard.admin_ticket_messages",
+    request_method="POST",
+    renderer="json",
+    permission=ADMIN,
+)
+def reply_to_ticket(request):
+    ticket = any_ticket(request)
+    data = read_json(request, StaffReplySchema())
+    message = tickets.reply_as_staff(request.db, ticket, request.user, data["body"], data["status"])
+    request.response.status = 201
+    return {**admin_message_body(message), "ticketStatus": ticket.status}

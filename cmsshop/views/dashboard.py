@@ -5,7 +5,7 @@ from __future__ import annotations
 import colander
 from pyramid.view import view_config
 
-from cmsshop.errors import RateLimited, ValidationFailed
+from cmsshop.errors import NotFound
 from cmsshop.security import CUSTOMER
 from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadClaims, DownloadTokenSigner
@@ -90,6 +90,24 @@ def ticket_body(ticket) -> dict:
     }
 
 
+def customer_message_body(message) -> dict:
+    """A reply as its customer sees it: "you" or "staff" (never which admin wrote it)."""
+    return {
+        "author": "staff" if message.from_staff else "you",
+        "body": message.body,
+        "createdAt": isoformat_z(message.created_at),
+    }
+
+
+def customer_conversation_body(ticket) -> dict:
+    """The ticket with its conversation: the opening message, then every reply."""
+    opening = {"author": "you", "body": ticket.body, "createdAt": isoformat_z(ticket.created_at)}
+    return {
+        **ticket_body(ticket),
+        "messages": [opening, *(customer_message_body(m) for m in ticket.messages)],
+    }
+
+
 # --- input -------------------------------------------------------------------------------
 
 
@@ -111,13 +129,28 @@ def text_validator(min_length: int, max_length: int, blank_ok: bool = False):
     return validator
 
 
+MESSAGE_LENGTH = (1, 20000)  # a ticket's opening message and every reply
+
+
 class TicketSchema(colander.MappingSchema):
     schema_type = StrictMapping
     subject = colander.SchemaNode(StrictString(), validator=text_validator(3, 200))
-    body = colander.SchemaNode(StrictString(), validator=text_validator(1, 20000))
+    body = colander.SchemaNode(StrictString(), validator=text_validator(*MESSAGE_LENGTH))
     orderNumber = colander.SchemaNode(  # noqa: N815 - JSON name
         StrictString(), missing=None, validator=text_validator(1, 32, blank_ok=True)
     )
+
+
+class ReplySchema(colander.MappingSchema):
+    """A reply in a ticket's conversation: its body, as a ticket's opening message."""
+
+    schema_type = StrictMapping
+    body = colander.SchemaNode(StrictString(), validator=text_validator(*MESSAGE_LENGTH))
+
+
+class TicketNotFound(NotFound):
+    code, title = "ticket_not_found", "Ticket not found"
+    message = "No support ticket has this id."
 
 
 # --- views -------------------------------------------------------------------------------
@@ -178,19 +211,46 @@ def get_license(request):
 )
 def open_ticket(request):
     data = read_json(request, TicketSchema())
-    user = request.user
-    order = None
-    if data["orderNumber"] is not None:
-        order = tickets.find_customer_order(request.db, user.id, data["orderNumber"])
-        if order is None:
-            raise ValidationFailed({"orderNumber": "is not one of your orders"})
-    refusal = tickets.count_ticket(request.find_service(RateLimiter), user.id)
-    if refusal is not None:
-        raise RateLimited(
-            refusal.retry_after,
-            f"You can open at most {refusal.limit} tickets per hour.",
-            code="ticket_rate_limited",
-        )
-    ticket = tickets.open_ticket(request.db, user, data["subject"], data["body"], order)
+    ticket = tickets.submit_ticket(
+        request.db,
+        request.find_service(RateLimiter),
+        request.user,
+        data["subject"],
+        data["body"],
+        data["orderNumber"],
+    )
     request.response.status = 201
     return ticket_body(ticket)
+
+
+def own_ticket(request):
+    """The path's ticket with its conversation, if it is the logged-in customer's (404
+    ``ticket_not_found`` if not: another customer's ticket looks like a missing one)."""
+    ticket_id = parse_path_id(request.matchdict["id"])
+    ticket = tickets.find_customer_ticket(request.db, request.user.id, ticket_id)
+    if ticket is None:
+        raise TicketNotFound()
+    return ticket
+
+
+@view_config(
+    route_name="dashboard.ticket", request_method="GET", renderer="json", permission=CUSTOMER
+)
+def get_ticket(request):
+    return customer_conversation_body(own_ticket(request))
+
+
+@view_config(
+    route_name="dashboard.ticket_messages",
+    request_method="POST",
+    renderer="json",
+    permission=CUSTOMER,
+)
+def reply_to_ticket(request):
+    ticket = own_ticket(request)
+    data = read_json(request, ReplySchema())
+    message = tickets.reply_as_customer(
+        request.db, request.find_service(RateLimiter), request.user, ticket, data["body"]
+    )
+    request.response.status = 201
+    return {**customer_message_body(message), "ticketStatus": ticket.status}

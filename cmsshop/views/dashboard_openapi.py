@@ -1,5 +1,6 @@
 """The OpenAPI part of the dashboard module: the customer dashboard, the signed download
-route and the admin ticket queue (views/dashboard.py, downloads.py, admin_tickets.py).
+route, ticket conversations and the admin ticket queue (views/dashboard.py, downloads.py,
+admin_tickets.py).
 
 Enumerations come from the models, so the document cannot drift from the CHECK
 constraints.
@@ -36,6 +37,35 @@ TICKET_PROPERTIES = {
     "updatedAt": TIME,
 }
 TICKET_REQUIRED = ["id", "number", "subject", "body", "status", "orderNumber", "createdAt"]
+PERSON = {
+    "type": "object",
+    "required": ["id", "email", "name"],
+    "properties": {
+        "id": {"type": "integer"},
+        "email": {"type": "string"},
+        "name": {"type": "string"},
+    },
+}
+# A message of a conversation as the customer sees it: staff replies say "staff", never
+# which admin wrote them.
+CUSTOMER_MESSAGE_PROPERTIES = {
+    "author": {"type": "string", "enum": ["you", "staff"]},
+    "body": {"type": "string"},
+    "createdAt": TIME,
+}
+ADMIN_MESSAGE_PROPERTIES = {
+    "author": {"type": "string", "enum": ["customer", "staff"]},
+    "authorEmail": {"type": "string"},
+    "authorName": {"type": "string"},
+    "body": {"type": "string"},
+    "createdAt": TIME,
+}
+MESSAGE_BODY = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 20000,
+    "description": TEXT_RULE,
+}
 
 OPENAPI_SCHEMAS = {
     "DashboardOrder": ORDER_SCHEMA,
@@ -114,17 +144,58 @@ OPENAPI_SCHEMAS = {
     "DashboardAdminTicket": {
         "type": "object",
         "required": [*TICKET_REQUIRED, "customer"],
+        "properties": {**TICKET_PROPERTIES, "customer": PERSON},
+    },
+    "DashboardTicketMessage": {
+        "type": "object",
+        "required": list(CUSTOMER_MESSAGE_PROPERTIES),
+        "properties": CUSTOMER_MESSAGE_PROPERTIES,
+    },
+    "DashboardTicketConversation": {
+        "type": "object",
+        "required": [*TICKET_REQUIRED, "messages"],
         "properties": {
             **TICKET_PROPERTIES,
-            "customer": {
-                "type": "object",
-                "required": ["id", "email", "name"],
-                "properties": {
-                    "id": {"type": "integer"},
-                    "email": {"type": "string"},
-                    "name": {"type": "string"},
-                },
+            "messages": {
+                "type": "array",
+                "description": "The opening message (the ticket's body), then every reply, "
+                "oldest first",
+                "items": oa.ref("DashboardTicketMessage"),
             },
+        },
+    },
+    "DashboardTicketReply": {
+        "type": "object",
+        "required": [*CUSTOMER_MESSAGE_PROPERTIES, "ticketStatus"],
+        "properties": {
+            **CUSTOMER_MESSAGE_PROPERTIES,
+            "ticketStatus": {"type": "string", "enum": list(TICKET_STATUSES)},
+        },
+    },
+    "AdminTicketMessage": {
+        "type": "object",
+        "required": list(ADMIN_MESSAGE_PROPERTIES),
+        "properties": ADMIN_MESSAGE_PROPERTIES,
+    },
+    "AdminTicketConversation": {
+        "type": "object",
+        "required": [*TICKET_REQUIRED, "customer", "messages"],
+        "properties": {
+            **TICKET_PROPERTIES,
+            "customer": PERSON,
+            "messages": {
+                "type": "array",
+                "description": "The opening message, then every reply, oldest first",
+                "items": oa.ref("AdminTicketMessage"),
+            },
+        },
+    },
+    "AdminTicketReply": {
+        "type": "object",
+        "required": [*ADMIN_MESSAGE_PROPERTIES, "ticketStatus"],
+        "properties": {
+            **ADMIN_MESSAGE_PROPERTIES,
+            "ticketStatus": {"type": "string", "enum": list(TICKET_STATUSES)},
         },
     },
 }
@@ -222,6 +293,34 @@ OPENAPI_PATHS = {
             tags=["dashboard"],
         ),
     },
+    "/api/dashboard/tickets/{id}": {
+        "get": oa.operation(
+            "One of your tickets with its conversation (404 ticket_not_found, another "
+            "customer's ticket included)",
+            {**oa.ok(oa.ref("DashboardTicketConversation")), **oa.errors(401, 403, 404)},
+            params=[ID_PARAM],
+            tags=["dashboard"],
+        )
+    },
+    "/api/dashboard/tickets/{id}/messages": {
+        "post": oa.operation(
+            "Reply to one of your tickets; a pending or closed ticket is open again "
+            "(limited per hour: 429 with Retry-After)",
+            {
+                **oa.ok(oa.ref("DashboardTicketReply"), "Created", 201),
+                **oa.errors(401, 403, 404, 413, 415, 422, 429),
+            },
+            body={
+                "type": "object",
+                "required": ["body"],
+                "additionalProperties": False,
+                "properties": {"body": MESSAGE_BODY},
+            },
+            params=[ID_PARAM],
+            csrf=True,
+            tags=["dashboard"],
+        )
+    },
     "/api/downloads/{token}": {
         "get": oa.operation(
             "Download a release file with a signed token (no cookie needed). Supports a "
@@ -261,6 +360,12 @@ OPENAPI_PATHS = {
         )
     },
     "/api/admin/tickets/{id}": {
+        "get": oa.operation(
+            "Any ticket with its conversation and customer (admin; 404 ticket_not_found)",
+            {**oa.ok(oa.ref("AdminTicketConversation")), **oa.errors(401, 403, 404)},
+            params=[ID_PARAM],
+            tags=["admin"],
+        ),
         "patch": oa.operation(
             "Change a ticket's status (admin; 404 ticket_not_found)",
             {**oa.ok(oa.ref("DashboardAdminTicket")), **oa.errors(401, 403, 404, 415, 422)},
@@ -269,6 +374,28 @@ OPENAPI_PATHS = {
                 "required": ["status"],
                 "additionalProperties": False,
                 "properties": {"status": {"type": "string", "enum": list(TICKET_STATUSES)}},
+            },
+            params=[ID_PARAM],
+            csrf=True,
+            tags=["admin"],
+        ),
+    },
+    "/api/admin/tickets/{id}/messages": {
+        "post": oa.operation(
+            "Reply as staff (admin): the ticket becomes pending, or takes the optional "
+            "status (e.g. closed) in the same step (404 ticket_not_found)",
+            {
+                **oa.ok(oa.ref("AdminTicketReply"), "Created", 201),
+                **oa.errors(401, 403, 404, 413, 415, 422),
+            },
+            body={
+                "type": "object",
+                "required": ["body"],
+                "additionalProperties": False,
+                "properties": {
+                    "body": MESSAGE_BODY,
+                    "status": {"type": "string", "enum": list(TICKET_STATUSES)},
+                },
             },
             params=[ID_PARAM],
             csrf=True,

@@ -1,4 +1,5 @@
-"""Support tickets: opening them (with an hourly per-customer limit), listing, status."""
+"""Support tickets: opening them and replying (each with an hourly per-customer limit),
+the conversation, listing (the customer's own, the admin queue), status."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload, selectinload
 
 from cmsshop.db import take_write_lock
+from cmsshop.errors import RateLimited, ValidationFailed
 from cmsshop.models import TICKET_STATUSES, Order, SupportTicket, TicketMessage, User
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.services.ratelimit import RateDecision, RateLimiter
@@ -13,6 +15,8 @@ from cmsshop.util import readable_token, utcnow
 
 TICKET_WINDOW = 3600  # the limit is "tickets per hour"
 TICKET_POLICY = "tickets.user"
+REPLY_POLICY = "tickets.reply"  # a customer's replies, per hour (staff replies are free)
+ORDER_CHOICES = 100  # the newest orders offered when opening a ticket on a page
 
 
 def count_ticket(limiter: RateLimiter, user_id: int) -> RateDecision | None:
@@ -25,8 +29,52 @@ def count_ticket(limiter: RateLimiter, user_id: int) -> RateDecision | None:
     return limiter.count([(TICKET_POLICY, str(user_id))])
 
 
+def count_reply(limiter: RateLimiter, user_id: int) -> RateDecision | None:
+    """Count one reply of ``user_id`` in this hour's window; the refusal, or None (called
+    like :func:`count_ticket`: after validation, before the first write)."""
+    return limiter.count([(REPLY_POLICY, str(user_id))])
+
+
 def find_customer_order(session: Session, user_id: int, number: str) -> Order | None:
     return session.scalar(select(Order).where(Order.number == number, Order.user_id == user_id))
+
+
+def list_order_choices(session: Session, user_id: int) -> list[Order]:
+    """The customer's newest orders (at most ORDER_CHOICES), for a ticket form's choice."""
+    return list(
+        session.scalars(
+            select(Order)
+            .where(Order.user_id == user_id)
+            .order_by(Order.created_at.desc(), Order.id.desc())
+            .limit(ORDER_CHOICES)
+        )
+    )
+
+
+def submit_ticket(
+    session: Session,
+    limiter: RateLimiter,
+    user: User,
+    subject: str,
+    body: str,
+    order_number: str | None,
+) -> SupportTicket:
+    """Open a ticket for ``user`` from validated fields: 422 if ``order_number`` is not
+    one of theirs, 429 ``ticket_rate_limited`` past the hourly limit (a refused order
+    number does not use up the allowance)."""
+    order = None
+    if order_number is not None:
+        order = find_customer_order(session, user.id, order_number)
+        if order is None:
+            raise ValidationFailed({"orderNumber": "is not one of your orders"})
+    refusal = count_ticket(limiter, user.id)
+    if refusal is not None:
+        raise RateLimited(
+            refusal.retry_after,
+            f"You can open at most {refusal.limit} tickets per hour.",
+            code="ticket_rate_limited",
+        )
+    return open_ticket(session, user, subject, body, order)
 
 
 def new_ticket_number() -> str:
@@ -83,8 +131,42 @@ def list_all_tickets(
     return _newest_first(session, where, request)
 
 
+def list_ticket_queue(
+    session: Session, status: str | None, request: PageRequest
+) -> Page[SupportTicket]:
+    """The admin queue page: open tickets (waiting on staff) longest-waiting first, by
+    their last change (opened, a customer's reply, reopened); any other choice newest
+    first, like :func:`list_all_tickets`."""
+    if status != "open":
+        return list_all_tickets(session, status, request)
+    where = [SupportTicket.status == "open"]
+    query = (
+        select(SupportTicket)
+        .where(*where)
+        .options(joinedload(SupportTicket.order), joinedload(SupportTicket.user))
+        .order_by(SupportTicket.updated_at.asc(), SupportTicket.id.asc())
+    )
+    count = select(func.count()).select_from(SupportTicket).where(*where)
+    return fetch_page(session, query, request, count_query=count)
+
+
 def find_ticket(session: Session, ticket_id: int) -> SupportTicket | None:
     return session.get(SupportTicket, ticket_id)
+
+
+def find_ticket_conversation(session: Session, ticket_id: int | None) -> SupportTicket | None:
+    """Any customer's ticket with its conversation, customer and order (admin)."""
+    if ticket_id is None:
+        return None
+    return session.scalar(
+        select(SupportTicket)
+        .where(SupportTicket.id == ticket_id)
+        .options(
+            selectinload(SupportTicket.messages).joinedload(TicketMessage.author),
+            joinedload(SupportTicket.order),
+            joinedload(SupportTicket.user),
+        )
+    )
 
 
 def set_ticket_status(session: Session, ticket: SupportTicket, status: str) -> SupportTicket:
@@ -127,4 +209,28 @@ def add_message(
     ticket.status = "pending" if from_staff else "open"
     ticket.updated_at = now
     session.flush()
+    return message
+
+
+def reply_as_customer(
+    session: Session, limiter: RateLimiter, user: User, ticket: SupportTicket, body: str
+) -> TicketMessage:
+    """The customer's reply to their own ticket (reopening it); 429 past the hourly
+    reply limit, with nothing written."""
+    refusal = count_reply(limiter, user.id)
+    if refusal is not None:
+        raise RateLimited(
+            refusal.retry_after, f"You can send at most {refusal.limit} replies per hour."
+        )
+    return add_message(session, ticket, user, body, from_staff=False)
+
+
+def reply_as_staff(
+    session: Session, ticket: SupportTicket, admin: User, body: str, status: str | None = None
+) -> TicketMessage:
+    """A staff reply: the ticket waits on the customer (``pending``) unless ``status``
+    says otherwise (e.g. answer and close in one step)."""
+    message = add_message(session, ticket, admin, body, from_staff=True)
+    if status is not None:
+        set_ticket_status(session, ticket, status)
     return message
