@@ -95,9 +95,7 @@ def includeme(config) -> None:
     config.add_route("licensing.admin_licenses", "/api/admin/licenses")
     config.add_route("licensing.admin_license", "/api/admin/licenses/{key}")
     config.add_route("licensing.admin_license_action", "/api/admin/licenses/{key}/{action}")
-    config.add_openapi(
-        paths=admin_licenses.OPENAPI_PATHS, schemas=admin_licenses.OPENAPI_SCHEMAS
-    )
+    config.add_openapi(paths=admin_licenses.OPENAPI_PATHS, schemas=admin_licenses.OPENAPI_SCHEMAS)
     config.scan(admin_licenses.__name__)
     config.add_route("pages.admin_licenses", "/admin/licenses")
     config.add_route("pages.admin_license", "/admin/licenses/{key}")

@@ -52,9 +52,7 @@ class IsoDate(colander.SchemaType):
 
 
 class LicenseSearchSchema(colander.MappingSchema):
-    q = colander.SchemaNode(
-        StrictString(), missing=None, validator=colander.Length(max=320)
-    )
+    q = colander.SchemaNode(StrictString(), missing=None, validator=colander.Length(max=320))
 
 
 def license_change_schema(form: bool = False) -> colander.SchemaNode:

@@ -209,7 +209,9 @@ def suspend(session: Session, key: str, admin: Admin) -> License:
     license = _lock(session, key)
     _refuse_revoked(license)
     if license.status != "active":
-        raise ActionRefused(f"Only an active license can be suspended; this one is {license.status}.")
+        raise ActionRefused(
+            f"Only an active license can be suspended; this one is {license.status}."
+        )
     license.status = "suspended"
     _audit(session, license, admin, "suspend", "status active -> suspended")
     return license
