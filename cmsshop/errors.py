@@ -175,6 +175,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "license_suspended": ErrorCode(403, "License not usable", "The license is suspended."),
     "license_expired": ErrorCode(403, "License not usable", "The license has expired."),
     "license_not_found": ErrorCode(404, "License not found", "No license has this key."),
+    "license_action_refused": ErrorCode(
+        409, "Action refused", "The admin action does not fit the license's status."
+    ),
     "activation_not_found": ErrorCode(
         404, "Activation not found", "This installation has no activation of the license."
     ),

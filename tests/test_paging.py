@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from test_dashboard_helpers import make_purchase
+from test_dashboard_helpers import add_license, make_purchase
 
 from cmsshop.models import PaymentEvent
 from cmsshop.services.paging import MAX_PER_PAGE, Page, PageRequest, fetch_page
@@ -25,6 +25,7 @@ LIST_ROUTES = [
     "/api/admin/articles",
     "/api/admin/tickets",
     "/api/admin/payment-events",
+    "/api/admin/licenses",
     "/api/dashboard/orders",
     "/api/dashboard/invoices",
     "/api/dashboard/downloads",
@@ -68,7 +69,7 @@ def clients(app, testapp, admin_app, customer_app, customer, dbsession, storage_
     admin_app.post_json(
         "/api/admin/articles", {"slug": "paged", "title": "Paged", "published": True}
     )
-    make_purchase(dbsession, customer, storage_dir)
+    add_license(dbsession, make_purchase(dbsession, customer, storage_dir))
     customer_app.post_json("/api/dashboard/tickets", {"subject": "Paging", "body": "Hello"})
     payload = '{"id": "evt_paging"}'
     dbsession.add(

@@ -99,7 +99,8 @@ class LicenseNonce(Base):
 
 class LicenseAuditEntry(Base):
     """One licensing call: what was asked, by whom (IP) and how it ended (``outcome`` is
-    ``ok`` or the error code). Failed calls are written after the request's rollback."""
+    ``ok`` or the error code). Failed calls are written after the request's rollback.
+    An admin's change by hand (``admin.*`` actions) names the admin and the change."""
 
     __tablename__ = "licence_audit_log"
     __table_args__ = (
@@ -125,3 +126,6 @@ class LicenseAuditEntry(Base):
     environment: Mapped[str | None] = mapped_column(String(20))
     ip: Mapped[str] = mapped_column(String(64))
     request_id: Mapped[str | None] = mapped_column(String(64))
+    admin_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    # What an admin changed, e.g. "status active -> suspended".
+    detail: Mapped[str | None] = mapped_column(String(500))

@@ -18,6 +18,8 @@ from cmsshop.settings import (
     as_str,
     declare,
 )
+from cmsshop.views import admin_licenses
+from cmsshop.views.admin_licenses_pages import NOTICES as ADMIN_PAGE_NOTICES
 from cmsshop.views.licensing_openapi import OPENAPI_PATHS, OPENAPI_SCHEMAS
 
 SETTINGS = {
@@ -89,3 +91,14 @@ def includeme(config) -> None:
     config.add_route("licensing.jwks", "/api/license/jwks.json")
     config.add_openapi(paths=OPENAPI_PATHS, schemas=OPENAPI_SCHEMAS)
     config.scan("cmsshop.views.licensing")
+    # The admin side: JSON routes and the /admin/licenses pages (one service for both).
+    config.add_route("licensing.admin_licenses", "/api/admin/licenses")
+    config.add_route("licensing.admin_license", "/api/admin/licenses/{key}")
+    config.add_route("licensing.admin_license_action", "/api/admin/licenses/{key}/{action}")
+    config.add_openapi(paths=admin_licenses.OPENAPI_PATHS, schemas=admin_licenses.OPENAPI_SCHEMAS)
+    config.scan(admin_licenses.__name__)
+    config.add_route("pages.admin_licenses", "/admin/licenses")
+    config.add_route("pages.admin_license", "/admin/licenses/{key}")
+    config.add_route("pages.admin_license_action", "/admin/licenses/{key}/{action}")
+    config.add_page_notices(ADMIN_PAGE_NOTICES)
+    config.scan("cmsshop.views.admin_licenses_pages")

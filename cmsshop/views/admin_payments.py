@@ -179,25 +179,20 @@ def fulfilment_body(item) -> dict:
     }
 
 
-@view_config(
-    route_name="payments.admin_order_fulfil",
-    request_method="POST",
-    renderer="json",
-    permission=ADMIN,
-)
-def fulfil_order(request):
-    data = read_json(request, ManualFulfilSchema())
-    number = request.matchdict["number"]
-    reason = data["reason"].strip()
+def fulfil_by_hand(request, number: str, reason: str, payment_reference: str | None):
+    """Manual fulfilment with its rules and answers, for this route and the admin order
+    page alike: (order, fulfilment), or the ApiError to show (422 no reason, 404, 409
+    already_fulfilled naming what did it, 409 order_not_fulfillable)."""
+    reason = reason.strip()
     if len(reason) < 3:
         raise ValidationFailed({"reason": "say why (at least 3 characters)"})
     try:
-        order, made = fulfilment.manual_fulfil(
+        return fulfilment.manual_fulfil(
             request.db,
             number,
             admin_id=request.user.id,
             reason=reason,
-            payment_reference=data["paymentReference"],
+            payment_reference=payment_reference,
         )
     except fulfilment.OrderMissing:
         raise NotFound("No order has this number.", code="order_not_found") from None
@@ -225,6 +220,18 @@ def fulfil_order(request):
             code="order_not_fulfillable",
             title="Order cannot be fulfilled",
         ) from None
+
+
+@view_config(
+    route_name="payments.admin_order_fulfil",
+    request_method="POST",
+    renderer="json",
+    permission=ADMIN,
+)
+def fulfil_order(request):
+    data = read_json(request, ManualFulfilSchema())
+    number = request.matchdict["number"]
+    order, made = fulfil_by_hand(request, number, data["reason"], data["paymentReference"])
     invoice = fulfilment.invoice_number_of(request.db, order.id)
     return {"order": order_body(order), "fulfilment": fulfilment_body(made), "invoice": invoice}
 

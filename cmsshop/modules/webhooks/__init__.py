@@ -40,7 +40,7 @@ from cmsshop.services.payments.registry import (
 )
 from cmsshop.services.payments.settings import DEFAULT_SIGNATURE_TOLERANCE, env_name, ini_name
 from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
-from cmsshop.views import admin_payments, checkout, webhooks
+from cmsshop.views import admin_payments, admin_payments_pages, checkout, webhooks
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
 
@@ -175,3 +175,11 @@ def includeme(config) -> None:
         },
     )
     config.scan(admin_payments.__name__)
+    # The payment area's admin pages (/admin/payments), on the same services.
+    config.add_route("pages.admin_payments", "/admin/payments")
+    config.add_route("pages.admin_payments_rotate", "/admin/payments/rotate/{provider}")
+    config.add_route("pages.admin_payment_events", "/admin/payments/events")
+    config.add_route("pages.admin_payment_event", "/admin/payments/events/{id}")
+    config.add_route("pages.admin_payment_event_reprocess", "/admin/payments/events/{id}/reprocess")
+    config.add_page_notices(admin_payments_pages.NOTICES)
+    config.scan(admin_payments_pages.__name__)

@@ -254,6 +254,42 @@ def _check_value(spec: ProviderSpec, field: str, value: Any) -> str | None:
     return None
 
 
+def webhook_field(spec: ProviderSpec) -> str | None:
+    """The field a provider's deliveries are verified with (its signing secrets, or the
+    webhook id): the first settings field whose name starts with ``webhook``."""
+    return next((field for field in spec.fields if field.startswith("webhook")), None)
+
+
+def rotation_update(
+    session: Session,
+    settings: Mapping[str, Any],
+    providers: PaymentProviders,
+    name: str,
+    value: str,
+) -> dict[str, dict[str, Any]]:
+    """The validated update that rotates ``name``'s webhook field to ``value``.
+
+    A list field (the card provider's signing secrets) becomes ``[new, current]``: the
+    current secret is kept as the previous one, still verified, as the settings PUT
+    ``{"webhookSecrets": ["whsec_new", "whsec_previous"]}`` would save it, until the
+    provider has stopped signing with it. A single value is replaced. Raises
+    SettingsInvalid (validate_update's checks) with the messages under ``value``.
+    """
+    spec = providers.get(name)
+    field = webhook_field(spec) if spec is not None else None
+    if field is None:
+        raise SettingsInvalid({"value": "this provider has no webhook setting"})
+    new: Any = value.strip()
+    if field in spec.list_fields:
+        current, _ = effective_values(session, settings, spec)
+        kept = [item for item in current[field] if item != new]
+        new = [new, *kept[:1]]
+    try:
+        return validate_update(providers, {name: {field: new}})
+    except SettingsInvalid as exc:
+        raise SettingsInvalid({"value": "; ".join(exc.errors.values())}) from None
+
+
 def save_settings(
     session: Session,
     settings: Mapping[str, Any],

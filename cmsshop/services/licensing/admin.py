@@ -1,0 +1,326 @@
+"""Licenses by hand (admin): search, one license with its activations and audit log, and
+the changes an admin makes -- suspend, reinstate, revoke, extend the expiry, change the
+seat limit, reset the activations.
+
+Every change takes the license row the way an activation does (the SQLite write lock,
+then FOR NO KEY UPDATE on PostgreSQL, see steps.open_license), so it never interleaves
+with an activation counting seats, and writes one audit entry naming the admin and the
+change in the same transaction. The rules:
+
+- revoked is final: nothing but resetting the activations applies to a revoked license;
+- suspend: an active license; reinstate: a suspended one (back to active);
+- extend: a later expiry, either ``days`` more (from the current expiry, or from now if
+  that has passed) or ``until`` a date; an expired license becomes active again. A
+  license without an expiry never expires and cannot be extended;
+- the seat limit (production activations) is 0 or more; activations already taken stay
+  until deactivated (reset them to enforce a lower limit at once).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+from sqlalchemy import exists, or_, select, update
+from sqlalchemy.orm import Session, aliased
+
+from cmsshop.db import take_write_lock
+from cmsshop.models import Activation, License, LicenseAuditEntry, Product, User
+from cmsshop.services.licensing.steps import seats_used
+from cmsshop.services.paging import Page, PageRequest, fetch_page
+from cmsshop.util import utcnow
+
+ACTIONS = ("suspend", "reinstate", "revoke", "extend", "seats", "reset")
+MAX_SEATS = 100_000
+MAX_EXTEND_DAYS = 36_500
+AUDIT_SHOWN = 200
+
+
+class LicenseMissing(Exception):
+    pass
+
+
+class ActionRefused(Exception):
+    """The action does not apply to the license as it is now (``field``: the form field
+    the message belongs to)."""
+
+    def __init__(self, message: str, field: str = "form"):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True)
+class Admin:
+    """Who changes a license, and from where (for the audit entry)."""
+
+    id: int
+    email: str
+    ip: str
+    request_id: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LicenseSummary:
+    license: License
+    product: Product
+    customer: User | None
+    activations_used: int
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditLine:
+    entry: LicenseAuditEntry
+    admin_email: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class LicenseDetail:
+    license: License
+    product: Product
+    customer: User | None
+    activations: list[Activation]
+    activations_used: int
+    audit: list[AuditLine]
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def _like(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def search_licenses(session: Session, paging: PageRequest, q: str | None = None) -> Page:
+    """Licenses newest first; ``q`` matches a key (exactly or its start), a customer's
+    email or an activation's domain (parts of either)."""
+    query = (
+        select(License, Product, User)
+        .join(Product, Product.id == License.product_id)
+        .outerjoin(User, User.id == License.user_id)
+    )
+    q = (q or "").strip()
+    if q:
+        part = f"%{_like(q.lower())}%"
+        on_domain = exists().where(
+            Activation.license_id == License.id, Activation.domain.like(part, escape="\\")
+        )
+        query = query.where(
+            or_(
+                License.key == q,
+                License.key.like(f"{_like(q)}%", escape="\\"),
+                User.email.like(part, escape="\\"),
+                on_domain,
+            )
+        )
+    query = query.order_by(License.created_at.desc(), License.id.desc())
+    page = fetch_page(session, query, paging, scalars=False)
+    return page.map(
+        lambda row: LicenseSummary(row[0], row[1], row[2], seats_used(session, row[0].id)[0])
+    )
+
+
+def find_license(session: Session, key: str) -> License | None:
+    return session.scalar(select(License).where(License.key == key))
+
+
+def licenses_of_user(session: Session, user_id: int) -> list[License]:
+    return list(
+        session.scalars(
+            select(License).where(License.user_id == user_id).order_by(License.id.desc())
+        )
+    )
+
+
+def license_detail(session: Session, key: str) -> LicenseDetail:
+    """One license with its activations and its audit log (newest first)."""
+    license = find_license(session, key)
+    if license is None:
+        raise LicenseMissing(key)
+    customer = session.get(User, license.user_id) if license.user_id else None
+    activations = list(
+        session.scalars(
+            select(Activation)
+            .where(Activation.license_id == license.id)
+            .order_by(Activation.active.desc(), Activation.id.desc())
+        )
+    )
+    admin = aliased(User)
+    rows = session.execute(
+        select(LicenseAuditEntry, admin.email)
+        .outerjoin(admin, admin.id == LicenseAuditEntry.admin_id)
+        .where(LicenseAuditEntry.license_id == license.id)
+        .order_by(LicenseAuditEntry.created_at.desc(), LicenseAuditEntry.id.desc())
+        .limit(AUDIT_SHOWN)
+    ).all()
+    return LicenseDetail(
+        license=license,
+        product=session.get(Product, license.product_id),
+        customer=customer,
+        activations=activations,
+        activations_used=seats_used(session, license.id)[0],
+        audit=[AuditLine(entry, email) for entry, email in rows],
+    )
+
+
+# --- changes ---------------------------------------------------------------------------------
+
+
+def _lock(session: Session, key: str) -> License:
+    """The license row, locked as an activation locks it (see the module docstring)."""
+    take_write_lock(session)
+    license = session.scalar(
+        select(License)
+        .where(License.key == key)
+        .with_for_update(of=License, key_share=True)
+        .execution_options(populate_existing=True)
+    )
+    if license is None:
+        raise LicenseMissing(key)
+    return license
+
+
+def _refuse_revoked(license: License) -> None:
+    if license.status == "revoked":
+        raise ActionRefused("This license is revoked; revoking is final and cannot be undone.")
+
+
+def _day(value: dt.datetime | None) -> str:
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if value else "never"
+
+
+def _audit(session: Session, license: License, admin: Admin, action: str, detail: str) -> None:
+    session.add(
+        LicenseAuditEntry(
+            created_at=utcnow(),
+            action=f"admin.{action}",
+            outcome="ok",
+            status=200,
+            license_id=license.id,
+            ip=admin.ip[:64],
+            request_id=admin.request_id,
+            admin_id=admin.id,
+            detail=f"{detail} (by {admin.email})"[:500],
+        )
+    )
+
+
+def suspend(session: Session, key: str, admin: Admin) -> License:
+    license = _lock(session, key)
+    _refuse_revoked(license)
+    if license.status != "active":
+        raise ActionRefused(
+            f"Only an active license can be suspended; this one is {license.status}."
+        )
+    license.status = "suspended"
+    _audit(session, license, admin, "suspend", "status active -> suspended")
+    return license
+
+
+def reinstate(session: Session, key: str, admin: Admin) -> License:
+    license = _lock(session, key)
+    _refuse_revoked(license)
+    if license.status != "suspended":
+        raise ActionRefused(
+            f"Only a suspended license can be reinstated; this one is {license.status}."
+        )
+    license.status = "active"
+    _audit(session, license, admin, "reinstate", "status suspended -> active")
+    return license
+
+
+def revoke(session: Session, key: str, admin: Admin) -> License:
+    license = _lock(session, key)
+    if license.status == "revoked":
+        raise ActionRefused("This license is already revoked.")
+    before = license.status
+    license.status = "revoked"
+    _audit(session, license, admin, "revoke", f"status {before} -> revoked (final)")
+    return license
+
+
+def extend(
+    session: Session,
+    key: str,
+    admin: Admin,
+    *,
+    days: int | None = None,
+    until: dt.date | None = None,
+) -> License:
+    """A later expiry: ``days`` more, or ``until`` the end of a date (UTC)."""
+    if (days is None) == (until is None):
+        raise ActionRefused("Give either a number of days or a date.", "days")
+    license = _lock(session, key)
+    _refuse_revoked(license)
+    if license.expires_at is None:
+        raise ActionRefused("This license never expires; there is nothing to extend.")
+    now = utcnow()
+    old = license.expires_at
+    if days is not None:
+        if not 1 <= days <= MAX_EXTEND_DAYS:
+            raise ActionRefused(f"Give 1 to {MAX_EXTEND_DAYS} days.", "days")
+        new = max(old, now) + dt.timedelta(days=days)
+        how = f"+{days} days"
+    else:
+        new = dt.datetime.combine(until, dt.time(23, 59, 59), dt.UTC)
+        if new <= now:
+            raise ActionRefused("The new expiry must be in the future.", "until")
+        if new <= old:
+            raise ActionRefused(
+                f"The new expiry must be later than the current one ({_day(old)}).", "until"
+            )
+        how = f"to {until.isoformat()}"
+    license.expires_at = new
+    detail = f"expiry {_day(old)} -> {_day(new)} ({how})"
+    if license.status == "expired":
+        license.status = "active"
+        detail += "; status expired -> active"
+    _audit(session, license, admin, "extend", detail)
+    return license
+
+
+def set_seats(session: Session, key: str, admin: Admin, max_activations: int) -> License:
+    if not 0 <= max_activations <= MAX_SEATS:
+        raise ActionRefused(f"The seat limit must be 0 to {MAX_SEATS}.", "maxActivations")
+    license = _lock(session, key)
+    _refuse_revoked(license)
+    before = license.max_activations
+    if before == max_activations:
+        raise ActionRefused(f"The seat limit is {before} already.", "maxActivations")
+    license.max_activations = max_activations
+    _audit(session, license, admin, "seats", f"seat limit {before} -> {max_activations}")
+    return license
+
+
+def reset_activations(session: Session, key: str, admin: Admin) -> License:
+    """Deactivate every active installation (each runtime must activate again)."""
+    license = _lock(session, key)
+    now = utcnow()
+    result = session.execute(
+        update(Activation)
+        .where(Activation.license_id == license.id, Activation.active.is_(True))
+        .values(active=False, deactivated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    count = result.rowcount or 0
+    _audit(session, license, admin, "reset", f"{count} active activation(s) deactivated")
+    return license
+
+
+def apply_action(session: Session, key: str, admin: Admin, action: str, values: dict) -> License:
+    """Run one of ACTIONS with its values (``days``/``until``, ``maxActivations``)."""
+    if action == "suspend":
+        return suspend(session, key, admin)
+    if action == "reinstate":
+        return reinstate(session, key, admin)
+    if action == "revoke":
+        return revoke(session, key, admin)
+    if action == "extend":
+        return extend(session, key, admin, days=values.get("days"), until=values.get("until"))
+    if action == "seats":
+        if values.get("maxActivations") is None:
+            raise ActionRefused("Give the new seat limit.", "maxActivations")
+        return set_seats(session, key, admin, values["maxActivations"])
+    if action == "reset":
+        return reset_activations(session, key, admin)
+    raise ValueError(f"unknown license action {action!r}")

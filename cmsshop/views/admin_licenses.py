@@ -1,0 +1,362 @@
+"""Admin routes for licenses: search, one license (activations, audit log), and the
+changes an admin makes by hand -- all thin over cmsshop.services.licensing.admin."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import colander
+from pyramid.view import view_config
+
+from cmsshop import openapi as oa
+from cmsshop.errors import Conflict, NotFound, ValidationFailed
+from cmsshop.models import LICENSE_STATUSES
+from cmsshop.security import ADMIN
+from cmsshop.services.licensing import admin as license_admin
+from cmsshop.util import isoformat_z
+from cmsshop.views.common import (
+    StrictInt,
+    StrictMapping,
+    StrictString,
+    is_json_content_type,
+    is_storable_text,
+    page_json,
+    query_value,
+    read_json,
+    read_page_request,
+    validate,
+)
+from cmsshop.views.errors import request_id
+from cmsshop.views.licensing import client_ip
+
+MAX_KEY_LENGTH = 64
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+class IsoDate(colander.SchemaType):
+    """A calendar date written ``YYYY-MM-DD`` (a string in JSON, a form or a query)."""
+
+    def deserialize(self, node, cstruct):
+        if cstruct is colander.null:
+            return cstruct
+        if not isinstance(cstruct, str) or not _ISO_DATE.fullmatch(cstruct):
+            raise colander.Invalid(node, "must be a date written YYYY-MM-DD")
+        try:
+            return dt.date.fromisoformat(cstruct)
+        except ValueError:
+            raise colander.Invalid(node, "is not a valid date") from None
+
+    def serialize(self, node, appstruct):
+        return colander.null if appstruct is colander.null else appstruct.isoformat()
+
+
+class LicenseSearchSchema(colander.MappingSchema):
+    q = colander.SchemaNode(StrictString(), missing=None, validator=colander.Length(max=320))
+
+
+def license_change_schema(form: bool = False) -> colander.SchemaNode:
+    """The body of ``POST /api/admin/licenses/{key}/{action}`` (a form's fields on a
+    page: the same names and rules, integers typed as text)."""
+    integer = colander.Int if form else StrictInt
+    schema = colander.SchemaNode(StrictMapping())
+    schema.add(
+        colander.SchemaNode(
+            integer(),
+            name="days",
+            missing=None,
+            validator=colander.Range(
+                min=1, max=license_admin.MAX_EXTEND_DAYS, min_err="must be at least 1 day"
+            ),
+        )
+    )
+    schema.add(colander.SchemaNode(IsoDate(), name="until", missing=None))
+    schema.add(
+        colander.SchemaNode(
+            integer(),
+            name="maxActivations",
+            missing=None,
+            validator=colander.Range(
+                min=0, max=license_admin.MAX_SEATS, min_err="must be 0 or more"
+            ),
+        )
+    )
+    return schema
+
+
+# --- helpers shared with the pages ------------------------------------------------------------
+
+
+def license_key(request) -> str:
+    """The key in the path, or 404 (an over-long or unstorable key names no license)."""
+    key = request.matchdict["key"]
+    if not key or len(key) > MAX_KEY_LENGTH or not is_storable_text(key):
+        raise license_not_found()
+    return key
+
+
+def license_not_found() -> NotFound:
+    return NotFound("No license has this key.", code="license_not_found")
+
+
+def acting_admin(request) -> license_admin.Admin:
+    return license_admin.Admin(
+        id=request.user.id,
+        email=request.user.email,
+        ip=client_ip(request),
+        request_id=request_id(request),
+    )
+
+
+def read_search(request) -> str | None:
+    raw = query_value(request, "q")
+    data = validate(LicenseSearchSchema(), {} if raw in (None, "") else {"q": raw})
+    return data["q"]
+
+
+# --- bodies ---------------------------------------------------------------------------------
+
+
+def customer_body(user) -> dict | None:
+    return None if user is None else {"id": user.id, "email": user.email, "name": user.name}
+
+
+def license_summary_body(item: license_admin.LicenseSummary) -> dict:
+    license = item.license
+    return {
+        "key": license.key,
+        "status": license.status,
+        "product": item.product.slug,
+        "customer": customer_body(item.customer),
+        "maxActivations": license.max_activations,
+        "activationsUsed": item.activations_used,
+        "expiresAt": isoformat_z(license.expires_at),
+        "createdAt": isoformat_z(license.created_at),
+    }
+
+
+def license_detail_body(detail: license_admin.LicenseDetail) -> dict:
+    summary = license_admin.LicenseSummary(
+        detail.license, detail.product, detail.customer, detail.activations_used
+    )
+    return {
+        **license_summary_body(summary),
+        "activations": [
+            {
+                "id": a.id,
+                "domain": a.domain,
+                "environment": a.environment,
+                "active": a.active,
+                "activatedAt": isoformat_z(a.activated_at),
+                "lastValidatedAt": isoformat_z(a.last_validated_at),
+                "deactivatedAt": isoformat_z(a.deactivated_at),
+            }
+            for a in detail.activations
+        ],
+        "audit": [
+            {
+                "id": line.entry.id,
+                "createdAt": isoformat_z(line.entry.created_at),
+                "action": line.entry.action,
+                "outcome": line.entry.outcome,
+                "adminId": line.entry.admin_id,
+                "adminEmail": line.admin_email,
+                "detail": line.entry.detail,
+                "domain": line.entry.domain,
+                "ip": line.entry.ip,
+            }
+            for line in detail.audit
+        ],
+    }
+
+
+# --- routes -----------------------------------------------------------------------------------
+
+
+@view_config(
+    route_name="licensing.admin_licenses", request_method="GET", renderer="json", permission=ADMIN
+)
+def list_licenses(request):
+    paging = read_page_request(request)
+    page = license_admin.search_licenses(request.db, paging, read_search(request))
+    return page_json(page, license_summary_body)
+
+
+@view_config(
+    route_name="licensing.admin_license", request_method="GET", renderer="json", permission=ADMIN
+)
+def get_license(request):
+    try:
+        detail = license_admin.license_detail(request.db, license_key(request))
+    except license_admin.LicenseMissing:
+        raise license_not_found() from None
+    return license_detail_body(detail)
+
+
+@view_config(
+    route_name="licensing.admin_license_action",
+    request_method="POST",
+    renderer="json",
+    permission=ADMIN,
+)
+def change_license(request):
+    key = license_key(request)
+    action = request.matchdict["action"]
+    if action not in license_admin.ACTIONS:
+        raise NotFound(
+            f"No such license action; the actions are {', '.join(license_admin.ACTIONS)}.",
+        )
+    has_body = bool(request.content_length) or is_json_content_type(request.content_type)
+    values = read_json(request, license_change_schema()) if has_body else {}
+    try:
+        license_admin.apply_action(request.db, key, acting_admin(request), action, values)
+    except license_admin.LicenseMissing:
+        raise license_not_found() from None
+    except license_admin.ActionRefused as exc:
+        raise refusal_error(exc) from None
+    return license_detail_body(license_admin.license_detail(request.db, key))
+
+
+def refusal_error(exc: license_admin.ActionRefused):
+    """A value out of range is a 422 on its field; an action that does not fit the
+    license's status is a 409 ``license_action_refused``."""
+    if exc.field != "form":
+        return ValidationFailed({exc.field: exc.message})
+    return Conflict(exc.message, code="license_action_refused", title="Action refused")
+
+
+# --- OpenAPI ----------------------------------------------------------------------------------
+
+DATE_TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
+LICENSE_SUMMARY = {
+    "type": "object",
+    "required": [
+        "key",
+        "status",
+        "product",
+        "customer",
+        "maxActivations",
+        "activationsUsed",
+        "expiresAt",
+        "createdAt",
+    ],
+    "properties": {
+        "key": {"type": "string"},
+        "status": {"type": "string", "enum": list(LICENSE_STATUSES)},
+        "product": {"type": "string"},
+        "customer": {
+            "type": ["object", "null"],
+            "properties": {
+                "id": {"type": "integer"},
+                "email": {"type": "string"},
+                "name": {"type": "string"},
+            },
+        },
+        "maxActivations": {"type": "integer", "minimum": 0},
+        "activationsUsed": {"type": "integer", "minimum": 0},
+        "expiresAt": DATE_TIME_OR_NULL,
+        "createdAt": {"type": "string", "format": "date-time"},
+    },
+}
+LICENSE_DETAIL = {
+    "type": "object",
+    "required": [*LICENSE_SUMMARY["required"], "activations", "audit"],
+    "properties": {
+        **LICENSE_SUMMARY["properties"],
+        "activations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer"},
+                    "domain": {"type": "string"},
+                    "environment": {"type": "string"},
+                    "active": {"type": "boolean"},
+                    "activatedAt": DATE_TIME_OR_NULL,
+                    "lastValidatedAt": DATE_TIME_OR_NULL,
+                    "deactivatedAt": DATE_TIME_OR_NULL,
+                },
+            },
+        },
+        "audit": {
+            "type": "array",
+            "description": "Newest first, at most 200 entries.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "integer"},
+                    "createdAt": {"type": "string", "format": "date-time"},
+                    "action": {"type": "string"},
+                    "outcome": {"type": "string"},
+                    "adminId": {"type": ["integer", "null"]},
+                    "adminEmail": {"type": ["string", "null"]},
+                    "detail": {"type": ["string", "null"]},
+                    "domain": {"type": ["string", "null"]},
+                    "ip": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+KEY_PARAM = oa.path_param("key", {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH})
+OPENAPI_PATHS = {
+    "/api/admin/licenses": {
+        "get": oa.operation(
+            "Licenses, newest first; q matches a key, a customer email or an activation domain",
+            {**oa.ok(oa.page_of(oa.ref("AdminLicenseSummary"))), **oa.errors(401, 403, 422)},
+            params=[
+                oa.query_param("q", {"type": "string", "maxLength": 320}),
+                *oa.PAGING_PARAMS,
+            ],
+            tags=["admin", "licensing"],
+        )
+    },
+    "/api/admin/licenses/{key}": {
+        "get": oa.operation(
+            "One license with its activations and audit log",
+            {**oa.ok(oa.ref("AdminLicense")), **oa.errors(401, 403, 404)},
+            params=[KEY_PARAM],
+            tags=["admin", "licensing"],
+        )
+    },
+    "/api/admin/licenses/{key}/{action}": {
+        "post": oa.operation(
+            "Change a license by hand: suspend, reinstate, revoke (final), extend (days or "
+            "until), seats (maxActivations), reset (deactivate every activation). Each "
+            "change is written to the audit log with the admin; 409 license_action_refused "
+            "when the action does not fit the license's status.",
+            {**oa.ok(oa.ref("AdminLicense")), **oa.errors(401, 403, 404, 409, 415, 422)},
+            body={
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "days": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": license_admin.MAX_EXTEND_DAYS,
+                        "description": "extend: this many days more",
+                    },
+                    "until": {
+                        "type": "string",
+                        "format": "date",
+                        "description": "extend: to the end of this day (UTC)",
+                    },
+                    "maxActivations": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": license_admin.MAX_SEATS,
+                        "description": "seats: the new seat limit",
+                    },
+                },
+            },
+            body_required=False,
+            params=[
+                KEY_PARAM,
+                oa.path_param("action", {"type": "string", "enum": list(license_admin.ACTIONS)}),
+            ],
+            csrf=True,
+            tags=["admin", "licensing"],
+        )
+    },
+}
+OPENAPI_SCHEMAS = {"AdminLicenseSummary": LICENSE_SUMMARY, "AdminLicense": LICENSE_DETAIL}

@@ -1,0 +1,202 @@
+"""Admin pages for orders and customers (/admin/orders, /admin/customers): always on,
+like the orders themselves. Manual fulfilment posts here with the JSON route's schema
+and rules (cmsshop.views.admin_payments.fulfil_by_hand)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import colander
+from pyramid.view import view_config
+
+from cmsshop.errors import ApiError, NotFound, ValidationFailed
+from cmsshop.models import ORDER_STATUSES
+from cmsshop.security import ADMIN
+from cmsshop.services.accounts import customers
+from cmsshop.services.payments import orders_admin
+from cmsshop.views.admin_licenses import IsoDate
+from cmsshop.views.admin_payments import ManualFulfilSchema, fulfil_by_hand
+from cmsshop.views.common import (
+    StrictString,
+    is_storable_text,
+    parse_path_id,
+    query_value,
+    read_page_request,
+    validate,
+)
+from cmsshop.views.forms import FormInvalid, field_errors, read_form, see_other
+
+NOTICES = {"order_fulfilled": "The order is fulfilled: invoice, downloads and licenses exist."}
+MAX_ORDER_NUMBER = 32
+
+
+def order_filter_schema() -> colander.SchemaNode:
+    schema = colander.SchemaNode(colander.Mapping())
+    schema.add(
+        colander.SchemaNode(
+            StrictString(), name="status", missing=None, validator=colander.OneOf(ORDER_STATUSES)
+        )
+    )
+    schema.add(
+        colander.SchemaNode(
+            StrictString(), name="provider", missing=None, validator=colander.Length(max=40)
+        )
+    )
+    schema.add(
+        colander.SchemaNode(
+            StrictString(), name="customer", missing=None, validator=colander.Length(max=320)
+        )
+    )
+    schema.add(colander.SchemaNode(IsoDate(), name="from", missing=None))
+    schema.add(colander.SchemaNode(IsoDate(), name="to", missing=None))
+    return schema
+
+
+class CustomerSearchSchema(colander.MappingSchema):
+    q = colander.SchemaNode(StrictString(), missing=None, validator=colander.Length(max=320))
+
+
+def read_query(request, schema: colander.SchemaNode) -> tuple[dict, dict]:
+    """(validated, as typed): the schema's query parameters, an empty one as absent
+    (a filter form sends every field); 422 for a bad or repeated value."""
+    typed = {}
+    for node in schema.children:
+        value = query_value(request, node.name)
+        if value not in (None, ""):
+            typed[node.name] = value
+    return validate(schema, typed), typed
+
+
+def order_number(request) -> str:
+    number = request.matchdict["number"]
+    if not number or len(number) > MAX_ORDER_NUMBER or not is_storable_text(number):
+        raise order_not_found()
+    return number
+
+
+def order_not_found() -> NotFound:
+    return NotFound("No order has this number.", code="order_not_found")
+
+
+def order_path(number: str) -> str:
+    return f"/admin/orders/{quote(number, safe='')}"
+
+
+# --- orders ---------------------------------------------------------------------------------
+
+
+@view_config(
+    route_name="pages.admin_orders",
+    request_method="GET",
+    renderer="admin/orders/index.html",
+    permission=ADMIN,
+)
+def orders_page(request):
+    paging = read_page_request(request)
+    data, typed = read_query(request, order_filter_schema())
+    if data["from"] and data["to"] and data["to"] < data["from"]:
+        raise ValidationFailed({"to": "must not be before the start date"})
+    filters = orders_admin.OrderFilters(
+        status=data["status"],
+        provider=data["provider"],
+        customer=data["customer"],
+        date_from=data["from"],
+        date_to=data["to"],
+    )
+    page = orders_admin.list_orders(request.db, paging, filters)
+    return {
+        "admin_section": "orders",
+        "page": page,
+        "filters": typed,
+        "statuses": ORDER_STATUSES,
+    }
+
+
+def _order_page(request, number: str, errors: dict | None = None, form: dict | None = None):
+    try:
+        detail = orders_admin.order_detail(request.db, number)
+    except orders_admin.OrderMissing:
+        raise order_not_found() from None
+    return {
+        "admin_section": "orders",
+        "detail": detail,
+        "order_url": order_path(number),
+        "errors": errors or {},
+        "form": form or {},
+    }
+
+
+@view_config(
+    route_name="pages.admin_order",
+    request_method="GET",
+    renderer="admin/orders/detail.html",
+    permission=ADMIN,
+)
+def order_page(request):
+    return _order_page(request, order_number(request))
+
+
+@view_config(
+    route_name="pages.admin_order_fulfil",
+    request_method="POST",
+    renderer="admin/orders/detail.html",
+    permission=ADMIN,
+)
+def order_fulfil_submit(request):
+    number = order_number(request)
+    typed = {name: request.POST.get(name, "") for name in ("reason", "paymentReference")}
+    try:
+        data = read_form(request, ManualFulfilSchema())
+        fulfil_by_hand(request, number, data["reason"], data["paymentReference"])
+    except FormInvalid as exc:
+        request.response.status = 422
+        return _order_page(request, number, exc.errors, exc.form)
+    except NotFound:
+        raise
+    except ApiError as exc:  # already fulfilled, not fulfillable, no reason
+        request.response.status = exc.status
+        return _order_page(request, number, field_errors(exc), typed)
+    return see_other(request, order_path(number), notice="order_fulfilled")
+
+
+# --- customers ------------------------------------------------------------------------------
+
+
+@view_config(
+    route_name="pages.admin_customers",
+    request_method="GET",
+    renderer="admin/customers/index.html",
+    permission=ADMIN,
+)
+def customers_page(request):
+    paging = read_page_request(request)
+    data, _ = read_query(request, CustomerSearchSchema())
+    page = customers.search_customers(request.db, paging, data["q"])
+    return {"admin_section": "customers", "page": page, "q": data["q"] or ""}
+
+
+@view_config(
+    route_name="pages.admin_customer",
+    request_method="GET",
+    renderer="admin/customers/detail.html",
+    permission=ADMIN,
+)
+def customer_page(request):
+    user_id = parse_path_id(request.matchdict["id"])
+    try:
+        if user_id is None:
+            raise customers.CustomerMissing(request.matchdict["id"])
+        detail = customers.customer_detail(request.db, user_id)
+    except customers.CustomerMissing:
+        raise NotFound("No customer has this id.") from None
+    return {"admin_section": "customers", "detail": detail}
+
+
+def includeme(config) -> None:
+    config.add_route("pages.admin_orders", "/admin/orders")
+    config.add_route("pages.admin_order", "/admin/orders/{number}")
+    config.add_route("pages.admin_order_fulfil", "/admin/orders/{number}/fulfil")
+    config.add_route("pages.admin_customers", "/admin/customers")
+    config.add_route("pages.admin_customer", "/admin/customers/{id}")
+    config.add_page_notices(NOTICES)
+    config.scan("cmsshop.views.admin_orders_pages")
