@@ -13,7 +13,7 @@ from cmsshop.services.dashboard.downloads import (
 )
 from cmsshop.services.support import tickets
 from cmsshop.settings import as_int, as_str, declare
-from cmsshop.views import admin_tickets, dashboard, dashboard_openapi, downloads
+from cmsshop.views import admin_tickets, dashboard, dashboard_openapi, dashboard_pages, downloads
 
 SETTINGS = {
     # Lifetime of a signed download URL, in seconds.
@@ -43,6 +43,10 @@ ROUTES = {
     "dashboard.downloads": "/api/dashboard/downloads",
     "dashboard.signed_url": "/api/dashboard/downloads/{id}/signed-url",
     "dashboard.license": "/api/dashboard/downloads/{id}/license",
+    "dashboard.activations": "/api/dashboard/licenses/{key}/activations",
+    "dashboard.deactivate_activation": (
+        "/api/dashboard/licenses/{key}/activations/{id}/deactivate"
+    ),
     "dashboard.tickets": "/api/dashboard/tickets",
     "dashboard.download": "/api/downloads/{token}",
     "dashboard.admin_tickets": "/api/admin/tickets",
@@ -69,5 +73,9 @@ def includeme(config) -> None:
     config.add_openapi(
         paths=dashboard_openapi.OPENAPI_PATHS, schemas=dashboard_openapi.OPENAPI_SCHEMAS
     )
-    for views in (dashboard, downloads, admin_tickets):
+    # The customer's account pages (/account/...): the same services, as HTML.
+    for name, pattern in dashboard_pages.PAGE_ROUTES.items():
+        config.add_route(name, pattern)
+    config.add_page_notices(dashboard_pages.NOTICES)
+    for views in (dashboard, downloads, admin_tickets, dashboard_pages):
         config.scan(views.__name__)
