@@ -83,9 +83,11 @@ def runtime(app) -> webtest.TestApp:
     return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": RUNTIME_IP})
 
 
-def license_call(client, action: str, key: str, domain: str, fingerprint: str, status="*"):
+def license_call(
+    client, action: str, key: str, domain: str, fingerprint: str, status="*", product="site-guard"
+):
     body = {
-        "product": "site-guard",
+        "product": product,
         "licenseKey": key,
         "domain": domain,
         "fingerprint": fingerprint,
@@ -94,7 +96,7 @@ def license_call(client, action: str, key: str, domain: str, fingerprint: str, s
     return client.post_json(f"/api/license/{action}", body, status=status)
 
 
-def activate(app, license: License, domain: str, fingerprint: str) -> int:
+def activate(app, key: str, domain: str, fingerprint: str, product: str = "site-guard") -> int:
     """Activate a site through the licensing route; the activation's id."""
-    response = license_call(runtime(app), "activate", license.key, domain, fingerprint, 201)
+    response = license_call(runtime(app), "activate", key, domain, fingerprint, 201, product)
     return response.json["activation"]["id"]

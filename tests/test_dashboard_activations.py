@@ -25,9 +25,9 @@ def account(dbsession, customer, storage_dir):
 def sites(app, account):
     """Two active production sites and one deactivated by its own runtime."""
     ids = {
-        "shop": activate(app, account.license, SHOP, "install-shop-01"),
-        "old": activate(app, account.license, OLD_SHOP, "install-old-01"),
-        "gone": activate(app, account.license, "gone.example.com", "install-gone-01"),
+        "shop": activate(app, account.license.key, SHOP, "install-shop-01"),
+        "old": activate(app, account.license.key, OLD_SHOP, "install-old-01"),
+        "gone": activate(app, account.license.key, "gone.example.com", "install-gone-01"),
     }
     license_call(
         runtime(app), "deactivate", account.license.key, "gone.example.com", "install-gone-01", 200
@@ -83,7 +83,7 @@ def test_deactivate_frees_the_seat_and_validate_then_fails(
     assert failed.json["code"] == "activation_not_found"
     # The other site keeps working, and the freed seat can be taken by a new one.
     license_call(client, "validate", key, SHOP, "install-shop-01", 200)
-    activate(app, account.license, "new-shop.example.com", "install-new-01")
+    activate(app, account.license.key, "new-shop.example.com", "install-new-01")
 
     dbsession.rollback()
     assert dbsession.get(Activation, sites["old"]).active is False

@@ -214,10 +214,16 @@ def _file_response(description: str) -> dict:
     }
 
 
-def _list(summary: str, schema: str, params: list | None = None, tag: str = "dashboard") -> dict:
+def _list(
+    summary: str,
+    schema: str,
+    params: list | None = None,
+    tag: str = "dashboard",
+    errors: tuple[int, ...] = (),
+) -> dict:
     return oa.operation(
         summary,
-        {**oa.ok(oa.page_of(oa.ref(schema))), **oa.errors(401, 403, 422)},
+        {**oa.ok(oa.page_of(oa.ref(schema))), **oa.errors(401, 403, 422, *errors)},
         params=[*(params or []), *oa.PAGING_PARAMS],
         tags=[tag],
     )
@@ -256,6 +262,7 @@ OPENAPI_PATHS = {
             "activated first (404 license_not_found for a key that is not yours)",
             "DashboardActivation",
             params=[KEY_PARAM],
+            errors=(404,),
         )
     },
     "/api/dashboard/licenses/{key}/activations/{id}/deactivate": {

@@ -42,7 +42,7 @@ from cmsshop.util import utcnow
 
 class OrderNotFound(NotFound):
     code = "order_not_found"
-    title = "Order not found"
+    title = "Not found"
     message = "You have no order with this number."
 
 
