@@ -134,6 +134,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
         404, "No license for this product", "The product is used without a license key."
     ),
     "ticket_not_found": ErrorCode(404, "Ticket not found", "No support ticket has this id."),
+    "invoice_not_found": ErrorCode(
+        404, "Invoice not found", "No invoice of yours has this number."
+    ),
     "download_link_expired": ErrorCode(
         410, "Download link expired", "The signed link is past its lifetime; get a new one."
     ),

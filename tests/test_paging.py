@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from test_dashboard_helpers import add_license, make_purchase
+from account_data import activate
+from test_dashboard_helpers import make_purchase
 
 from cmsshop.models import PaymentEvent
 from cmsshop.services.paging import MAX_PER_PAGE, Page, PageRequest, fetch_page
@@ -30,6 +31,7 @@ LIST_ROUTES = [
     "/api/dashboard/invoices",
     "/api/dashboard/downloads",
     "/api/dashboard/tickets",
+    "/api/dashboard/licenses/{key}/activations",
 ]
 HUGE_PAGES = [str(10**30), str(2**63), str(2**63 - 1), str(2**64), "9" * 200]
 BAD_PAGING = [
@@ -69,7 +71,9 @@ def clients(app, testapp, admin_app, customer_app, customer, dbsession, storage_
     admin_app.post_json(
         "/api/admin/articles", {"slug": "paged", "title": "Paged", "published": True}
     )
-    add_license(dbsession, make_purchase(dbsession, customer, storage_dir))
+    purchase = make_purchase(dbsession, customer, storage_dir)
+    license = customer_app.post(f"/api/dashboard/downloads/{purchase.entitlement.id}/license").json
+    activate(app, license["key"], "paged.example.com", "install-paged-01", purchase.product.slug)
     customer_app.post_json("/api/dashboard/tickets", {"subject": "Paging", "body": "Hello"})
     payload = '{"id": "evt_paging"}'
     dbsession.add(
@@ -83,11 +87,21 @@ def clients(app, testapp, admin_app, customer_app, customer, dbsession, storage_
         )
     )
     dbsession.commit()
-    return {"/api/admin/": admin_app, "/api/dashboard/": customer_app, "/api/": testapp}
+    clients = Clients({"/api/admin/": admin_app, "/api/dashboard/": customer_app, "/api/": testapp})
+    clients.license_key = license["key"]
+    return clients
+
+
+class Clients(dict):
+    """URL prefix -> the client allowed there; and the license key list paths name."""
+
+    license_key: str
 
 
 def client_for(clients, path):
-    return next(client for prefix, client in clients.items() if path.startswith(prefix))
+    """The client allowed on ``path``, and the path with its ``{key}`` filled in."""
+    client = next(client for prefix, client in clients.items() if path.startswith(prefix))
+    return client, path.replace("{key}", clients.license_key)
 
 
 def test_the_document_lists_exactly_these_list_routes(testapp):
@@ -97,7 +111,7 @@ def test_the_document_lists_exactly_these_list_routes(testapp):
 
 @pytest.mark.parametrize("path", LIST_ROUTES)
 def test_every_list_has_items_on_its_first_page(clients, path):
-    client = client_for(clients, path)
+    client, path = client_for(clients, path)
     body = client.get(path, status=200).json
     assert set(body) == {"items", "page", "perPage", "total"}
     assert (body["page"], body["perPage"]) == (1, 20)
@@ -108,7 +122,7 @@ def test_every_list_has_items_on_its_first_page(clients, path):
 
 @pytest.mark.parametrize("path", LIST_ROUTES)
 def test_a_huge_page_is_an_empty_page_never_a_500(clients, path):
-    client = client_for(clients, path)
+    client, path = client_for(clients, path)
     for page in HUGE_PAGES:
         for per_page in ("1", str(MAX_PER_PAGE)):
             body = client.get(path, {"page": page, "perPage": per_page}, status=200).json
@@ -120,7 +134,7 @@ def test_a_huge_page_is_an_empty_page_never_a_500(clients, path):
 
 @pytest.mark.parametrize("path", LIST_ROUTES)
 def test_bad_paging_parameters_are_422_json(clients, path):
-    client = client_for(clients, path)
+    client, path = client_for(clients, path)
     for query in BAD_PAGING:
         response = client.get(f"{path}?{query}", status=422)
         assert response.content_type == "application/json", query
@@ -130,7 +144,8 @@ def test_bad_paging_parameters_are_422_json(clients, path):
 
 @pytest.mark.parametrize("path", LIST_ROUTES)
 def test_a_query_string_that_is_not_utf8_is_400_json(clients, path):
-    response = client_for(clients, path).get(f"{path}?page=%80", status=400)
+    client, path = client_for(clients, path)
+    response = client.get(f"{path}?page=%80", status=400)
     assert response.content_type == "application/json"
     assert response.json["code"] in {"malformed_query", "malformed_request"}
 

@@ -18,6 +18,7 @@ from cmsshop.views import (
     admin_tickets_pages,
     dashboard,
     dashboard_openapi,
+    dashboard_pages,
     downloads,
     tickets_pages,
 )
@@ -54,6 +55,10 @@ ROUTES = {
     "dashboard.downloads": "/api/dashboard/downloads",
     "dashboard.signed_url": "/api/dashboard/downloads/{id}/signed-url",
     "dashboard.license": "/api/dashboard/downloads/{id}/license",
+    "dashboard.activations": "/api/dashboard/licenses/{key}/activations",
+    "dashboard.deactivate_activation": (
+        "/api/dashboard/licenses/{key}/activations/{id}/deactivate"
+    ),
     "dashboard.tickets": "/api/dashboard/tickets",
     "dashboard.ticket": "/api/dashboard/tickets/{id}",
     "dashboard.ticket_messages": "/api/dashboard/tickets/{id}/messages",
@@ -99,5 +104,16 @@ def includeme(config) -> None:
     config.add_openapi(
         paths=dashboard_openapi.OPENAPI_PATHS, schemas=dashboard_openapi.OPENAPI_SCHEMAS
     )
-    for views in (dashboard, downloads, admin_tickets, tickets_pages, admin_tickets_pages):
+    # The customer's account pages (/account/...): the same services, as HTML.
+    for name, pattern in dashboard_pages.PAGE_ROUTES.items():
+        config.add_route(name, pattern)
+    config.add_page_notices(dashboard_pages.NOTICES)
+    for views in (
+        dashboard,
+        downloads,
+        admin_tickets,
+        dashboard_pages,
+        tickets_pages,
+        admin_tickets_pages,
+    ):
         config.scan(views.__name__)

@@ -9,6 +9,8 @@ from cmsshop.errors import NotFound
 from cmsshop.security import CUSTOMER
 from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadClaims, DownloadTokenSigner
+from cmsshop.services.licensing import seats
+from cmsshop.services.licensing.records import AuditRecord
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.support import tickets
 from cmsshop.util import isoformat_z
@@ -21,6 +23,7 @@ from cmsshop.views.common import (
     read_json,
     read_page_request,
 )
+from cmsshop.views.errors import request_id
 
 # --- serialisation -----------------------------------------------------------------------
 
@@ -67,6 +70,28 @@ def license_body(license) -> dict:
             for activation in license.activations
             if activation.active
         ],
+    }
+
+
+def activation_body(activation) -> dict:
+    """An activation (a row or ActivationFacts) as the dashboard shows it."""
+    return {
+        "id": activation.id,
+        "domain": activation.domain,
+        "environment": activation.environment,
+        "active": activation.active,
+        "activatedAt": isoformat_z(activation.activated_at),
+        "lastValidatedAt": isoformat_z(activation.last_validated_at),
+        "deactivatedAt": isoformat_z(activation.deactivated_at),
+    }
+
+
+def owner_deactivation_body(result: seats.OwnerDeactivation) -> dict:
+    return {
+        "outcome": result.outcome,
+        "activation": activation_body(result.activation),
+        "activationsUsed": result.activations_used,
+        "maxActivations": result.max_activations,
     }
 
 
@@ -204,6 +229,45 @@ def get_license(request):
     license = dashboard.license_for(request.db, entitlement)
     request.response.cache_control = "no-store"
     return license_body(license)
+
+
+@view_config(
+    route_name="dashboard.activations", request_method="GET", renderer="json", permission=CUSTOMER
+)
+def list_activations(request):
+    """The active activations (seats in use) of one of the customer's licenses."""
+    license = dashboard.find_license(request.db, request.user.id, request.matchdict["key"])
+    page = dashboard.list_activations(request.db, license, read_page_request(request))
+    request.response.cache_control = "no-store"
+    return page_json(page, activation_body)
+
+
+def deactivate_own_activation(request) -> seats.OwnerDeactivation:
+    """The customer frees a seat of their license (seats.deactivate_for_owner); shared by
+    the JSON route and the account page."""
+    audit = AuditRecord(
+        action=seats.CUSTOMER_DEACTIVATE, ip=request.client_addr or "unknown",
+        request_id=request_id(request),
+    )  # fmt: skip
+    return seats.deactivate_for_owner(
+        request.registry["cmsshop.engine"],
+        request.user.id,
+        request.matchdict["key"],
+        parse_path_id(request.matchdict["id"]),
+        audit,
+    )
+
+
+@view_config(
+    route_name="dashboard.deactivate_activation",
+    request_method="POST",
+    renderer="json",
+    permission=CUSTOMER,
+)
+def deactivate_activation(request):
+    result = deactivate_own_activation(request)
+    request.response.cache_control = "no-store"
+    return owner_deactivation_body(result)
 
 
 @view_config(

@@ -19,6 +19,10 @@ from cmsshop.views.bodies import (
 )
 
 ID_PARAM = oa.path_param("id", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1})
+KEY_PARAM = oa.path_param(
+    "key",
+    {"type": "string", "minLength": 1, "maxLength": 64, "examples": ["7KQ2M-9XW4P-..."]},
+)
 TIME = DATE_TIME
 NULLABLE_TIME = NULLABLE_DATE_TIME
 # Ticket text must contain a non-space character and no NUL (PostgreSQL cannot store
@@ -66,6 +70,17 @@ MESSAGE_BODY = {
     "maxLength": 20000,
     "description": TEXT_RULE,
 }
+
+ACTIVATION_PROPERTIES = {
+    "id": {"type": "integer"},
+    "domain": {"type": "string"},
+    "environment": {"type": "string", "enum": ["production", "staging", "local"]},
+    "active": {"type": "boolean"},
+    "activatedAt": TIME,
+    "lastValidatedAt": NULLABLE_TIME,
+    "deactivatedAt": NULLABLE_TIME,
+}
+ACTIVATION_REQUIRED = list(ACTIVATION_PROPERTIES)
 
 OPENAPI_SCHEMAS = {
     "DashboardOrder": ORDER_SCHEMA,
@@ -134,6 +149,32 @@ OPENAPI_SCHEMAS = {
                     },
                 },
             },
+        },
+    },
+    "DashboardActivation": {
+        "type": "object",
+        "required": ACTIVATION_REQUIRED,
+        "properties": ACTIVATION_PROPERTIES,
+    },
+    "DashboardDeactivation": {
+        "type": "object",
+        "required": ["outcome", "activation", "activationsUsed", "maxActivations"],
+        "properties": {
+            "outcome": {
+                "type": "string",
+                "enum": ["deactivated", "already_inactive"],
+                "description": "already_inactive: it was inactive before; nothing changed",
+            },
+            "activation": {
+                "type": "object",
+                "required": ACTIVATION_REQUIRED,
+                "properties": ACTIVATION_PROPERTIES,
+            },
+            "activationsUsed": {
+                "type": "integer",
+                "description": "Production seats in use afterwards",
+            },
+            "maxActivations": {"type": "integer"},
         },
     },
     "DashboardTicket": {
@@ -244,10 +285,16 @@ def _file_response(description: str) -> dict:
     }
 
 
-def _list(summary: str, schema: str, params: list | None = None, tag: str = "dashboard") -> dict:
+def _list(
+    summary: str,
+    schema: str,
+    params: list | None = None,
+    tag: str = "dashboard",
+    errors: tuple[int, ...] = (),
+) -> dict:
     return oa.operation(
         summary,
-        {**oa.ok(oa.page_of(oa.ref(schema))), **oa.errors(401, 403, 422)},
+        {**oa.ok(oa.page_of(oa.ref(schema))), **oa.errors(401, 403, 422, *errors)},
         params=[*(params or []), *oa.PAGING_PARAMS],
         tags=[tag],
     )
@@ -276,6 +323,28 @@ OPENAPI_PATHS = {
             "404 license_not_available for an unlicensed product)",
             {**oa.ok(oa.ref("DashboardLicense")), **oa.errors(401, 403, 404, 410)},
             params=[ID_PARAM],
+            csrf=True,
+            tags=["dashboard"],
+        )
+    },
+    "/api/dashboard/licenses/{key}/activations": {
+        "get": _list(
+            "The active activations (seats in use) of one of your licenses, most recently "
+            "activated first (404 license_not_found for a key that is not yours)",
+            "DashboardActivation",
+            params=[KEY_PARAM],
+            errors=(404,),
+        )
+    },
+    "/api/dashboard/licenses/{key}/activations/{id}/deactivate": {
+        "post": oa.operation(
+            "Free the seat of an activation of your license, e.g. of a site that is gone "
+            "(its next validate answers 404 activation_not_found; audited as "
+            "customer_deactivate). Idempotent: an inactive one answers 200 with outcome "
+            "already_inactive. 404 license_not_found for a key that is not yours, "
+            "activation_not_found for an activation of another license.",
+            {**oa.ok(oa.ref("DashboardDeactivation")), **oa.errors(401, 403, 404)},
+            params=[KEY_PARAM, ID_PARAM],
             csrf=True,
             tags=["dashboard"],
         )

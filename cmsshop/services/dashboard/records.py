@@ -12,8 +12,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload, selectinload
 
 from cmsshop.db import take_write_lock
-from cmsshop.errors import ApiError
+from cmsshop.errors import ApiError, NotFound
 from cmsshop.models import (
+    Activation,
     DownloadLog,
     Entitlement,
     Invoice,
@@ -32,9 +33,37 @@ from cmsshop.services.dashboard.downloads import (
     DownloadTokenSigner,
     ReleaseNotAvailable,
 )
+from cmsshop.services.licensing import problems
 from cmsshop.services.licensing.issuing import issue_license
+from cmsshop.services.licensing.records import normalise_license_key
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.util import utcnow
+
+
+class OrderNotFound(NotFound):
+    code = "order_not_found"
+    title = "Not found"
+    message = "You have no order with this number."
+
+
+class InvoiceNotFound(NotFound):
+    code = "invoice_not_found"
+    title = "Invoice not found"
+    message = "You have no invoice with this number."
+
+
+# Order and invoice numbers are short ASCII (ORD-..., INV-2026-000042); anything else in
+# a path is "not found" before it reaches the database (PostgreSQL refuses NUL in text).
+MAX_NUMBER_LENGTH = 32
+
+
+def _plausible_number(number: str | None) -> bool:
+    return (
+        bool(number)
+        and len(number) <= MAX_NUMBER_LENGTH
+        and number.isascii()
+        and number.isprintable()
+    )
 
 
 class LicenseNotAvailable(ApiError):
@@ -68,6 +97,40 @@ def list_orders(session: Session, user_id: int, request: PageRequest) -> Page[Or
     """The user's orders, newest first, with their items."""
     load = selectinload(Order.items)
     return _newest_first(session, Order, user_id, request, newest=Order.created_at, load=load)
+
+
+def find_order(session: Session, user_id: int, number: str | None) -> Order:
+    """The user's order of this number, with its items; OrderNotFound otherwise (also for
+    another customer's order, so numbers never leak whether they exist)."""
+    order = None
+    if _plausible_number(number):
+        order = session.scalar(
+            select(Order)
+            .where(Order.number == number, Order.user_id == user_id)
+            .options(selectinload(Order.items))
+        )
+    if order is None:
+        raise OrderNotFound()
+    return order
+
+
+def invoice_of_order(session: Session, order: Order) -> Invoice | None:
+    """The order's invoice (written when it was paid), or None."""
+    return session.scalar(select(Invoice).where(Invoice.order_id == order.id))
+
+
+def find_invoice(session: Session, user_id: int, number: str | None) -> Invoice:
+    """The user's invoice of this number; InvoiceNotFound otherwise (another's too)."""
+    invoice = None
+    if _plausible_number(number):
+        invoice = session.scalar(
+            select(Invoice)
+            .where(Invoice.number == number, Invoice.user_id == user_id)
+            .options(joinedload(Invoice.order))
+        )
+    if invoice is None:
+        raise InvoiceNotFound()
+    return invoice
 
 
 def list_invoices(session: Session, user_id: int, request: PageRequest) -> Page[Invoice]:
@@ -224,3 +287,61 @@ def effective_license_status(license: License) -> str:
     if license.status == "active" and license.expires_at and license.expires_at <= utcnow():
         return "expired"
     return license.status
+
+
+# --- licenses and their activations ------------------------------------------------------
+#
+# A license belongs to the customer it was issued to (License.user_id, set by
+# issuing.issue_license for the buyer of the order item; the same customer owns the
+# item's entitlement, see license_for). Another customer's license is "not found".
+
+
+def find_license(session: Session, user_id: int, raw_key: str | None) -> License:
+    """The user's license of this key; 404 ``license_not_found`` otherwise (another
+    customer's license too)."""
+    key = normalise_license_key(raw_key)
+    license = None
+    if key is not None:
+        license = session.scalar(
+            select(License)
+            .where(License.key == key, License.user_id == user_id)
+            .options(joinedload(License.product))
+        )
+    if license is None:
+        raise problems.license_not_found()
+    return license
+
+
+def list_licenses(session: Session, user_id: int, request: PageRequest) -> Page[License]:
+    """The user's licenses, newest first, with their products."""
+    return _newest_first(
+        session,
+        License,
+        user_id,
+        request,
+        newest=License.created_at,
+        load=joinedload(License.product),
+    )
+
+
+def active_activations_query(license_ids):
+    """The active activations (seats in use) of licenses, most recently activated first."""
+    return (
+        select(Activation)
+        .where(Activation.license_id.in_(license_ids), Activation.active.is_(True))
+        .order_by(Activation.activated_at.desc(), Activation.id.desc())
+    )
+
+
+def active_activations(session: Session, license_ids: list[int]) -> dict[int, list[Activation]]:
+    """license id -> its active activations (one statement for a page of licenses)."""
+    found: dict[int, list[Activation]] = {license_id: [] for license_id in license_ids}
+    if license_ids:
+        for activation in session.scalars(active_activations_query(set(license_ids))):
+            found[activation.license_id].append(activation)
+    return found
+
+
+def list_activations(session: Session, license: License, request: PageRequest) -> Page:
+    """A page of the license's active activations."""
+    return fetch_page(session, active_activations_query([license.id]), request)

@@ -71,6 +71,22 @@ def fingerprint_hash(fingerprint: str) -> str:
     return hashlib.sha256(fingerprint.encode("utf-8")).hexdigest()
 
 
+# The longest key a call may name (the runtimes' schema allows as much).
+MAX_KEY_LENGTH = 64
+
+
+def normalise_license_key(raw: str | None) -> str | None:
+    """A key as a customer may type or paste it (in a URL too), in its stored form: spaces
+    around it dropped, upper case, as the runtimes' schema does. None when it cannot be
+    a key (empty, too long, not printable ASCII), so it never reaches the database."""
+    if not raw:
+        return None
+    key = raw.strip().upper()
+    if not key or len(key) > MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
+        return None
+    return key
+
+
 def key_hint(license_key: str) -> str:
     """A short hash of a key for logs and rate-limit buckets (never the key itself)."""
     return hashlib.sha256(license_key.encode("utf-8")).hexdigest()[:16]

@@ -15,7 +15,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from cmsshop.db import take_write_lock
-from cmsshop.models import Activation, License
+from cmsshop.errors import NotFound
+from cmsshop.models import Activation, License, Product
 from cmsshop.services.licensing import problems
 from cmsshop.services.licensing.domains import PRODUCTION, classify_environment
 from cmsshop.services.licensing.records import (
@@ -25,6 +26,8 @@ from cmsshop.services.licensing.records import (
     Licensing,
     LicensingPolicy,
     LicensingResult,
+    key_hint,
+    normalise_license_key,
 )
 from cmsshop.services.licensing.steps import (
     Plan,
@@ -226,3 +229,94 @@ def deactivate(licensing: Licensing, data: LicenseRequest, audit: AuditRecord) -
     Idempotent: an installation that is already inactive gets the same answer again.
     """
     return _change_seat(plan_deactivation, licensing, data, audit)
+
+
+# --- the owner frees a seat from the dashboard ----------------------------------------------
+
+CUSTOMER_DEACTIVATE = "customer_deactivate"  # the audit action: the license's owner acted
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnerDeactivation:
+    """What freeing a seat from the dashboard did: ``outcome`` is ``deactivated`` or
+    ``already_inactive`` (the same answer again: a double click changes nothing)."""
+
+    outcome: str
+    activation: ActivationFacts
+    activations_used: int  # production seats in use afterwards
+    max_activations: int
+
+
+def owner_activation_not_found() -> NotFound:
+    return NotFound(
+        "This license has no activation with this id.",
+        code="activation_not_found",
+        title="Activation not found",
+        hints=["Reload the list of your license's activations."],
+    )
+
+
+def deactivate_for_owner(
+    engine,
+    user_id: int,
+    raw_key: str | None,
+    activation_id: int | None,
+    audit: AuditRecord,
+) -> OwnerDeactivation:
+    """The license's owner frees the seat of one activation (e.g. a site that is gone
+    and can no longer call deactivate itself).
+
+    The one rule behind the dashboard's JSON route and its page. Only the customer the
+    license was issued to may do it (anyone else: 404 ``license_not_found``, the same as
+    an unknown key); the activation must belong to that license (404
+    ``activation_not_found``). It works whatever the license's state: freeing a seat
+    grants nothing. Idempotent: an activation that is already inactive is answered
+    ``already_inactive`` and left as it is. The runtime's lease stays valid until it
+    expires (it is signed and checked offline), but its next validate for that site
+    answers 404 ``activation_not_found``.
+
+    Locking as activate/deactivate do: a short transaction of its own (committed before
+    the answer), the in-process writer lock and the write lock on SQLite, and the license
+    row FOR NO KEY UPDATE on PostgreSQL, so a racing activation counts seats after this
+    one. The audit entry (action ``customer_deactivate``, with the request's IP and id;
+    the actor is the license's owner) is written in the same transaction.
+    """
+    license_key = normalise_license_key(raw_key)
+    if license_key is None:
+        raise problems.license_not_found()
+    if activation_id is None:  # an id that did not parse
+        raise owner_activation_not_found()
+    with one_writer(engine), Session(engine) as session, session.begin():
+        take_write_lock(session)
+        row = session.execute(
+            select(License, Product.slug)
+            .join(Product, Product.id == License.product_id)
+            .where(License.key == license_key, License.user_id == user_id)
+            .with_for_update(of=License, key_share=True)
+        ).first()
+        if row is None:
+            raise problems.license_not_found()
+        license, product = row
+        activation = session.scalar(
+            select(Activation).where(
+                Activation.id == activation_id, Activation.license_id == license.id
+            )
+        )
+        if activation is None:
+            raise owner_activation_not_found()
+        if activation.active:
+            outcome = "deactivated"
+            activation.active = False
+            activation.deactivated_at = utcnow()
+            session.flush()
+        else:
+            outcome = "already_inactive"
+        used_production, _ = seats_used(session, license.id)
+        audit.license_id, audit.activation_id = license.id, activation.id
+        audit.product, audit.key_hint = product[:100], key_hint(license.key)
+        audit.fingerprint_sha256 = activation.fingerprint_sha256
+        audit.domain, audit.environment = activation.domain[:255], activation.environment
+        session.add(audit.entry(outcome, 200))
+        return OwnerDeactivation(
+            outcome, _facts(activation), used_production, license.max_activations
+        )
