@@ -12,12 +12,17 @@ under ``var/screenshots/`` (or ``CMSSHOP_SCREENSHOTS``), which is not committed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import socket
+import threading
 
 import pytest
 from conftest import ROOT, serve
+
+from cmsshop.server import app_limits, create_server
 
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
@@ -62,6 +67,43 @@ def browser():
 def site(app):
     """The test app served over HTTP on loopback: the URL a browser opens."""
     with serve(app) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_on(sock: socket.socket, app):
+    """Serve ``app`` with waitress on an already bound loopback socket."""
+    server = create_server(
+        app, *app_limits(app), sockets=[sock], threads=8, clear_untrusted_proxy_headers=True
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def hosted_shop(make_app, card_settings, fake_stripe, catalogue):
+    """The app on loopback with the fake Stripe API and its hosted checkout page (needs
+    ``pytest_plugins = ["fakes.payment_fixtures"]`` too).
+
+    The provider's return URLs are built from ``cmsshop.base_url``, so the app must know
+    its own address before it is built: the socket is bound first (port 0, no race),
+    the app built with that URL, then served on that very socket.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    app = make_app(
+        **card_settings,
+        **{"cmsshop.base_url": url, "cmsshop.web.payment_origins": fake_stripe.url},
+    )
+    fake_stripe.hosted = True
+    fake_stripe.webhook_url = f"{url}/api/webhooks/cardprovider"
+    with serve_on(sock, app):
         yield url
 
 

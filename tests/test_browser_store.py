@@ -6,56 +6,14 @@ paid; and, without provider keys, the development sandbox page. Every page passe
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
-
-import pytest
 from browser_fixtures import check_page
 from conftest import PASSWORD
 from fakes.shop import order_status
 from sqlalchemy import select
 
 from cmsshop.models import Order
-from cmsshop.server import app_limits, create_server
 
 pytest_plugins = ["browser_fixtures", "fakes.payment_fixtures"]
-
-
-@contextlib.contextmanager
-def serve_on(sock: socket.socket, app):
-    """Serve ``app`` with waitress on an already bound loopback socket."""
-    server = create_server(
-        app, *app_limits(app), sockets=[sock], threads=8, clear_untrusted_proxy_headers=True
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        server.close()
-        thread.join(timeout=5)
-
-
-@pytest.fixture
-def hosted_shop(make_app, card_settings, fake_stripe, catalogue):
-    """The app on loopback with the fake Stripe API and its hosted checkout page.
-
-    The provider's return URLs are built from ``cmsshop.base_url``, so the app must know
-    its own address before it is built: the socket is bound first (port 0, no race),
-    the app built with that URL, then served on that very socket.
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    app = make_app(
-        **card_settings,
-        **{"cmsshop.base_url": url, "cmsshop.web.payment_origins": fake_stripe.url},
-    )
-    fake_stripe.hosted = True
-    fake_stripe.webhook_url = f"{url}/api/webhooks/cardprovider"
-    with serve_on(sock, app):
-        yield url
 
 
 def test_browse_register_buy_pay_and_come_back(new_page, hosted_shop, fake_stripe, dbsession):
