@@ -342,13 +342,18 @@ def test_create_an_article_then_publish_it_onto_the_docs(app, admin_client, dbse
     assert stored.body_html == render_markdown(stored.body)
 
 
-def test_create_with_the_published_box_ticked(app, admin_client):
+def test_create_with_the_published_box_ticked(app, admin_client, admin_app):
     form = admin_client.get("/admin/articles/new").forms["article-form"]
     form["title"] = "Live at once"
     form["slug"] = "live"
     form["published"] = True
     form.submit("action", value="save", status=303)
     assert listed_slugs(page_client(app).get("/docs")) == ["live"]
+    # The page's checkbox reading leaves the JSON route's strict boolean alone.
+    admin_app.post_json("/api/admin/articles", {"slug": "json", "title": "J", "published": True})
+    admin_app.post_json(
+        "/api/admin/articles", {"slug": "j2", "title": "J", "published": "true"}, status=422
+    )
 
 
 def test_validation_errors_are_per_field_and_keep_the_input(app, admin_client, dbsession):

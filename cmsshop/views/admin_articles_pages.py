@@ -43,7 +43,9 @@ class FormCheckbox(colander.SchemaType):
 
 def article_form_schema() -> colander.SchemaNode:
     """The JSON admin routes' ArticleSchema, its ``published`` read from a checkbox."""
-    schema = ArticleSchema()
+    # A clone: instances of a colander schema class share their field nodes, and the JSON
+    # route's ``published`` must stay a strict boolean.
+    schema = ArticleSchema().clone()
     schema["published"].typ = FormCheckbox()
     return schema
 
