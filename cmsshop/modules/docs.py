@@ -4,13 +4,25 @@ from __future__ import annotations
 
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import declare
-from cmsshop.views import admin_articles, docs
+from cmsshop.views import admin_articles, admin_articles_pages, docs, docs_pages
 
 ROUTES = {
     "docs.articles": "/api/docs/articles",
     "docs.article": "/api/docs/articles/{slug}",
     "docs.admin_articles": "/api/admin/articles",
     "docs.admin_article": "/api/admin/articles/{slug}",
+}
+# The web pages: the public docs and the admin article editor.
+PAGE_ROUTES = {
+    "pages.docs": "/docs",
+    "pages.docs_article": "/docs/{slug}",
+    "pages.admin_articles": "/admin/articles",
+    "pages.admin_article_new": "/admin/articles/new",
+    "pages.admin_article_preview": "/admin/articles/preview",
+    "pages.admin_article_edit": "/admin/articles/{slug}/edit",
+    "pages.admin_article_publish": "/admin/articles/{slug}/publish",
+    "pages.admin_article_unpublish": "/admin/articles/{slug}/unpublish",
+    "pages.admin_article_delete": "/admin/articles/{slug}/delete",
 }
 
 
@@ -21,3 +33,8 @@ def includeme(config) -> None:
     for views in (docs, admin_articles):
         config.add_openapi(paths=views.OPENAPI_PATHS, schemas=views.OPENAPI_SCHEMAS)
         config.scan(views.__name__)
+    for name, pattern in PAGE_ROUTES.items():
+        config.add_route(name, pattern)
+    config.add_page_notices(admin_articles_pages.NOTICES)
+    for pages in (docs_pages, admin_articles_pages):
+        config.scan(pages.__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import NotFound
@@ -71,6 +71,18 @@ def list_articles(
     rows of ARTICLE_COLUMNS."""
     statements = _article_statements(public, bool(q), category is not None)
     return fetch_listing(session, statements, request, q=q, category=category)
+
+
+def list_categories(session: Session, *, public: bool = True) -> list[tuple[str, int]]:
+    """The categories in use, by name, with how many (published) articles each has.
+
+    A category is no table of its own: it is the slug an article is filed under, so the
+    list is whatever the articles use.
+    """
+    stmt = select(Article.category, func.count()).group_by(Article.category)
+    if public:
+        stmt = stmt.where(Article.published.is_(True))
+    return [(name, count) for name, count in session.execute(stmt.order_by(Article.category))]
 
 
 def find_article(session: Session, slug: str, *, public: bool) -> Article:
