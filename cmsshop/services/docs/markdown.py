@@ -46,13 +46,16 @@ ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "img": {"src", "alt", "title"},
     "code": {"class"},
-    "th": {"style"},
-    "td": {"style"},
+    "th": {"class"},
+    "td": {"class"},
 }
 ALLOWED_SCHEMES = {"http", "https", "mailto"}
-# Table cells carry the column alignment as inline style; nothing else may pass, so a
-# style attribute can never smuggle in url(...) or positioning tricks.
-ALLOWED_STYLE_PROPERTIES = {"text-align"}
+# No inline style at all: the pages' Content-Security-Policy (style-src 'self') would
+# block it anyway. A table column's alignment becomes class="align-left|center|right"
+# (site.css), and no other class may be set on a cell.
+ALLOWED_STYLE_PROPERTIES: set[str] = set()
+ALIGN_STYLE = re.compile(r"^text-align:(left|center|right)\Z")
+CELL_CLASS = re.compile(r"^align-(left|center|right)\Z")
 # A fenced block's info string becomes ``class="language-..."``; keep only plain language
 # names so an author cannot borrow the site's own CSS classes.
 CODE_CLASS = re.compile(r"^language-[A-Za-z0-9_+#.-]{1,40}\Z")
@@ -61,12 +64,27 @@ CODE_CLASS = re.compile(r"^language-[A-Za-z0-9_+#.-]{1,40}\Z")
 def _filter_attribute(element: str, attribute: str, value: str) -> str | None:
     if element == "code" and attribute == "class":
         return value if CODE_CLASS.match(value) else None
+    if element in ("th", "td") and attribute == "class":
+        return value if CELL_CLASS.match(value) else None
     return value
+
+
+def _alignment_as_class(tokens) -> None:
+    """markdown-it writes a column's alignment as ``style="text-align:x"``: make it a
+    class instead (inline style is blocked by the CSP)."""
+    for token in tokens:
+        if token.type in ("th_open", "td_open") and token.attrs:
+            style = token.attrs.pop("style", None)
+            match = ALIGN_STYLE.match(str(style or ""))
+            if match:
+                token.attrSet("class", f"align-{match.group(1)}")
 
 
 def render_markdown(source: str) -> str:
     """Sanitised HTML for a Markdown ``source``."""
-    html = _md.render(source or "")
+    tokens = _md.parse(source or "")
+    _alignment_as_class(tokens)
+    html = _md.renderer.render(tokens, _md.options, {})
     return nh3.clean(
         html,
         tags=ALLOWED_TAGS,
