@@ -47,6 +47,8 @@ def configure(settings: dict | None = None) -> Configurator:
     config.include("cmsshop.views.auth")
     config.include("cmsshop.views.home_pages")
     config.include("cmsshop.views.auth_pages")
+    # The admin console's core pages (dashboard, error lookup): on whatever modules are.
+    config.include("cmsshop.views.admin_pages")
     # The admin console's orders and customers pages: orders exist whatever modules are on.
     config.include("cmsshop.views.admin_orders_pages")
     # Feature modules named in cmsshop.modules; 404 stubs for the rest (JSON under /api,

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import as_int, declare
-from cmsshop.views import admin_currencies, admin_products, store
+from cmsshop.views import (
+    admin_currencies,
+    admin_currencies_pages,
+    admin_products,
+    admin_products_pages,
+    store,
+)
 
 MIB = 1024 * 1024
 SETTINGS = {
@@ -26,10 +32,19 @@ ROUTES = {
     "store.admin_currencies": "/api/admin/currencies",
     "store.admin_currency": "/api/admin/currencies/{code}",
 }
-# The customer's pages (views/store_pages.py).
+# The customer's pages (views/store_pages.py) and the admin console's catalogue pages.
 PAGE_ROUTES = {
     "pages.products": "/products",
     "pages.product": "/products/{slug}",
+    "pages.admin_products": "/admin/products",
+    "pages.admin_product_new": "/admin/products/new",
+    "pages.admin_product_edit": "/admin/products/{slug}/edit",
+    "pages.admin_product_archive": "/admin/products/{slug}/archive",
+    "pages.admin_product_unarchive": "/admin/products/{slug}/unarchive",
+    "pages.admin_product_releases": "/admin/products/{slug}/releases",
+    "pages.admin_currencies": "/admin/currencies",
+    "pages.admin_currency_new": "/admin/currencies/new",
+    "pages.admin_currency_edit": "/admin/currencies/{code}/edit",
 }
 
 
@@ -43,5 +58,8 @@ def includeme(config) -> None:
     for name, pattern in PAGE_ROUTES.items():
         config.add_route(name, pattern)
     config.scan("cmsshop.views.store_pages")
+    for pages in (admin_products_pages, admin_currencies_pages):
+        config.add_page_notices(pages.NOTICES)
+        config.scan(pages.__name__)
     # Checkout belongs to the store: it sells what this module lists.
     config.include("cmsshop.modules.checkout")

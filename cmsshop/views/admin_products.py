@@ -8,6 +8,7 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
+from cmsshop.models import Release
 from cmsshop.security import ADMIN
 from cmsshop.services.catalogue import currencies, products, releases, text
 from cmsshop.views.admin_catalogue import (
@@ -197,9 +198,12 @@ class _UploadReader:
     """Streams a multipart/form-data body: ``version`` into memory (it is tiny), ``file``
     straight into a :class:`releases.ReleaseWriter`."""
 
-    def __init__(self, request, product):
+    def __init__(self, request, product, skip_fields: tuple[str, ...] = ()):
         self.request = request
         self.product = product
+        # Small fields read and dropped (the page form's csrf_token, already checked).
+        self.skip_fields = skip_fields
+        self.skipped_bytes = 0
         settings = request.registry.settings
         self.storage_dir = settings["cmsshop.storage_dir"]
         self.max_bytes = settings["cmsshop.max_upload_bytes"]
@@ -241,6 +245,8 @@ class _UploadReader:
 
     def _on_event(self, part, event):
         if isinstance(event, multipart.MultipartSegment):
+            if event.name in self.skip_fields and event.filename is None:
+                return "skip"
             if event.name == "version" and self.version_bytes is None:
                 self.version_bytes = bytearray()
             elif event.name == "file" and self.writer is None:
@@ -264,6 +270,10 @@ class _UploadReader:
                 raise ValidationFailed({"version": "at most 50 characters"})
         elif part == "file":
             self.writer.write(event)
+        elif part == "skip":
+            self.skipped_bytes += len(event)
+            if self.skipped_bytes > 1024:
+                raise ValidationFailed({"body": "a form field is too long"})
         return part
 
     def version(self) -> str | None:
@@ -275,15 +285,13 @@ class _UploadReader:
             raise ValidationFailed({"version": "must be UTF-8 text"}) from None
 
 
-@view_config(
-    route_name="store.admin_product_releases",
-    request_method="POST",
-    renderer="json",
-    permission=ADMIN,
-)
-def upload_release(request):
-    product = products.find_product(request.db, request.matchdict["slug"], public=False)
-    reader = _UploadReader(request, product)
+def receive_release(
+    request, product, skip_fields: tuple[str, ...] = (), typed: dict | None = None
+) -> Release:
+    """Stream a multipart upload (``version`` and ``file``) into a new release of
+    ``product``; shared by the JSON route and the admin page's upload form. ``typed``, if
+    given, receives the version as sent (for a form shown again after an error)."""
+    reader = _UploadReader(request, product, skip_fields)
     try:
         reader.read()
         version = releases.check_version(reader.version())
@@ -300,6 +308,8 @@ def upload_release(request):
     finally:
         if reader.writer is not None:
             reader.writer.discard()
+        if typed is not None and reader.version_bytes is not None:
+            typed["version"] = reader.version_bytes[:200].decode("utf-8", "replace")
     (stored,) = releases.absolute_paths(
         request.registry.settings["cmsshop.storage_dir"], [release.storage_path]
     )
@@ -308,6 +318,18 @@ def upload_release(request):
     transaction = request.tm.get()
     transaction.addAfterCommitHook(lambda committed: committed or releases.remove_quietly(stored))
     transaction.addAfterAbortHook(releases.remove_quietly, args=(stored,))
+    return release
+
+
+@view_config(
+    route_name="store.admin_product_releases",
+    request_method="POST",
+    renderer="json",
+    permission=ADMIN,
+)
+def upload_release(request):
+    product = products.find_product(request.db, request.matchdict["slug"], public=False)
+    release = receive_release(request, product)
     request.response.status = 201
     return release_body(release)
 

@@ -33,6 +33,29 @@ def format_amount(amount: int, symbol: str, decimals: int) -> str:
     return f"{sign}{symbol}{whole}.{fraction:0{decimals}d}"
 
 
+# An amount as a person types it: digits, then optionally a point and some decimals.
+MAJOR_AMOUNT = re.compile(r"^([0-9]{1,15})(?:\.([0-9]*))?\Z")
+
+
+def parse_major_amount(raw: str, decimals: int) -> int:
+    """``"49.5"`` with 2 decimals -> ``4950``: a price typed in major units, converted
+    exactly (string and integer arithmetic, never a float). ValueError says why not:
+    a sign, a comma, letters, or more decimals than the currency has."""
+    match = MAJOR_AMOUNT.match(raw.strip())
+    if match is None:
+        example = "49" if decimals <= 0 else "49." + "0" * decimals
+        raise ValueError(f"an amount such as {example} (digits and a point, no sign)")
+    whole, fraction = match.group(1), (match.group(2) or "").rstrip("0")
+    if len(fraction) > decimals:
+        raise ValueError("no decimals allowed" if decimals <= 0 else f"at most {decimals} decimals")
+    return int(whole) * 10**decimals + (int(fraction.ljust(decimals, "0")) if decimals else 0)
+
+
+def major_amount_text(amount: int, decimals: int) -> str:
+    """``4950`` with 2 decimals -> ``"49.50"``: what :func:`parse_major_amount` reads."""
+    return format_amount(amount, "", decimals)
+
+
 def list_currencies(session: Session, *, enabled_only: bool) -> list[Currency]:
     stmt = select(Currency).order_by(Currency.is_default.desc(), Currency.code)
     if enabled_only:

@@ -1,0 +1,342 @@
+"""The admin pages of the catalogue's products: list, create, edit (prices, licensing),
+archive, and release uploads. Same colander schema (ProductSchema), services
+(catalogue.products, catalogue.releases) and streaming upload (receive_release) as the
+JSON admin routes in views/admin_products.py.
+
+Prices are typed in major units (``49.00`` for 4900 cents), one field per enabled
+currency (and per currency the product already has a price in): the text is converted
+exactly with the currency's decimals (services.catalogue.currencies.parse_major_amount,
+no float), then validated as the JSON body's integer ``amount``; a blank field means no
+price in that currency.
+"""
+
+from __future__ import annotations
+
+import re
+
+import colander
+from pyramid.view import view_config
+
+from cmsshop.errors import ApiError
+from cmsshop.security import ADMIN
+from cmsshop.services.catalogue import currencies, products, text
+from cmsshop.views.admin_catalogue import no_store
+from cmsshop.views.admin_products import LICENSING_NAMES, ProductSchema, receive_release
+from cmsshop.views.common import flatten_errors, query_value, read_page_request
+from cmsshop.views.forms import FormInvalid, field_errors, see_other
+
+NOTICES = {
+    "product_created": "The product was created.",
+    "product_saved": "The product was saved.",
+    "product_archived": "The product is archived: the shop no longer shows it.",
+    "product_unarchived": "The product is no longer archived.",
+    "release_uploaded": "The release was uploaded.",
+}
+TEXT_FIELDS = ("slug", "name", "summary", "description", "max_activations", "duration_days")
+CHECKBOXES = ("published", "licensed")
+# Form field -> the JSON body's field, for errors the schema reports by JSON name.
+ERROR_FIELDS = {
+    "licensing.licensed": "licensed",
+    "licensing.maxActivations": "max_activations",
+    "licensing.durationDays": "duration_days",
+    "licensing": "form",
+    "prices": "form",
+}
+PRICE_ERROR = re.compile(r"^prices\.(\d+)(?:\..*)?$")
+INTEGER = re.compile(r"^[0-9]{1,18}\Z")
+
+
+def _last(request, name: str) -> str:
+    values = request.POST.getall(name)
+    return values[-1] if values else ""
+
+
+def _integer_or_text(raw: str):
+    """An integer field: None when blank, an int when it is digits, else the text
+    itself (the schema then answers "must be an integer", as it would to JSON)."""
+    raw = raw.strip()
+    if raw == "":
+        return None
+    return int(raw) if INTEGER.match(raw) else raw
+
+
+def price_field(code: str) -> str:
+    return f"price_{code}"
+
+
+def price_currencies(session, product=None) -> list:
+    """The currencies the form has a price field for: every enabled one, and any other
+    the product already has a price in (so saving the form never drops it unseen)."""
+    priced = {price.currency for price in product.prices} if product is not None else set()
+    return [
+        currency
+        for currency in currencies.list_currencies(session, enabled_only=False)
+        if currency.enabled or currency.code in priced
+    ]
+
+
+class ProductForm:
+    """A posted product form, as the JSON body of ProductSchema."""
+
+    def __init__(self, request, price_currencies: list):
+        self.price_currencies = price_currencies
+        self.typed = {name: _last(request, name) for name in TEXT_FIELDS}
+        self.typed["description"] = self.typed["description"].replace("\r\n", "\n")
+        for name in CHECKBOXES:
+            self.typed[name] = "on" if name in request.POST else ""
+        for currency in price_currencies:
+            name = price_field(currency.code)
+            self.typed[name] = _last(request, name)
+        # The index of each price in the body -> its form field.
+        self.price_fields: list[str] = []
+
+    def read(self) -> dict:
+        """The validated fields in the service's names; FormInvalid if any is wrong."""
+        errors: dict[str, str] = {}
+        prices = []
+        for currency in self.price_currencies:
+            name = price_field(currency.code)
+            raw = self.typed[name]
+            if not raw.strip():
+                continue
+            try:
+                amount = currencies.parse_major_amount(raw, currency.decimals)
+            except ValueError as exc:
+                errors[name] = str(exc)
+                continue
+            prices.append({"currency": currency.code, "amount": amount})
+            self.price_fields.append(name)
+        body = {
+            "slug": self.typed["slug"].strip(),
+            "name": self.typed["name"].strip(),
+            "summary": self.typed["summary"].strip(),
+            "description": self.typed["description"],
+            "published": self.typed["published"] == "on",
+            "licensing": {
+                "licensed": self.typed["licensed"] == "on",
+                "maxActivations": _integer_or_text(self.typed["max_activations"]),
+                "durationDays": _integer_or_text(self.typed["duration_days"]),
+            },
+            "prices": prices,
+        }
+        try:
+            data = ProductSchema().deserialize(body)
+        except colander.Invalid as exc:
+            errors.update(self.form_errors(flatten_errors(exc)))
+        if errors:
+            raise FormInvalid(errors, self.typed)
+        data["licensing"] = {LICENSING_NAMES[k]: v for k, v in data["licensing"].items()}
+        return data
+
+    def form_errors(self, errors: dict[str, str]) -> dict[str, str]:
+        """Errors named as in the JSON body (``prices.0.amount``) -> form fields."""
+        result: dict[str, str] = {}
+        for key, message in errors.items():
+            match = PRICE_ERROR.match(key)
+            if match and int(match.group(1)) < len(self.price_fields):
+                field = self.price_fields[int(match.group(1))]
+            else:
+                field = ERROR_FIELDS.get(key, key if key in self.typed else "form")
+            result.setdefault(field, message)
+        return result
+
+    def service_errors(self, exc: ApiError) -> dict[str, str]:
+        if exc.code == "slug_taken":
+            return {"slug": exc.message}
+        return self.form_errors(field_errors(exc))
+
+
+def product_form_values(product, price_currencies: list) -> dict:
+    """The form of a stored product, as it would be typed."""
+    values = {
+        "slug": product.slug,
+        "name": product.name,
+        "summary": product.summary,
+        "description": product.description,
+        "published": "on" if product.published else "",
+        "licensed": "on" if product.licensed else "",
+        "max_activations": "" if product.max_activations is None else str(product.max_activations),
+        "duration_days": "" if product.duration_days is None else str(product.duration_days),
+    }
+    decimals = {currency.code: currency.decimals for currency in price_currencies}
+    for price in product.prices:
+        if price.currency in decimals:
+            values[price_field(price.currency)] = currencies.major_amount_text(
+                price.amount, decimals[price.currency]
+            )
+    return values
+
+
+# --- list --------------------------------------------------------------------------------
+
+
+@view_config(
+    route_name="pages.admin_products",
+    request_method="GET",
+    renderer="admin/products/list.html",
+    permission=ADMIN,
+)
+def product_list(request):
+    no_store(request)
+    q = text.parse_search(query_value(request, "q"))
+    page = products.list_products(request.db, read_page_request(request), q=q, public=False)
+    return {"admin_section": "products", "page": page, "q": q or ""}
+
+
+# --- create and edit ---------------------------------------------------------------------
+
+
+def _new_page(request, form: dict, errors: dict, status: int = 200) -> dict:
+    request.response.status = status
+    no_store(request)
+    return {
+        "admin_section": "products",
+        "product": None,
+        "currencies": price_currencies(request.db),
+        "form": form,
+        "errors": errors,
+        "upload_form": {},
+        "upload_errors": {},
+        "max_upload_bytes": request.registry.settings["cmsshop.max_upload_bytes"],
+    }
+
+
+@view_config(
+    route_name="pages.admin_product_new",
+    request_method="GET",
+    renderer="admin/products/edit.html",
+    permission=ADMIN,
+)
+def new_product(request):
+    return _new_page(request, {}, {})
+
+
+@view_config(
+    route_name="pages.admin_product_new",
+    request_method="POST",
+    renderer="admin/products/edit.html",
+    permission=ADMIN,
+)
+def create_product(request):
+    form = ProductForm(request, price_currencies(request.db))
+    try:
+        product = products.create_product(request.db, form.read())
+    except FormInvalid as exc:
+        return _new_page(request, exc.form, exc.errors, 422)
+    except ApiError as exc:
+        return _new_page(request, form.typed, form.service_errors(exc), exc.status)
+    return see_other(request, f"/admin/products/{product.slug}/edit", notice="product_created")
+
+
+def _find(request):
+    return products.find_product(request.db, request.matchdict["slug"], public=False)
+
+
+def edit_page(
+    request,
+    product,
+    *,
+    form: dict | None = None,
+    errors: dict | None = None,
+    upload_form: dict | None = None,
+    upload_errors: dict | None = None,
+    status: int = 200,
+) -> dict:
+    request.response.status = status
+    no_store(request)
+    shown = price_currencies(request.db, product)
+    return {
+        "admin_section": "products",
+        "product": product,
+        "currencies": shown,
+        "form": product_form_values(product, shown) if form is None else form,
+        "errors": errors or {},
+        "upload_form": upload_form or {},
+        "upload_errors": upload_errors or {},
+        "max_upload_bytes": request.registry.settings["cmsshop.max_upload_bytes"],
+    }
+
+
+@view_config(
+    route_name="pages.admin_product_edit",
+    request_method="GET",
+    renderer="admin/products/edit.html",
+    permission=ADMIN,
+)
+def edit_product(request):
+    return edit_page(request, _find(request))
+
+
+@view_config(
+    route_name="pages.admin_product_edit",
+    request_method="POST",
+    renderer="admin/products/edit.html",
+    permission=ADMIN,
+)
+def update_product(request):
+    product = _find(request)
+    form = ProductForm(request, price_currencies(request.db, product))
+    try:
+        products.update_product(request.db, product, form.read())
+    except FormInvalid as exc:
+        return edit_page(request, product, form=exc.form, errors=exc.errors, status=422)
+    except ApiError as exc:
+        request.db.expire(product)  # the page shows the stored product, not the attempt
+        errors = form.service_errors(exc)
+        return edit_page(request, product, form=form.typed, errors=errors, status=exc.status)
+    return see_other(request, f"/admin/products/{product.slug}/edit", notice="product_saved")
+
+
+def _set_archived(request, archived: bool):
+    product = _find(request)
+    products.update_product(request.db, product, {"archived": archived})
+    notice = "product_archived" if archived else "product_unarchived"
+    return see_other(request, f"/admin/products/{product.slug}/edit", notice=notice)
+
+
+@view_config(route_name="pages.admin_product_archive", request_method="POST", permission=ADMIN)
+def archive_product(request):
+    return _set_archived(request, True)
+
+
+@view_config(route_name="pages.admin_product_unarchive", request_method="POST", permission=ADMIN)
+def unarchive_product(request):
+    return _set_archived(request, False)
+
+
+# --- release upload ----------------------------------------------------------------------
+#
+# CSRF without buffering the upload: Pyramid checks the X-CSRF-Token header first and
+# reads the csrf_token *form field* only when the header is absent -- and reading it
+# makes WebOb parse the whole multipart body. So static/upload.js sends the form with
+# XMLHttpRequest and the header (and shows a <progress> bar): WebOb never parses the
+# body, the file streams from the request into ReleaseWriter as in the JSON route. The
+# form's action carries no secret. Without JavaScript the plain form submit still works:
+# Pyramid then finds csrf_token in the parsed form (cgi.FieldStorage spools the file to a
+# temporary file, not memory; the declared size was already held to
+# cmsshop.max_upload_bytes by the edge tween and the waitress body limit), and the same
+# streaming reader reads the body again from the start, skipping the csrf_token field.
+
+UPLOAD_ERROR_FIELDS = {"version_exists": "version", "payload_too_large": "file"}
+
+
+@view_config(
+    route_name="pages.admin_product_releases",
+    request_method="POST",
+    renderer="admin/products/edit.html",
+    permission=ADMIN,
+)
+def upload_release(request):
+    product = _find(request)
+    typed: dict = {}
+    try:
+        receive_release(request, product, skip_fields=("csrf_token",), typed=typed)
+    except ApiError as exc:
+        field = UPLOAD_ERROR_FIELDS.get(exc.code)
+        errors = {field: exc.message} if field else field_errors(exc)
+        if not set(errors) <= {"version", "file"}:
+            errors = {"form": exc.message}
+        return edit_page(
+            request, product, upload_form=typed, upload_errors=errors, status=exc.status
+        )
+    return see_other(request, f"/admin/products/{product.slug}/edit", notice="release_uploaded")
