@@ -75,9 +75,9 @@ def executable_parts(html: str) -> list[str]:
                 problems.append(f"handler {name}")
             if name == "style":
                 problems.append(f"style {value}")
-            if name == "class" and tag in ("td", "th"):
-                if not re.fullmatch(r"align-(left|right|center)", value):
-                    problems.append(f"class {value}")
+            cell_class = name == "class" and tag in ("td", "th")
+            if cell_class and not re.fullmatch(r"align-(left|right|center)", value):
+                problems.append(f"class {value}")
             if name in ("href", "src"):
                 cleaned = re.sub(r"[\x00-\x20]", "", value).lower()
                 # As a browser's URL parser: a scheme is a letter then [a-z0-9+.-] then ":";
