@@ -141,6 +141,18 @@ def serious_violations(page) -> list[str]:
     return found
 
 
+# What sticks out: the innermost elements reaching past the viewport (for the message).
+WIDEST_ELEMENTS = """() => {
+  const limit = document.documentElement.clientWidth;
+  const past = (e) => e.getBoundingClientRect().right > limit + 1;
+  const wide = [...document.querySelectorAll("body *")].filter(
+    (e) => past(e) && ![...e.children].some(past));
+  return wide.slice(0, 3).map((e) => e.tagName.toLowerCase() +
+    (e.id ? "#" + e.id : "") + (e.className ? "." + e.className : "") +
+    " (" + Math.round(e.getBoundingClientRect().right) + "px)").join(", ");
+}"""
+
+
 def save_screenshots(page, name: str) -> None:
     os.makedirs(SCREENSHOTS, exist_ok=True)
     slug = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
@@ -152,7 +164,10 @@ def save_screenshots(page, name: str) -> None:
         overflow = page.evaluate(
             "document.documentElement.scrollWidth - document.documentElement.clientWidth"
         )
-        assert overflow <= 1, f"{name}: the page is {overflow}px wider than a phone screen"
+        assert overflow <= 1, (
+            f"{name}: the page is {overflow}px wider than a phone screen; widest: "
+            + page.evaluate(WIDEST_ELEMENTS)
+        )
     finally:
         page.set_viewport_size(DESKTOP)
 

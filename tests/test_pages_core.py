@@ -215,3 +215,18 @@ def test_hostile_form_input_is_refused_without_a_500(app, customer):
         status="4*",
     )
     assert response.content_type == "text/html"
+
+
+def test_the_stylesheet_is_well_formed():
+    """Every rule closes: one missing brace silently drops every rule after it."""
+    import os
+
+    from cmsshop.web import STATIC_DIR
+
+    css = open(os.path.join(STATIC_DIR, "site.css"), encoding="utf-8").read()
+    depth = 0
+    for number, line in enumerate(css.splitlines(), 1):
+        depth += line.count("{") - line.count("}")
+        assert 0 <= depth <= 1 or line.lstrip().startswith("@"), f"line {number}: {line}"
+        assert depth <= 2, f"line {number}: rules nest too deep"
+    assert depth == 0
