@@ -8,7 +8,7 @@ import threading
 
 import pytest
 from conftest import new_client, requires_postgresql
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from cmsshop.models import Currency, License, Order, OrderItem, Product, Release
 
@@ -599,3 +599,50 @@ def test_release_writer_stops_at_the_limit_and_cleans_up(storage_dir):
         writer.write(b"678901")
     writer.discard()
     assert files_under(storage_dir) == set()
+
+
+def test_release_channel_and_changelog(admin_app, testapp, product, dbsession):
+    """A release has a channel (stable by default) and a Markdown changelog rendered
+    through the docs sanitiser; the store's latest release is the newest stable one."""
+    stable = upload(
+        admin_app,
+        "site-guard",
+        [
+            ("version", None, b"1.0.0"),
+            ("changelog", None, b"## Fixed\n\n- login <script>alert(1)</script>"),
+            ("file", "a.zip", b"one"),
+        ],
+    ).json
+    assert stable["channel"] == "stable"
+    assert "<h2>Fixed</h2>" in stable["changelogHtml"]
+    assert "<script>" not in stable["changelogHtml"]
+    beta = upload(
+        admin_app,
+        "site-guard",
+        [("version", None, b"2.0.0b1"), ("channel", None, b"beta"), ("file", "b.zip", b"two")],
+    ).json
+    assert beta["channel"] == "beta" and beta["changelogHtml"] == ""
+    # The newer beta is not the store's latest release.
+    latest = testapp.get("/api/store/products/site-guard").json["latestRelease"]
+    assert latest["version"] == "1.0.0"
+
+
+@pytest.mark.parametrize(
+    "parts, field",
+    [
+        ([("channel", None, b"nightly")], "channel"),
+        ([("changelog", None, b"a\x00b")], "changelog"),
+        ([("changelog", None, b"x" * 20_001)], "changelog"),
+        ([("changelog", None, b"\xff\xfe")], "changelog"),
+        ([("channel", None, b"beta"), ("channel", None, b"beta")], "channel"),
+    ],
+)
+def test_bad_channel_or_changelog_is_refused(admin_app, product, dbsession, parts, field):
+    response = upload(
+        admin_app,
+        "site-guard",
+        [("version", None, b"1.0.0"), *parts, ("file", "a.zip", b"one")],
+        status=422,
+    )
+    assert field in response.json["errors"]
+    assert dbsession.scalar(select(func.count()).select_from(Release)) == 0

@@ -503,6 +503,8 @@ def test_upload_a_release_through_the_form(admin_pages, catalogue, dbsession, st
     assert list(form.fields)[0] == "csrf_token"
     data = b"release bytes " * 1000
     form["version"] = "2.0.0"
+    form["channel"] = "stable"
+    form["changelog"] = "## New\n\n- **faster** scans"
     form["file"] = webtest.Upload("../../site guard.zip", data)
     response = form.submit(status=303)
     assert response.location.endswith("/admin/products/site-guard/edit?notice=release_uploaded")
@@ -515,6 +517,10 @@ def test_upload_a_release_through_the_form(admin_pages, catalogue, dbsession, st
     assert release.sha256 == hashlib.sha256(data).hexdigest()
     assert release.file_name == "site guard.zip"
     assert (storage_dir / release.storage_path).read_bytes() == data
+    assert release.channel == "stable" and "<strong>faster</strong>" in release.changelog_html
+    # The store's product page shows the changelog of its latest release.
+    product_page = webtest.TestApp(admin_pages.app).get("/products/site-guard")
+    assert "<strong>faster</strong>" in product_page.html.find(class_="changelog").decode()
 
 
 def test_upload_with_the_csrf_header_never_parses_the_form(admin_pages, catalogue, dbsession):

@@ -15,7 +15,14 @@ constraints and of the OpenAPI enums.
 """
 
 from cmsshop.models.accounts import ROLES, User, UserSession
-from cmsshop.models.catalogue import Article, Currency, Product, ProductPrice, Release
+from cmsshop.models.catalogue import (
+    RELEASE_CHANNELS,
+    Article,
+    Currency,
+    Product,
+    ProductPrice,
+    Release,
+)
 from cmsshop.models.commerce import (
     ENTITLEMENT_STATUSES,
     ORDER_STATUSES,
@@ -45,6 +52,7 @@ __all__ = [
     "EVENT_STATUSES",
     "LICENSE_STATUSES",
     "ORDER_STATUSES",
+    "RELEASE_CHANNELS",
     "ROLES",
     "TICKET_STATUSES",
     "Activation",

@@ -18,7 +18,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from cmsshop.models.meta import Base, UTCDateTime
+from cmsshop.models.meta import Base, UTCDateTime, one_of
 from cmsshop.util import utcnow
 
 
@@ -93,9 +93,17 @@ class ProductPrice(Base):
     product: Mapped[Product] = relationship(back_populates="prices")
 
 
+# A release's channel: the store, downloads and the "latest release" show `stable`
+# releases; `beta` ones are for runtimes that ask for them.
+RELEASE_CHANNELS = ("stable", "beta")
+
+
 class Release(Base):
     __tablename__ = "releases"
-    __table_args__ = (UniqueConstraint("product_id", "version"),)
+    __table_args__ = (
+        UniqueConstraint("product_id", "version"),
+        CheckConstraint(one_of("channel", RELEASE_CHANNELS), name="channel"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     product_id: Mapped[int] = mapped_column(
@@ -107,6 +115,10 @@ class Release(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     sha256: Mapped[str] = mapped_column(String(64))
     released_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    channel: Mapped[str] = mapped_column(String(20), default="stable", server_default="stable")
+    # Markdown source and its rendered, sanitised HTML (services/docs/markdown.py).
+    changelog: Mapped[str] = mapped_column(Text, default="", server_default="")
+    changelog_html: Mapped[str] = mapped_column(Text, default="", server_default="")
 
     product: Mapped[Product] = relationship(back_populates="releases")
 

@@ -8,7 +8,7 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
-from cmsshop.models import Release
+from cmsshop.models import RELEASE_CHANNELS, Release
 from cmsshop.security import ADMIN
 from cmsshop.services.catalogue import currencies, products, releases, text
 from cmsshop.views.admin_catalogue import (
@@ -194,6 +194,16 @@ def _malformed(detail: str) -> ApiError:
     )
 
 
+# The text parts of a release upload: name -> (most bytes, the message past it). UTF-8
+# takes up to 4 bytes a character, so the byte caps sit above the character limits the
+# release service checks.
+TEXT_PART_LIMITS = {
+    "version": (200, "at most 50 characters"),
+    "channel": (80, "one of: " + ", ".join(RELEASE_CHANNELS)),
+    "changelog": (4 * releases.MAX_CHANGELOG, f"at most {releases.MAX_CHANGELOG} characters"),
+}
+
+
 class _UploadReader:
     """Streams a multipart/form-data body: ``version`` into memory (it is tiny), ``file``
     straight into a :class:`releases.ReleaseWriter`."""
@@ -207,7 +217,8 @@ class _UploadReader:
         settings = request.registry.settings
         self.storage_dir = settings["cmsshop.storage_dir"]
         self.max_bytes = settings["cmsshop.max_upload_bytes"]
-        self.version_bytes: bytearray | None = None
+        # The small text parts as received: version, and optionally channel and changelog.
+        self.text_parts: dict[str, bytearray] = {}
         self.raw_file_name: str | None = None
         self.writer: releases.ReleaseWriter | None = None
 
@@ -226,7 +237,7 @@ class _UploadReader:
             parser = multipart.PushMultipartParser(
                 boundary,
                 content_length=request.content_length if request.content_length else -1,
-                max_segment_count=4,
+                max_segment_count=6,
             )
             with parser:
                 part = None
@@ -247,11 +258,11 @@ class _UploadReader:
         if isinstance(event, multipart.MultipartSegment):
             if event.name in self.skip_fields and event.filename is None:
                 return "skip"
-            if event.name == "version" and self.version_bytes is None:
-                self.version_bytes = bytearray()
+            if event.name in TEXT_PART_LIMITS and event.name not in self.text_parts:
+                self.text_parts[event.name] = bytearray()
             elif event.name == "file" and self.writer is None:
                 self.raw_file_name = event.filename
-                if self.version_bytes is not None:
+                if "version" in self.text_parts:
                     # The version came first: refuse a duplicate before storing any bytes.
                     version = releases.check_version(self.version())
                     releases.ensure_version_free(self.request.db, self.product, version)
@@ -259,15 +270,20 @@ class _UploadReader:
             else:
                 raise ValidationFailed(
                     {event.name or "body": "unexpected or repeated part"},
-                    hints=["Send exactly one `version` field and one `file` part."],
+                    hints=[
+                        "Send one `version` field, optionally one `channel` and one "
+                        "`changelog`, and one `file` part."
+                    ],
                 )
             return event.name
         if event is None:
             return None
-        if part == "version":
-            self.version_bytes.extend(event)
-            if len(self.version_bytes) > 200:
-                raise ValidationFailed({"version": "at most 50 characters"})
+        if part in TEXT_PART_LIMITS:
+            received = self.text_parts[part]
+            received.extend(event)
+            limit, message = TEXT_PART_LIMITS[part]
+            if len(received) > limit:
+                raise ValidationFailed({part: message})
         elif part == "file":
             self.writer.write(event)
         elif part == "skip":
@@ -276,13 +292,21 @@ class _UploadReader:
                 raise ValidationFailed({"body": "a form field is too long"})
         return part
 
-    def version(self) -> str | None:
-        if self.version_bytes is None:
+    @property
+    def version_bytes(self) -> bytearray | None:
+        return self.text_parts.get("version")
+
+    def text(self, name: str) -> str | None:
+        received = self.text_parts.get(name)
+        if received is None:
             return None
         try:
-            return self.version_bytes.decode("utf-8")
+            return received.decode("utf-8")
         except UnicodeDecodeError:
-            raise ValidationFailed({"version": "must be UTF-8 text"}) from None
+            raise ValidationFailed({name: "must be UTF-8 text"}) from None
+
+    def version(self) -> str | None:
+        return self.text("version")
 
 
 def receive_release(
@@ -302,14 +326,23 @@ def receive_release(
         file_name = releases.display_file_name(
             reader.raw_file_name, fallback=f"{product.slug}-{version}"
         )
+        channel = releases.check_channel(reader.text("channel"))
+        changelog = releases.check_changelog(reader.text("changelog"))
         release = releases.add_release(
-            request.db, product, version=version, file_name=file_name, upload=reader.writer
+            request.db,
+            product,
+            version=version,
+            file_name=file_name,
+            upload=reader.writer,
+            channel=channel,
+            changelog=changelog,
         )
     finally:
         if reader.writer is not None:
             reader.writer.discard()
-        if typed is not None and reader.version_bytes is not None:
-            typed["version"] = reader.version_bytes[:200].decode("utf-8", "replace")
+        if typed is not None:
+            for name, received in reader.text_parts.items():
+                typed[name] = bytes(received).decode("utf-8", "replace")
     (stored,) = releases.absolute_paths(
         request.registry.settings["cmsshop.storage_dir"], [release.storage_path]
     )
@@ -463,6 +496,12 @@ OPENAPI_PATHS = {
                 "required": ["version", "file"],
                 "properties": {
                     "version": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9.+_-]{0,49}$"},
+                    "channel": {"type": "string", "enum": list(RELEASE_CHANNELS)},
+                    "changelog": {
+                        "type": "string",
+                        "maxLength": releases.MAX_CHANGELOG,
+                        "description": "Markdown; rendered and sanitised as changelogHtml",
+                    },
                     "file": {"type": "string", "format": "binary"},
                 },
             },

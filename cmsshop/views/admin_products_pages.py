@@ -334,7 +334,7 @@ def upload_release(request):
     except ApiError as exc:
         field = UPLOAD_ERROR_FIELDS.get(exc.code)
         errors = {field: exc.message} if field else field_errors(exc)
-        if not set(errors) <= {"version", "file"}:
+        if not set(errors) <= {"version", "channel", "changelog", "file"}:
             errors = {"form": exc.message}
         return edit_page(
             request, product, upload_form=typed, upload_errors=errors, status=exc.status

@@ -6,7 +6,7 @@ Services return models or dataclasses; only the view layer turns them into camel
 
 from __future__ import annotations
 
-from cmsshop.models import ORDER_STATUSES
+from cmsshop.models import ORDER_STATUSES, RELEASE_CHANNELS
 from cmsshop.util import isoformat_z
 
 
@@ -52,6 +52,8 @@ def release_body(release) -> dict | None:
         "size": release.size,
         "sha256": release.sha256,
         "releasedAt": isoformat_z(release.released_at),
+        "channel": release.channel,
+        "changelogHtml": release.changelog_html,
     }
 
 
@@ -94,12 +96,22 @@ ORDER_SCHEMA = {
 }
 RELEASE_SCHEMA = {
     "type": "object",
-    "required": ["version", "fileName", "size", "sha256", "releasedAt"],
+    "required": [
+        "version",
+        "fileName",
+        "size",
+        "sha256",
+        "releasedAt",
+        "channel",
+        "changelogHtml",
+    ],
     "properties": {
         "version": {"type": "string"},
         "fileName": {"type": "string"},
         "size": {"type": "integer", "minimum": 0},
         "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         "releasedAt": DATE_TIME,
+        "channel": {"type": "string", "enum": list(RELEASE_CHANNELS)},
+        "changelogHtml": {"type": "string", "description": "Rendered, sanitised Markdown"},
     },
 }

@@ -50,7 +50,8 @@ class ProductCard:
 
     ``product`` is a Product or a row of CARD_COLUMNS; ``prices`` are rows of
     (product_id, currency, amount, symbol, decimals); ``latest_release`` is a row of
-    (product_id, version, file_name, size, sha256, released_at) or None.
+    (product_id, version, file_name, size, sha256, released_at, channel, changelog_html)
+    or None.
     """
 
     product: Any
@@ -130,8 +131,8 @@ def _price_statement(public: bool, by_currency: bool) -> Select:
 
 @functools.cache
 def _latest_release_statement() -> Select:
-    """The newest release of each of the products ``ids``, in one statement (a window
-    function works the same on SQLite >= 3.25 and PostgreSQL)."""
+    """The newest stable release of each of the products ``ids``, in one statement (a
+    window function works the same on SQLite >= 3.25 and PostgreSQL)."""
     rank = (
         func.row_number()
         .over(
@@ -148,9 +149,14 @@ def _latest_release_statement() -> Select:
             Release.size,
             Release.sha256,
             Release.released_at,
+            Release.channel,
+            Release.changelog_html,
             rank,
         )
-        .where(Release.product_id.in_(bindparam("ids", expanding=True)))
+        .where(
+            Release.product_id.in_(bindparam("ids", expanding=True)),
+            Release.channel == "stable",
+        )
         .subquery()
     )
     columns = [column for column in ranked.c if column.name != "rank"]

@@ -24,7 +24,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import Conflict, PayloadTooLarge, ValidationFailed
-from cmsshop.models import Product, Release
+from cmsshop.models import RELEASE_CHANNELS, Product, Release
+from cmsshop.services.catalogue.text import text_problem
+from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.util import utcnow
 
 RELEASES_DIR = "releases"
@@ -55,6 +57,29 @@ def display_file_name(raw: str | None, fallback: str) -> str:
         else:
             name = name[:MAX_FILE_NAME]
     return name
+
+
+MAX_CHANGELOG = 20_000  # characters of Markdown
+
+
+def check_channel(channel: str | None) -> str:
+    """The release channel (``stable`` when not given)."""
+    if channel is None or channel == "":
+        return "stable"
+    if channel not in RELEASE_CHANNELS:
+        raise ValidationFailed({"channel": "one of: " + ", ".join(RELEASE_CHANNELS)})
+    return channel
+
+
+def check_changelog(changelog: str | None) -> str:
+    """The changelog's Markdown source: real text (no NUL), at most MAX_CHANGELOG."""
+    changelog = changelog or ""
+    if len(changelog) > MAX_CHANGELOG:
+        raise ValidationFailed({"changelog": f"at most {MAX_CHANGELOG} characters"})
+    problem = text_problem(changelog, multiline=True) if changelog else None
+    if problem:
+        raise ValidationFailed({"changelog": problem})
+    return changelog
 
 
 def check_version(version: str | None) -> str:
@@ -127,7 +152,14 @@ def ensure_version_free(session: Session, product: Product, version: str) -> Non
 
 
 def add_release(
-    session: Session, product: Product, *, version: str, file_name: str, upload: ReleaseWriter
+    session: Session,
+    product: Product,
+    *,
+    version: str,
+    file_name: str,
+    upload: ReleaseWriter,
+    channel: str = "stable",
+    changelog: str = "",
 ) -> Release:
     """Record the uploaded file as ``version`` of ``product``.
 
@@ -147,6 +179,9 @@ def add_release(
         size=upload.size,
         sha256=upload.sha256,
         released_at=now,
+        channel=channel,
+        changelog=changelog,
+        changelog_html=render_markdown(changelog) if changelog else "",
     )
     try:
         session.add(release)

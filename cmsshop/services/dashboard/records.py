@@ -155,13 +155,14 @@ def list_downloads(session: Session, user_id: int, request: PageRequest) -> Page
 
 
 def latest_releases(session: Session, product_ids: list[int]) -> dict[int, Release]:
-    """The newest release of each product (by release date, then id)."""
+    """The newest stable release of each product (by release date, then id): what the
+    account downloads (beta releases reach runtimes that ask for that channel)."""
     latest: dict[int, Release] = {}
     if not product_ids:
         return latest
     releases = session.scalars(
         select(Release)
-        .where(Release.product_id.in_(set(product_ids)))
+        .where(Release.product_id.in_(set(product_ids)), Release.channel == "stable")
         .order_by(Release.product_id, Release.released_at.desc(), Release.id.desc())
     )
     for release in releases:
