@@ -219,11 +219,11 @@ def test_hostile_form_input_is_refused_without_a_500(app, customer):
 
 def test_the_stylesheet_is_well_formed():
     """Every rule closes: one missing brace silently drops every rule after it."""
-    import os
+    from pathlib import Path
 
     from cmsshop.web import STATIC_DIR
 
-    css = open(os.path.join(STATIC_DIR, "site.css"), encoding="utf-8").read()
+    css = (Path(STATIC_DIR) / "site.css").read_text(encoding="utf-8")
     depth = 0
     for number, line in enumerate(css.splitlines(), 1):
         depth += line.count("{") - line.count("}")
