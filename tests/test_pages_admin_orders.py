@@ -9,9 +9,9 @@ import pytest
 import webtest
 from fakes.shop import counts, make_order, order_status
 from fakes.stripe_api import delivery, event, session_object
-from sqlalchemy import select
+from sqlalchemy import func, select
 
-from cmsshop.models import Order, SupportTicket
+from cmsshop.models import Order, OrderNote, SupportTicket
 
 pytest_plugins = ["fakes.payment_fixtures"]
 
@@ -303,3 +303,44 @@ def test_orders_pages_are_on_without_the_payment_modules(make_app, admin, dbsess
     page = client.get(f"/admin/orders/{order.number}")
     assert page.html.find("a", href="/admin/payments") is None
     client.get("/admin/payments", status=404)
+
+
+def notes_form(page):
+    return next(f for f in page.forms.values() if f.action.endswith("/notes"))
+
+
+def test_staff_notes_on_an_order(admin_pages, app, dbsession, catalogue, customer, admin):
+    order = make_order(dbsession, customer, ("themes",))
+    page = admin_pages.get(f"/admin/orders/{order.number}")
+    assert "No notes yet." in page.text
+    form = notes_form(page)
+    form["body"] = "Customer asked for a VAT invoice <b>by mail</b>."
+    response = form.submit(status=303)
+    assert response.location.endswith(f"/admin/orders/{order.number}?notice=order_note_added#notes")
+    page = admin_pages.get(f"/admin/orders/{order.number}")
+    notes = page.html.find(id="notes").parent
+    assert "Customer asked for a VAT invoice <b>by mail</b>." in notes.get_text()
+    assert notes.find("b") is None  # escaped, not markup
+    assert admin.email in notes.get_text()
+    dbsession.rollback()
+    assert [n.body for n in dbsession.scalars(select(OrderNote))] == [
+        "Customer asked for a VAT invoice <b>by mail</b>."
+    ]
+
+    # Blank, NUL or too long: 422 on the field, what was typed kept, nothing stored.
+    for body in ("   ", "a\x00b", "x" * 5001):
+        form = notes_form(admin_pages.get(f"/admin/orders/{order.number}"))
+        form["body"] = body
+        response = form.submit(status=422)
+        assert response.html.find(id="f-note-body-error") is not None
+    dbsession.rollback()
+    assert dbsession.scalar(select(func.count()).select_from(OrderNote)) == 1
+
+    # Unknown order: 404; customers: 403; no token: 403.
+    token = notes_form(page)["csrf_token"].value
+    admin_pages.post("/admin/orders/NOPE-1/notes", {"csrf_token": token, "body": "x"}, status=404)
+    admin_pages.post(f"/admin/orders/{order.number}/notes", {"body": "x"}, status=403)
+    shopper = logged_in(app, customer.email)
+    shopper.post(f"/admin/orders/{order.number}/notes", {"body": "x"}, status=403)
+    dbsession.rollback()
+    assert dbsession.scalar(select(func.count()).select_from(OrderNote)) == 1

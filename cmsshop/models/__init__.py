@@ -3,7 +3,7 @@ whichever feature modules are switched on. One module per feature, as in service
 
     accounts   User, UserSession
     catalogue  Currency, Product, ProductPrice, Release, Article
-    commerce   Order, OrderItem, Fulfilment, Invoice, InvoiceCounter, Entitlement
+    commerce   Order, OrderItem, OrderNote, Fulfilment, Invoice, InvoiceCounter, Entitlement
     payments   PaymentEvent (the provider event log), PaymentSetting
     licensing  License, Activation, LicenseNonce, LicenseAuditEntry
     dashboard  DownloadLog
@@ -32,6 +32,7 @@ from cmsshop.models.commerce import (
     InvoiceCounter,
     Order,
     OrderItem,
+    OrderNote,
 )
 from cmsshop.models.dashboard import DELIVERY_MODES, DownloadLog
 from cmsshop.models.licensing import (
@@ -70,6 +71,7 @@ __all__ = [
     "LicenseNonce",
     "Order",
     "OrderItem",
+    "OrderNote",
     "PaymentEvent",
     "PaymentSetting",
     "Product",

@@ -22,6 +22,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
+from cmsshop.models.accounts import User
 from cmsshop.models.catalogue import Product
 from cmsshop.models.meta import Base, UTCDateTime, one_of
 from cmsshop.util import utcnow
@@ -140,3 +141,18 @@ class Entitlement(Base):
 
     order_item: Mapped[OrderItem] = relationship()
     product: Mapped[Product] = relationship()
+
+
+class OrderNote(Base):
+    """A staff note on an order (the admin console's order page): who wrote what, when.
+    Notes are kept, never edited: they are the order's paper trail."""
+
+    __tablename__ = "order_notes"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id"), index=True)
+    author_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    author: Mapped[User] = relationship()

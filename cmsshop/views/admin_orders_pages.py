@@ -17,6 +17,7 @@ from cmsshop.services.payments import orders_admin
 from cmsshop.views.admin_licenses import IsoDate
 from cmsshop.views.admin_payments import ManualFulfilSchema, fulfil_by_hand
 from cmsshop.views.common import (
+    StrictMapping,
     StrictString,
     is_storable_text,
     parse_path_id,
@@ -24,9 +25,20 @@ from cmsshop.views.common import (
     read_page_request,
     validate,
 )
+from cmsshop.views.dashboard import text_validator
 from cmsshop.views.forms import FormInvalid, field_errors, read_form, see_other
 
-NOTICES = {"order_fulfilled": "The order is fulfilled: invoice, downloads and licenses exist."}
+NOTICES = {
+    "order_fulfilled": "The order is fulfilled: invoice, downloads and licenses exist.",
+    "order_note_added": "The note was added to the order.",
+}
+
+
+class OrderNoteSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    body = colander.SchemaNode(StrictString(), validator=text_validator(1, 5000))
+
+
 MAX_ORDER_NUMBER = 32
 
 
@@ -159,6 +171,26 @@ def order_fulfil_submit(request):
     return see_other(request, order_path(number), notice="order_fulfilled")
 
 
+@view_config(
+    route_name="pages.admin_order_notes",
+    request_method="POST",
+    renderer="admin/orders/detail.html",
+    permission=ADMIN,
+)
+def order_note_submit(request):
+    number = order_number(request)
+    try:
+        data = read_form(request, OrderNoteSchema())
+        orders_admin.add_order_note(request.db, number, request.user, data["body"])
+    except FormInvalid as exc:
+        request.response.status = 422
+        errors = {f"note_{name}": message for name, message in exc.errors.items()}
+        return _order_page(request, number, errors, {"note_body": exc.form.get("body", "")})
+    except orders_admin.OrderMissing:
+        raise order_not_found() from None
+    return see_other(request, order_path(number) + "#notes", notice="order_note_added")
+
+
 # --- customers ------------------------------------------------------------------------------
 
 
@@ -196,6 +228,7 @@ def includeme(config) -> None:
     config.add_route("pages.admin_orders", "/admin/orders")
     config.add_route("pages.admin_order", "/admin/orders/{number}")
     config.add_route("pages.admin_order_fulfil", "/admin/orders/{number}/fulfil")
+    config.add_route("pages.admin_order_notes", "/admin/orders/{number}/notes")
     config.add_route("pages.admin_customers", "/admin/customers")
     config.add_route("pages.admin_customer", "/admin/customers/{id}")
     config.add_page_notices(NOTICES)

@@ -71,6 +71,7 @@ def see_other(request, location: str, **notice) -> HTTPSeeOther:
     """Post/redirect/get: 303 to ``location`` (a path), with an optional ``notice`` key
     the next page turns into a fixed message (never text from the request)."""
     if notice.get("notice"):
-        joiner = "&" if "?" in location else "?"
-        location = f"{location}{joiner}notice={notice['notice']}"
+        path, hash_mark, fragment = location.partition("#")
+        joiner = "&" if "?" in path else "?"
+        location = f"{path}{joiner}notice={notice['notice']}{hash_mark}{fragment}"
     return HTTPSeeOther(location=location)

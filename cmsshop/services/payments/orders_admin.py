@@ -17,11 +17,13 @@ from cmsshop.models import (
     Invoice,
     License,
     Order,
+    OrderNote,
     PaymentEvent,
     SupportTicket,
     User,
 )
 from cmsshop.services.paging import Page, PageRequest, fetch_page
+from cmsshop.util import utcnow
 
 
 class OrderMissing(Exception):
@@ -59,6 +61,7 @@ class OrderDetail:
     entitlements: list[Entitlement]
     licenses: list[License]
     tickets: list[SupportTicket]
+    notes: list[OrderNote]
 
 
 def like_part(value: str) -> str:
@@ -145,7 +148,27 @@ def order_detail(session: Session, number: str) -> OrderDetail:
                 .order_by(SupportTicket.id.desc())
             )
         ),
+        notes=list(
+            session.scalars(
+                select(OrderNote)
+                .where(OrderNote.order_id == order.id)
+                .options(selectinload(OrderNote.author))
+                .order_by(OrderNote.id)
+            )
+        ),
     )
+
+
+def add_order_note(session: Session, number: str, author: User, body: str) -> OrderNote:
+    """Add a staff note to order ``number`` (OrderMissing if there is none)."""
+    order_id = session.scalar(select(Order.id).where(Order.number == number))
+    if order_id is None:
+        raise OrderMissing(number)
+    note = OrderNote(order_id=order_id, author_id=author.id, body=body, created_at=utcnow())
+    note.author = author
+    session.add(note)
+    session.flush()
+    return note
 
 
 def orders_of_user(session: Session, user_id: int) -> list[OrderRow]:
