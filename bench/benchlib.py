@@ -33,3 +33,29 @@ def migrate_fresh(url: str, reset: bool):
     cfg.attributes["database_url"] = url
     command.upgrade(cfg, "head")
     return engine
+
+
+def serve_app(url: str, storage: str, threads: int, modules: str) -> None:
+    """In a child process: the real app (the real ``configure()``) with ``modules`` on a
+    free loopback port under waitress; prints the port, then serves until killed."""
+    import logging
+    import secrets
+
+    from waitress.server import create_server
+
+    from cmsshop.config import configure
+
+    # "Task queue depth is N" is expected when the clients outnumber idle threads.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    app = configure(
+        {
+            "cmsshop.environment": "benchmark",
+            "cmsshop.database_url": url,
+            "cmsshop.secret": secrets.token_urlsafe(48),
+            "cmsshop.modules": modules,
+            "cmsshop.storage_dir": storage,
+        }
+    ).make_wsgi_app()
+    server = create_server(app, host="127.0.0.1", port=0, threads=threads)
+    print(server.effective_port, flush=True)
+    server.run()

@@ -20,7 +20,6 @@ import argparse
 import http.client
 import os
 import random
-import secrets
 import shutil
 import statistics
 import subprocess
@@ -143,27 +142,9 @@ def load(url: str) -> None:
 
 def serve(url: str, storage: str, threads: int) -> None:
     """Child process: the real app on a free loopback port; prints the port."""
-    import logging
+    from benchlib import serve_app  # bench/benchlib.py, beside this script
 
-    from waitress.server import create_server
-
-    from cmsshop.config import configure
-
-    # "Task queue depth is N" is expected when the clients outnumber idle threads.
-    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-
-    app = configure(
-        {
-            "cmsshop.environment": "benchmark",
-            "cmsshop.database_url": url,
-            "cmsshop.secret": secrets.token_urlsafe(48),
-            "cmsshop.modules": "store docs",
-            "cmsshop.storage_dir": storage,
-        }
-    ).make_wsgi_app()
-    server = create_server(app, host="127.0.0.1", port=0, threads=threads)
-    print(server.effective_port, flush=True)
-    server.run()
+    serve_app(url, storage, threads, modules="store docs")
 
 
 # --- clients -----------------------------------------------------------------------------

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import secrets
 import shutil
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from benchlib import ROOT, migrate_fresh  # noqa: E402 - bench/benchlib.py, beside this script
+from benchlib import ROOT, migrate_fresh, serve_app  # noqa: E402 - bench/benchlib.py, beside this script
 from catalogue import drive  # noqa: E402 - the keep-alive client loop of bench/catalogue.py
 
 PRODUCTS = 200
@@ -106,25 +105,7 @@ def load(url: str) -> None:
 
 def serve(url: str, storage: str, threads: int) -> None:
     """Child process: the real app on a free loopback port; prints the port."""
-    import logging
-
-    from waitress.server import create_server
-
-    from cmsshop.config import configure
-
-    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    app = configure(
-        {
-            "cmsshop.environment": "benchmark",
-            "cmsshop.database_url": url,
-            "cmsshop.secret": secrets.token_urlsafe(48),
-            "cmsshop.modules": "store",
-            "cmsshop.storage_dir": storage,
-        }
-    ).make_wsgi_app()
-    server = create_server(app, host="127.0.0.1", port=0, threads=threads)
-    print(server.effective_port, flush=True)
-    server.run()
+    serve_app(url, storage, threads, modules="store")
 
 
 def main() -> int:
