@@ -86,5 +86,8 @@ def enqueue(
             created_at=now,
         )
         .on_conflict_do_nothing(index_elements=[OutboxMessage.dedupe_key])
+        # RETURNING, not rowcount: through the ORM session, psycopg reports a rowcount
+        # of -1 for this INSERT on PostgreSQL, so "queued" read as "already queued".
+        .returning(OutboxMessage.id)
     )
-    return result.rowcount == 1
+    return result.first() is not None
