@@ -61,11 +61,15 @@ def message_page(request):
     except outbox_admin.MessageMissing:
         raise message_not_found() from None
     # The headers as the sender builds them (Date: now, for a message not sent yet).
-    built = build_email(row, request.registry.settings["cmsshop.mail.from"])
+    try:
+        built = build_email(row, request.registry.settings["cmsshop.mail.from"])
+        headers = [(name, str(built[name])) for name in SHOWN_HEADERS if built[name]]
+    except (ValueError, TypeError) as exc:  # the sender fails such a message too
+        headers = [("To", row.to_address), ("Subject", row.subject), ("Error", str(exc))]
     return {
         "admin_section": "mail",
         "message": row,
-        "headers": [(name, str(built[name])) for name in SHOWN_HEADERS if built[name]],
+        "headers": headers,
         "can_resend": row.status != "pending",
     }
 
