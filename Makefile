@@ -14,11 +14,16 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
-## Serve development.ini on http://127.0.0.1:6543 with demo data on var/cmsshop.sqlite.
+## Serve development.ini on http://127.0.0.1:6543 with demo data on var/cmsshop.sqlite,
+## and the mail worker beside it (messages land as .eml files in var/mail/). The worker
+## stops (SIGTERM, after the message in flight) when pserve exits, Ctrl-C included.
 run: $(STAMP)
 	mkdir -p var
 	$(BIN)/cmsshop-admin development.ini initdb
 	$(BIN)/cmsshop-admin development.ini seed-demo --if-empty
+	$(BIN)/cmsshop-admin development.ini worker & worker=$$!; \
+	trap 'kill -TERM $$worker 2>/dev/null; wait $$worker' EXIT; \
+	trap 'exit 130' INT TERM; \
 	$(BIN)/pserve development.ini
 
 ## The whole suite; on PostgreSQL with CMSSHOP_TEST_DATABASE_URL=postgresql+psycopg://...

@@ -51,6 +51,8 @@ def configure(settings: dict | None = None) -> Configurator:
     config.include("cmsshop.views.admin_pages")
     # The admin console's orders and customers pages: orders exist whatever modules are on.
     config.include("cmsshop.views.admin_orders_pages")
+    # The mail outbox's admin pages and JSON routes: mail is core, whatever modules are on.
+    config.include("cmsshop.views.admin_mail_pages")
     # Feature modules named in cmsshop.modules; 404 stubs for the rest (JSON under /api,
     # an HTML page for their pages).
     config.include("cmsshop.modules")

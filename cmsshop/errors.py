@@ -89,6 +89,11 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "currency_is_default": ErrorCode(
         409, "Default currency", "The default currency cannot be disabled, deleted or unset."
     ),
+    # --- mail ---------------------------------------------------------------------------
+    "mail_message_not_found": ErrorCode(404, "Not found", "No outbox message has this id."),
+    "mail_message_pending": ErrorCode(
+        409, "Message pending", "The message is still queued; only sent or failed ones resend."
+    ),
     # --- payments and webhooks -------------------------------------------------------------
     "invalid_signature": ErrorCode(
         400, "Invalid signature", "The webhook delivery's signature does not verify."

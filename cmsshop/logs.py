@@ -19,11 +19,23 @@ SECRET_PATHS = re.compile(r"(/api/downloads/)[^\s/?#\"']+")
 # Query or form parameters that are secrets.
 SECRET_PARAMS = re.compile(
     r"((?:^|[?&;\s])(?:token|key|licen[cs]e_?key|signature|sig|secret|password|"
-    r"api_?key|access_token|client_secret)=)[^&;\s#\"']*",
+    r"api_?key|access_token|client_secret|smtp_password)=)[^&;\s#\"']*",
     re.IGNORECASE,
 )
 # C0 and C1 controls, DEL, the Unicode line/paragraph separators, and lone surrogates.
 UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+# Literal secret values from the settings (the SMTP password): whatever prints them --
+# an exception message, a debug line -- they never reach a log or an error record.
+_SECRET_VALUES: set[str] = set()
+
+
+def register_secret(value: str) -> None:
+    """Redact ``value`` wherever it appears from now on (values under 4 characters are
+    ignored: redacting them would mangle ordinary text)."""
+    if value and len(value) >= 4:
+        _SECRET_VALUES.add(value)
 
 
 def _escape(match: re.Match) -> str:
@@ -39,6 +51,8 @@ def escape_control(text: str) -> str:
 def redact(text: str) -> str:
     """``text`` with download tokens and secret-looking parameters replaced."""
     text = SECRET_PATHS.sub(lambda m: m.group(1) + REDACTED, text)
+    for value in _SECRET_VALUES:
+        text = text.replace(value, REDACTED)
     return SECRET_PARAMS.sub(lambda m: m.group(1) + REDACTED, text)
 
 

@@ -59,6 +59,23 @@ def as_auto_bool(value: Any) -> bool | None:
     return as_bool(value)
 
 
+def as_secret(value: Any) -> str:
+    """A secret as given (surrounding spaces may be part of a password)."""
+    return "" if value is None else str(value)
+
+
+def one_of(*choices: str) -> Callable[[Any], str]:
+    """A coercer accepting only ``choices`` (case-insensitive)."""
+
+    def coerce(value: Any) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ValueError(f"use one of {', '.join(choices)}")
+        return text
+
+    return coerce
+
+
 def as_rate(value: Any) -> tuple[int, int]:
     """``"120/60"`` -> (120 requests, per 60 seconds)."""
     if isinstance(value, tuple):
@@ -95,6 +112,31 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.demo_data": (as_bool, False, None),
     "cmsshop.password_hashing": (as_str, "default", None),
     "retry.attempts": (as_int, 3, None),
+    # E-mail (services/mail): the outbox's delivery. smtp for real mail; files writes
+    # each message as an .eml file under mail.dir (development, tests, staging).
+    "cmsshop.mail.backend": (one_of("smtp", "files"), "files", "CMSSHOP_MAIL_BACKEND"),
+    # The From header; empty means "<site_name> <noreply@localhost>".
+    "cmsshop.mail.from": (as_str, "", "CMSSHOP_MAIL_FROM"),
+    "cmsshop.mail.dir": (as_str, "var/mail", "CMSSHOP_MAIL_DIR"),
+    "cmsshop.mail.smtp_host": (as_str, "", "CMSSHOP_MAIL_SMTP_HOST"),
+    # Empty: 465 for tls, 587 for starttls, 25 for none.
+    "cmsshop.mail.smtp_port": (as_optional_int, None, "CMSSHOP_MAIL_SMTP_PORT"),
+    "cmsshop.mail.smtp_security": (
+        one_of("starttls", "tls", "none"),
+        "starttls",
+        "CMSSHOP_MAIL_SMTP_SECURITY",
+    ),
+    "cmsshop.mail.smtp_user": (as_str, "", "CMSSHOP_MAIL_SMTP_USER"),
+    # Better from the environment than from an ini file; never logged (cmsshop.logs).
+    "cmsshop.mail.smtp_password": (as_secret, "", "CMSSHOP_MAIL_SMTP_PASSWORD"),
+    "cmsshop.mail.smtp_timeout": (as_float, 20.0, "CMSSHOP_MAIL_SMTP_TIMEOUT"),
+    # Attempts before a message is given up as failed (an admin may resend it).
+    "cmsshop.mail.max_attempts": (as_int, 8, None),
+    # Seconds the worker sleeps between passes over the outbox.
+    "cmsshop.mail.worker_interval": (as_float, 5.0, None),
+    # Seconds a SQLite sender's claim on a message lasts (a killed sender's message is
+    # retried after it); must outlast an SMTP conversation (smtp_timeout).
+    "cmsshop.mail.claim_lease": (as_int, 600, None),
 }
 
 
@@ -126,6 +168,7 @@ def load_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | None
         result["cmsshop.database_url"] = result["sqlalchemy.url"]
     declare(result, CORE_SETTINGS, environ)
     check_secret(result)
+    check_mail(result)
     return result
 
 
@@ -144,3 +187,56 @@ def check_secret(settings: Mapping[str, Any]) -> None:
     if not secret:
         # Only reachable outside production: a stable development secret.
         settings["cmsshop.secret"] = DEVELOPMENT_SECRET  # type: ignore[index]
+
+
+SMTP_DEFAULT_PORTS = {"tls": 465, "starttls": 587, "none": 25}
+
+
+def check_mail(settings: dict) -> None:
+    """Mail settings that cannot work stop start-up (not the first message's delivery);
+    fills in the From address and the SMTP port from their defaults."""
+    from email.utils import formataddr, parseaddr
+
+    from cmsshop import logs
+
+    # The password is redacted from every log line and stored error, whoever writes it.
+    logs.register_secret(settings["cmsshop.mail.smtp_password"])
+    if settings["cmsshop.mail.backend"] == "smtp" and not settings["cmsshop.mail.smtp_host"]:
+        raise ConfigurationError(
+            "cmsshop.mail.backend is smtp but cmsshop.mail.smtp_host is empty: set "
+            "CMSSHOP_MAIL_SMTP_HOST (and port, security, user, CMSSHOP_MAIL_SMTP_PASSWORD), "
+            "or use cmsshop.mail.backend = files to write messages to cmsshop.mail.dir"
+        )
+    if settings["cmsshop.mail.backend"] == "files" and not settings["cmsshop.mail.dir"]:
+        raise ConfigurationError("cmsshop.mail.backend is files but cmsshop.mail.dir is empty")
+    port = settings["cmsshop.mail.smtp_port"]
+    if port is None:
+        settings["cmsshop.mail.smtp_port"] = SMTP_DEFAULT_PORTS[
+            settings["cmsshop.mail.smtp_security"]
+        ]
+    elif not 0 < port < 65536:
+        raise ConfigurationError(f"cmsshop.mail.smtp_port = {port} is not a TCP port")
+    if settings["cmsshop.mail.smtp_password"] and not settings["cmsshop.mail.smtp_user"]:
+        raise ConfigurationError("cmsshop.mail.smtp_password is set without smtp_user")
+    for name, low in (
+        ("smtp_timeout", 1),
+        ("max_attempts", 1),
+        ("worker_interval", 0.1),
+        ("claim_lease", 1),
+    ):
+        if settings[f"cmsshop.mail.{name}"] < low:
+            raise ConfigurationError(f"cmsshop.mail.{name} must be at least {low}")
+    if settings["cmsshop.mail.claim_lease"] <= settings["cmsshop.mail.smtp_timeout"] * 3:
+        # One message is a few SMTP exchanges, each up to smtp_timeout: a lease shorter
+        # than that would let a second sender take a message still being sent.
+        raise ConfigurationError(
+            "cmsshop.mail.claim_lease must be more than 3 x cmsshop.mail.smtp_timeout"
+        )
+    sender = settings["cmsshop.mail.from"]
+    if not sender:
+        site = settings.get("cmsshop.site_name") or "cmsshop"
+        sender = formataddr((site, "noreply@localhost"))
+    name, address = parseaddr(sender)
+    if "@" not in address or any(c in sender for c in "\r\n"):
+        raise ConfigurationError(f"cmsshop.mail.from = {sender!r} is not an e-mail address")
+    settings["cmsshop.mail.from"] = sender

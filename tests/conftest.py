@@ -103,6 +103,10 @@ def settings(database_url, storage_dir) -> dict:
         # Webhooks answer 503 webhook_not_configured without these (tested separately).
         "cmsshop.cardprovider.webhook_secrets": "whsec_test_conftest_0123456789abcdef",
         "cmsshop.walletprovider.webhook_id": "WH-TEST-CONFTEST",
+        # Mail goes to .eml files in the test's own folder (tests/fakes/smtp.py has an
+        # SMTP server for the tests of delivery).
+        "cmsshop.mail.backend": "files",
+        "cmsshop.mail.dir": str(storage_dir.parent / "mail"),
     }
 
 

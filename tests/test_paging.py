@@ -16,6 +16,7 @@ from account_data import activate
 from test_dashboard_helpers import make_purchase
 
 from cmsshop.models import PaymentEvent
+from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.paging import MAX_PER_PAGE, Page, PageRequest, fetch_page
 
 # Every list route of the app; the first test keeps this in step with the document.
@@ -27,6 +28,7 @@ LIST_ROUTES = [
     "/api/admin/tickets",
     "/api/admin/payment-events",
     "/api/admin/licenses",
+    "/api/admin/mail",
     "/api/dashboard/orders",
     "/api/dashboard/invoices",
     "/api/dashboard/downloads",
@@ -85,6 +87,16 @@ def clients(app, testapp, admin_app, customer_app, customer, dbsession, storage_
             payload=payload,
             status="processed",
         )
+    )
+    enqueue(
+        dbsession,
+        {"cmsshop.base_url": "http://localhost"},
+        kind="account_exists",
+        to="paged@example.com",
+        subject="Paged",
+        template="account_exists",
+        context={},
+        dedupe_key="paging:1",
     )
     dbsession.commit()
     clients = Clients({"/api/admin/": admin_app, "/api/dashboard/": customer_app, "/api/": testapp})

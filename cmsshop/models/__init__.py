@@ -8,6 +8,7 @@ whichever feature modules are switched on. One module per feature, as in service
     licensing  License, Activation, LicenseNonce, LicenseAuditEntry
     dashboard  DownloadLog
     support    SupportTicket, TicketMessage, ErrorRecord
+    mail       OutboxMessage (the transactional outbox)
     ratelimit  RateCounter
 
 The status constants (``ORDER_STATUSES``...) are the single source of the CHECK
@@ -42,6 +43,7 @@ from cmsshop.models.licensing import (
     LicenseAuditEntry,
     LicenseNonce,
 )
+from cmsshop.models.mail import MAIL_STATUSES, OutboxMessage
 from cmsshop.models.meta import Base
 from cmsshop.models.payments import EVENT_STATUSES, PaymentEvent, PaymentSetting
 from cmsshop.models.ratelimit import RateCounter
@@ -52,6 +54,7 @@ __all__ = [
     "ENTITLEMENT_STATUSES",
     "EVENT_STATUSES",
     "LICENSE_STATUSES",
+    "MAIL_STATUSES",
     "ORDER_STATUSES",
     "RELEASE_CHANNELS",
     "ROLES",
@@ -72,6 +75,7 @@ __all__ = [
     "Order",
     "OrderItem",
     "OrderNote",
+    "OutboxMessage",
     "PaymentEvent",
     "PaymentSetting",
     "Product",

@@ -16,11 +16,16 @@ import sys
 
 from alembic import command
 from alembic.config import Config
+from pyramid.exceptions import ConfigurationError
 from pyramid.paster import bootstrap, get_appsettings, setup_logging
 
 from cmsshop.settings import load_settings
 
-COMMAND_MODULES = ("cmsshop.scripts.payments", "cmsshop.scripts.licensing")
+COMMAND_MODULES = (
+    "cmsshop.scripts.payments",
+    "cmsshop.scripts.licensing",
+    "cmsshop.scripts.mail",
+)
 
 
 def alembic_config(ini: str) -> Config:
@@ -139,8 +144,13 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.ini)
     if not getattr(args, "needs_app", True):
         return args.handler(None, args)
-    with bootstrap(args.ini) as env:
-        return args.handler(env, args)
+    try:
+        with bootstrap(args.ini) as env:
+            return args.handler(env, args)
+    except ConfigurationError as exc:
+        # A setting that cannot work (validated at start-up): say which, without a traceback.
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
