@@ -32,6 +32,7 @@ def send(webhook, payload, status="*"):
 
 def receipts(dbsession) -> list[OutboxMessage]:
     dbsession.rollback()  # a fresh read transaction (SQLite snapshot)
+    dbsession.expire_all()  # and what the app wrote since, e.g. the order's paid_at
     return list(
         dbsession.scalars(
             select(OutboxMessage).where(OutboxMessage.kind == "receipt").order_by(OutboxMessage.id)
@@ -66,7 +67,7 @@ def check_receipt(dbsession, order, customer, base_url="http://localhost"):
         # Amounts with the currency's symbol and decimals (the test catalogue's symbol
         # is the code): 49.00 + 19.00.
         assert "EUR49.00" in body and "EUR19.00" in body and "EUR68.00" in body
-        assert invoice.issued_at.strftime("%Y-%m-%d") in body
+        assert invoice.order.paid_at.strftime("%Y-%m-%d") in body
     return message
 
 

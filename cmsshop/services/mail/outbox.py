@@ -86,5 +86,8 @@ def enqueue(
             created_at=now,
         )
         .on_conflict_do_nothing(index_elements=[OutboxMessage.dedupe_key])
+        # RETURNING, not rowcount: through the ORM on PostgreSQL rowcount is not the
+        # number of rows inserted; a skipped (conflicting) insert returns no row.
+        .returning(OutboxMessage.id)
     )
-    return result.rowcount == 1
+    return result.first() is not None
