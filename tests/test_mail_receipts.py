@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import webtest
-from conftest import new_client, requires_postgresql
+from conftest import new_client, requires_postgresql, serve
 from fakes.shop import counts, event_row, make_order, order_status
 from fakes.stripe_api import closed_port_url, delivery, event, session_object
 from sqlalchemy import event as sa_event
@@ -193,4 +193,17 @@ def test_twenty_deliveries_at_once_queue_one_receipt(
     license = dbsession.scalar(select(License))
     assert license.key in message.text_body and license.key in message.html_body
     assert message.to_address == customer.email
+    assert outbox_count(dbsession) == 1
+
+
+def test_deliveries_at_once_on_one_server_queue_one_receipt(
+    card_app, dbsession, catalogue, customer, fake_stripe
+):
+    """The same race on any database, across the threads of one server."""
+    order = make_order(dbsession, customer, ("site-guard",))
+    with serve(card_app) as url:
+        completed, responses = storm([url], order, fake_stripe, same=10)
+    check_exactly_once(dbsession, order, completed, responses)
+    (message,) = receipts(dbsession)
+    assert dbsession.scalar(select(License.key)) in message.text_body
     assert outbox_count(dbsession) == 1
