@@ -45,12 +45,20 @@ def store_release(session, storage_dir, slug: str, version: str, content: bytes)
     return release
 
 
+# What fulfilment reads from the settings (the receipt's links and signature).
+RECEIPT_SETTINGS = {"cmsshop.base_url": "http://localhost", "cmsshop.site_name": "cmsshop"}
+
+
 def paid_order(session, user, slugs=("site-guard", "themes")) -> Order:
     """An order placed and then fulfilled as a confirmed payment would be."""
     placed = make_order(session, user, slugs)
     order = fulfilment.lock_order(session, placed.id)
     fulfilment.fulfil_order(
-        session, order, provider="cardprovider", payment_reference=f"pi_{order.number}"
+        session,
+        order,
+        settings=RECEIPT_SETTINGS,
+        provider="cardprovider",
+        payment_reference=f"pi_{order.number}",
     )
     session.commit()
     return order

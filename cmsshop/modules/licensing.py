@@ -44,6 +44,8 @@ SETTINGS = {
     "cmsshop.license_rate_per_license": (as_rate, (30, 60), None),
     "cmsshop.license_rate_churn": (as_rate, (20, 3600), None),
     "cmsshop.license_retry_after": (as_int, 30, None),
+    # remind-expiring: how many days ahead a license's expiry is announced by e-mail.
+    "cmsshop.mail.expiry_reminder_days": (as_int, 14, None),
 }
 
 
@@ -59,6 +61,8 @@ def _check(settings) -> None:
         )
     if settings["cmsshop.license_lease_lifetime"] < 60:
         raise ConfigurationError("cmsshop.license_lease_lifetime must be at least 60 seconds")
+    if settings["cmsshop.mail.expiry_reminder_days"] < 1:
+        raise ConfigurationError("cmsshop.mail.expiry_reminder_days must be at least 1")
     for name in ("cmsshop.license_staging_cap", "cmsshop.license_nonce_window"):
         if settings[name] < 0:
             raise ConfigurationError(f"{name} must not be negative")

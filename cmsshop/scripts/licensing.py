@@ -3,10 +3,12 @@
 cmsshop-admin production.ini gen-signing-key        # add a key; it signs from now on
 cmsshop-admin production.ini list-signing-keys      # newest (signing) first
 cmsshop-admin production.ini retire-signing-key KID # drop an old key from the JWKS
+cmsshop-admin production.ini remind-expiring [--days N]  # queue licence-expiring e-mails
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -66,6 +68,32 @@ def cmd_retire_signing_key(env, args) -> int:
     return 0
 
 
+def cmd_remind_expiring(env, args) -> int:
+    """One pass: queue ``license_expiring`` for every active license expiring within the
+    next N days (each license and expiry date once; see services/licensing/reminders)."""
+    from cmsshop.services.licensing.reminders import queue_expiry_reminders, reminder_days
+
+    settings = env["registry"].settings
+    days = args.days if args.days is not None else reminder_days(settings)
+    request = env["request"]
+    with request.tm:
+        queued = queue_expiry_reminders(request.db, settings, days=days)
+    print(
+        f"queued {queued} license expiry reminder{'' if queued == 1 else 's'} ({days} days ahead)"
+    )
+    return 0
+
+
+def positive_days(raw: str) -> int:
+    try:
+        days = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of days: {raw!r}") from None
+    if not 1 <= days <= 3650:
+        raise argparse.ArgumentTypeError("days must be between 1 and 3650")
+    return days
+
+
 def register(subparsers) -> None:
     """Add this area's subcommands to the cmsshop-admin parser."""
     p = subparsers.add_parser("gen-signing-key", help="add a lease signing key (newest signs)")
@@ -81,3 +109,14 @@ def register(subparsers) -> None:
         "kid starts with a dash",
     )
     p.set_defaults(handler=cmd_retire_signing_key, needs_app=False)
+
+    p = subparsers.add_parser(
+        "remind-expiring", help="queue e-mails for licenses expiring soon (one pass)"
+    )
+    p.add_argument(
+        "--days",
+        type=positive_days,
+        default=None,
+        help="look this many days ahead (default: cmsshop.mail.expiry_reminder_days, 14)",
+    )
+    p.set_defaults(handler=cmd_remind_expiring)

@@ -190,6 +190,7 @@ def fulfil_by_hand(request, number: str, reason: str, payment_reference: str | N
         return fulfilment.manual_fulfil(
             request.db,
             number,
+            settings=request.registry.settings,
             admin_id=request.user.id,
             reason=reason,
             payment_reference=payment_reference,

@@ -133,6 +133,13 @@ def get_ticket(request):
 def reply_to_ticket(request):
     ticket = any_ticket(request)
     data = read_json(request, StaffReplySchema())
-    message = tickets.reply_as_staff(request.db, ticket, request.user, data["body"], data["status"])
+    message = tickets.reply_as_staff(
+        request.db,
+        ticket,
+        request.user,
+        data["body"],
+        data["status"],
+        settings=request.registry.settings,
+    )
     request.response.status = 201
     return {**admin_message_body(message), "ticketStatus": ticket.status}

@@ -89,7 +89,14 @@ def reply_submit(request):
         data = read_form(request, StaffReplySchema())
     except FormInvalid as exc:
         return _ticket_page(request, ticket, reply=(exc.errors, exc.form), code=422)
-    tickets.reply_as_staff(request.db, ticket, request.user, data["body"], data["status"])
+    tickets.reply_as_staff(
+        request.db,
+        ticket,
+        request.user,
+        data["body"],
+        data["status"],
+        settings=request.registry.settings,
+    )
     return see_other(request, f"/admin/tickets/{ticket.id}", notice="ticket_answered")
 
 

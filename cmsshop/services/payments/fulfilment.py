@@ -22,6 +22,8 @@ IntegrityError, which is retried (cmsshop.db) and then finds the winner's rows.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -39,6 +41,7 @@ from cmsshop.models import (
 )
 from cmsshop.services.licensing.issuing import issue_license
 from cmsshop.services.payments.base import Confirmation
+from cmsshop.services.payments.receipts import prepare_receipt, queue_receipt
 from cmsshop.util import utcnow
 
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -182,6 +185,7 @@ def fulfil_order(
     session: Session,
     order: Order,
     *,
+    settings: Mapping[str, Any],
     provider: str,
     payment_reference: str,
     payment_event_id: int | None = None,
@@ -192,11 +196,15 @@ def fulfil_order(
     reason: str | None = None,
 ) -> Fulfilment:
     """Mark a locked order paid and deliver it: the fulfilment gate row first (its unique
-    constraints stop a second delivery), then entitlements, licenses and the invoice.
+    constraints stop a second delivery), then entitlements, licenses, the invoice and the
+    buyer's receipt (queued in this transaction: it exists exactly when the fulfilment
+    commits; ``settings`` give its links and the shop's name).
 
     The invoice comes last on purpose: numbering locks the year's counter row until the
     transaction ends, and every fulfilment in the shop queues on that lock, so it is
-    taken as close to the commit as possible."""
+    taken as close to the commit as possible. The receipt shows the invoice number, so
+    it can only be written after it: everything it says is read before the number is
+    taken, leaving rendering two small templates (~50 µs) and one insert inside the lock."""
     now = utcnow()
     fulfilment = Fulfilment(
         order_id=order.id,
@@ -217,7 +225,9 @@ def fulfil_order(
     order.payment_reference = payment_reference
     grant_items(session, order)
     session.flush()
-    write_invoice(session, order)
+    receipt = prepare_receipt(session, order)
+    invoice = write_invoice(session, order)
+    queue_receipt(session, settings, receipt, invoice.number)
     return fulfilment
 
 
@@ -225,6 +235,7 @@ def fulfil_confirmed_payment(
     session: Session,
     order: Order,
     *,
+    settings: Mapping[str, Any],
     provider: str,
     confirmation: Confirmation,
     payment_event_id: int | None,
@@ -258,6 +269,7 @@ def fulfil_confirmed_payment(
     fulfilment = fulfil_order(
         session,
         order,
+        settings=settings,
         provider=provider,
         payment_reference=reference,
         payment_event_id=payment_event_id,
@@ -373,6 +385,7 @@ def manual_fulfil(
     session: Session,
     number: str,
     *,
+    settings: Mapping[str, Any],
     admin_id: int,
     reason: str,
     payment_reference: str | None,
@@ -404,6 +417,7 @@ def manual_fulfil(
     return order, fulfil_order(
         session,
         order,
+        settings=settings,
         provider=order.provider,
         payment_reference=reference,
         manual=True,

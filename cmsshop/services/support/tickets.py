@@ -3,12 +3,16 @@ the conversation, listing (the customer's own, the admin queue), status."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, joinedload, selectinload
 
 from cmsshop.db import take_write_lock
 from cmsshop.errors import RateLimited, ValidationFailed
 from cmsshop.models import TICKET_STATUSES, Order, SupportTicket, TicketMessage, User
+from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.services.ratelimit import RateDecision, RateLimiter
 from cmsshop.util import readable_token, utcnow
@@ -226,11 +230,47 @@ def reply_as_customer(
 
 
 def reply_as_staff(
-    session: Session, ticket: SupportTicket, admin: User, body: str, status: str | None = None
+    session: Session,
+    ticket: SupportTicket,
+    admin: User,
+    body: str,
+    status: str | None = None,
+    *,
+    settings: Mapping[str, Any],
 ) -> TicketMessage:
     """A staff reply: the ticket waits on the customer (``pending``) unless ``status``
-    says otherwise (e.g. answer and close in one step)."""
+    says otherwise (e.g. answer and close in one step). The customer is told by e-mail,
+    queued with the reply (``settings`` give the link and the shop's name)."""
     message = add_message(session, ticket, admin, body, from_staff=True)
     if status is not None:
         set_ticket_status(session, ticket, status)
+    queue_reply_notice(session, settings, ticket, message)
     return message
+
+
+def queue_reply_notice(
+    session: Session, settings: Mapping[str, Any], ticket: SupportTicket, message: TicketMessage
+) -> bool:
+    """Queue ``ticket_reply`` to the ticket's customer, once per staff message. Staff sign
+    as the shop: nothing of the admin (name, address) goes into it."""
+    base_url = settings["cmsshop.base_url"].rstrip("/")
+    customer = ticket.user or session.get(User, ticket.user_id)
+    subject = " ".join(ticket.subject.split())  # one header line, whatever was typed
+    return enqueue(
+        session,
+        settings,
+        kind="ticket_reply",
+        to=customer.email,
+        subject=f"Re: [{ticket.number}] {subject}",
+        template="ticket_reply",
+        context={
+            "customer_name": customer.name,
+            "ticket_number": ticket.number,
+            "ticket_subject": ticket.subject,
+            "reply": message.body,
+            "ticket_url": f"{base_url}/account/tickets/{ticket.id}",
+            "ticket_status": ticket.status,
+        },
+        dedupe_key=f"ticket-reply:{message.id}",
+        user_id=customer.id,
+    )

@@ -273,7 +273,9 @@ def _act(
         confirmation = confirm_payment(registry, spec, action, config)
     claim(session, row_id)
     order = fulfilment.lock_order(session, ref.id)
-    result = apply_action(session, spec.name, order, action, confirmation, row_id)
+    result = apply_action(
+        session, spec.name, order, action, confirmation, row_id, settings=registry.settings
+    )
     note = result.note
     if result.status == "needs_review":
         note = f"needs review: {note}"
@@ -325,6 +327,8 @@ def apply_action(
     action: pb.EventAction,
     confirmation: pb.Confirmation | None,
     row_id: int | None,
+    *,
+    settings: Mapping[str, Any],
 ) -> fulfilment.Result:
     """The state machine's answer to ``action`` for a locked ``order``."""
     kind = action.action
@@ -337,7 +341,12 @@ def apply_action(
                 "processed" if same else "duplicate", f"order is {order.status}"
             )
         return fulfilment.fulfil_confirmed_payment(
-            session, order, provider=provider, confirmation=confirmation, payment_event_id=row_id
+            session,
+            order,
+            settings=settings,
+            provider=provider,
+            confirmation=confirmation,
+            payment_event_id=row_id,
         )
     if kind == pb.FAIL:
         return fulfilment.close_order(session, order, "failed")

@@ -1,0 +1,93 @@
+"""The order receipt: queued by fulfilment, in its transaction, once per order.
+
+Split in two so fulfilment can gather everything (buyer, currency, items, license keys)
+before it takes the invoice number -- which locks the year's counter row until the
+commit -- and only render and insert the message afterwards (see ``fulfil_order``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cmsshop.models import Currency, License, Order, User
+from cmsshop.services.catalogue.currencies import format_amount
+from cmsshop.services.mail.outbox import enqueue
+
+
+@dataclasses.dataclass(frozen=True)
+class Receipt:
+    """What a receipt says, but the invoice number (known only once it is taken)."""
+
+    order_id: int
+    user_id: int
+    to: str
+    context: dict[str, Any]
+
+
+def receipt_dedupe_key(order_id: int) -> str:
+    return f"receipt:order:{order_id}"
+
+
+def prepare_receipt(session: Session, order: Order) -> Receipt:
+    """The receipt of a fulfilled ``order`` whose licenses are issued (flushed)."""
+    user = session.get(User, order.user_id)
+    currency = session.get(Currency, order.currency)
+
+    def money(amount: int) -> str:
+        if currency is None:  # a currency row is a foreign key target; never missing
+            return f"{amount} {order.currency}"
+        return format_amount(amount, currency.symbol, currency.decimals)
+
+    item_ids = [item.id for item in order.items]
+    licenses = {
+        license.order_item_id: license.key
+        for license in session.scalars(select(License).where(License.order_item_id.in_(item_ids)))
+    }
+    paid_at = order.paid_at or order.created_at
+    return Receipt(
+        order_id=order.id,
+        user_id=order.user_id,
+        to=user.email,
+        context={
+            "customer_name": user.name,
+            "order_number": order.number,
+            "order_date": paid_at.strftime("%Y-%m-%d"),
+            "items": [{"name": item.name, "amount": money(item.amount)} for item in order.items],
+            "total": money(order.total),
+            "licenses": [
+                {"product": item.name, "key": licenses[item.id]}
+                for item in order.items
+                if item.id in licenses
+            ],
+        },
+    )
+
+
+def queue_receipt(
+    session: Session, settings: Mapping[str, Any], receipt: Receipt, invoice_number: str
+) -> bool:
+    """Queue ``receipt`` with its invoice number; False if this order's was queued."""
+    base_url = settings["cmsshop.base_url"].rstrip("/")
+    order_number = receipt.context["order_number"]
+    return enqueue(
+        session,
+        settings,
+        kind="receipt",
+        to=receipt.to,
+        subject=f"Your receipt for order {order_number}",
+        template="receipt",
+        context={
+            **receipt.context,
+            "invoice_number": invoice_number,
+            "invoice_url": f"{base_url}/account/invoices/{invoice_number}",
+            "downloads_url": f"{base_url}/account/downloads",
+            "licenses_url": f"{base_url}/account/licenses",
+        },
+        dedupe_key=receipt_dedupe_key(receipt.order_id),
+        user_id=receipt.user_id,
+    )

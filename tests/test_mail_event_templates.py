@@ -1,0 +1,119 @@
+"""The templates of the shop-event messages (receipt, ticket reply, license expiring)
+render with realistic data: everything in both parts, HTML escaped, text as written."""
+
+from __future__ import annotations
+
+import pytest
+
+from cmsshop.services.mail.outbox import render_message
+
+BASE = {"site_name": "Tom & Jerry's <Shop>", "base_url": "https://shop.example.com"}
+HOSTILE = "Ana <b>&</b> Co"
+
+CASES = {
+    "receipt": {
+        "subject": "Your receipt for order ORD-2026-ABCDE",
+        "customer_name": HOSTILE,
+        "order_number": "ORD-2026-ABCDE",
+        "order_date": "2026-11-23",
+        "items": [
+            {"name": "Site <Guard> & Co", "amount": "€49.00"},
+            {"name": "Theme Pack", "amount": "€19.00"},
+        ],
+        "total": "€68.00",
+        "licenses": [{"product": "Site <Guard> & Co", "key": "ABCDE-FGHJK-LMNPQ-RSTUV-WXYZ2"}],
+        "invoice_number": "INV-2026-000042",
+        "invoice_url": "https://shop.example.com/account/invoices/INV-2026-000042",
+        "downloads_url": "https://shop.example.com/account/downloads",
+        "licenses_url": "https://shop.example.com/account/licenses",
+    },
+    "ticket_reply": {
+        "subject": "Re: [TCK-7KQ2M9] Download <fails> & more",
+        "customer_name": HOSTILE,
+        "ticket_number": "TCK-7KQ2M9",
+        "ticket_subject": "Download <fails> & more",
+        "reply": "Try this link:\n<https://x.example/?a=1&b=2>\nRegards",
+        "ticket_url": "https://shop.example.com/account/tickets/7",
+        "ticket_status": "pending",
+    },
+    "license_expiring": {
+        "subject": "Your Site <Guard> & Co license expires on 2026-12-01",
+        "customer_name": HOSTILE,
+        "product": "Site <Guard> & Co",
+        "license_key": "ABCDE-FGHJK-LMNPQ-RSTUV-WXYZ2",
+        "expires_on": "2026-12-01",
+        "days_left": 8,
+        "licenses_url": "https://shop.example.com/account/licenses",
+    },
+}
+
+# What each message must say, in both parts.
+MUST_SAY = {
+    "receipt": [
+        "ORD-2026-ABCDE",
+        "2026-11-23",
+        "€49.00",
+        "€19.00",
+        "€68.00",
+        "Theme Pack",
+        "INV-2026-000042",
+        "https://shop.example.com/account/invoices/INV-2026-000042",
+        "ABCDE-FGHJK-LMNPQ-RSTUV-WXYZ2",
+        "https://shop.example.com/account/downloads",
+        "https://shop.example.com/account/licenses",
+    ],
+    "ticket_reply": ["TCK-7KQ2M9", "https://shop.example.com/account/tickets/7"],
+    "license_expiring": [
+        "ABCDE-FGHJK-LMNPQ-RSTUV-WXYZ2",
+        "2026-12-01",
+        "in 8 days",
+        "https://shop.example.com/account/licenses",
+    ],
+}
+# Text with markup characters, as typed (text) and escaped (HTML).
+RAW = {
+    "receipt": [HOSTILE, "Site <Guard> & Co"],
+    "ticket_reply": [HOSTILE, "Download <fails> & more", "<https://x.example/?a=1&b=2>"],
+    "license_expiring": [HOSTILE, "Site <Guard> & Co"],
+}
+
+
+def escaped(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+@pytest.mark.parametrize("template", sorted(CASES))
+def test_each_template_renders_both_parts(template):
+    text, html = render_message(template, {**BASE, **CASES[template]})
+    for part in (text, html):
+        for fact in MUST_SAY[template]:
+            assert fact in part, (template, fact)
+    for raw in [*RAW[template], BASE["site_name"]]:
+        assert raw in text
+        assert raw not in html
+        assert escaped(raw).replace("'", "&#39;") in html
+    assert "<b>" not in html and "{{" not in text + html
+    assert html.lstrip().startswith("<!doctype html>")  # it extends mail/layout.html
+    assert "&lt;" not in text and "&amp;" not in text
+
+
+def test_a_receipt_without_licensed_items_has_no_key_section():
+    context = {**BASE, **CASES["receipt"], "licenses": []}
+    text, html = render_message("receipt", context)
+    assert "license key" not in text.lower() and "license key" not in html.lower()
+    assert "https://shop.example.com/account/downloads" in text
+
+
+def test_a_closed_ticket_says_a_reply_reopens_it():
+    text, html = render_message(
+        "ticket_reply", {**BASE, **CASES["ticket_reply"], "ticket_status": "closed"}
+    )
+    assert "replying opens it again" in text and "replying opens it again" in html
+
+
+@pytest.mark.parametrize(("days", "says"), [(0, "(today)"), (1, "(tomorrow)"), (8, "in 8 days")])
+def test_the_days_left_read_naturally(days, says):
+    text, _ = render_message(
+        "license_expiring", {**BASE, **CASES["license_expiring"], "days_left": days}
+    )
+    assert says in text
