@@ -3,6 +3,8 @@ path fulfils it (webhook, reprocess, manual) and however often the webhook arriv
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import webtest
 from conftest import new_client, requires_postgresql, serve
@@ -13,9 +15,12 @@ from sqlalchemy import func, select
 from test_webhook_concurrency import check_exactly_once, storm, two_servers  # noqa: F401
 
 from cmsshop.models import Invoice, License, OrderItem, OutboxMessage
+from cmsshop.services.mail.delivery import make_mail_backend
+from cmsshop.services.mail.sender import send_due
 from cmsshop.services.payments import fulfilment
+from cmsshop.settings import load_settings
 
-pytest_plugins = ["fakes.payment_fixtures"]
+pytest_plugins = ["fakes.payment_fixtures", "fakes.smtp"]
 
 SETTINGS = {"cmsshop.base_url": "https://shop.example.com/", "cmsshop.site_name": "Shop"}
 
@@ -178,6 +183,7 @@ def test_a_webhook_whose_commit_fails_leaves_no_receipt(
 @requires_postgresql
 def test_twenty_deliveries_at_once_queue_one_receipt(
     two_servers,  # noqa: F811
+    smtp_server,
     dbsession,
     catalogue,
     customer,
@@ -194,6 +200,23 @@ def test_twenty_deliveries_at_once_queue_one_receipt(
     assert license.key in message.text_body and license.key in message.html_body
     assert message.to_address == customer.email
     assert outbox_count(dbsession) == 1
+    # And the customer's mailbox: the sender delivers it over SMTP, once, even with two
+    # senders at once (two passes over the same outbox).
+    settings = load_settings(
+        {"cmsshop.site_name": "Shop", "cmsshop.database_url": "sqlite://"} | smtp_server.settings(),
+        environ={},
+    )
+    engine = dbsession.get_bind()
+    with ThreadPoolExecutor(2) as pool:
+        reports = list(
+            pool.map(lambda _: send_due(engine, make_mail_backend(settings), settings), range(2))
+        )
+    assert sum(report.sent for report in reports) == 1
+    (received,) = smtp_server.wait_for(1)
+    assert received["To"] == customer.email and order.number in received["Subject"]
+    assert received["Message-ID"] == message.message_id
+    text = received.get_body(preferencelist=("plain",)).get_content()
+    assert license.key in text
 
 
 def test_deliveries_at_once_on_one_server_queue_one_receipt(
