@@ -158,12 +158,13 @@ def _link(settings, path: str, **params: str) -> str:
     return f"{settings['cmsshop.base_url'].rstrip('/')}{path}?{urlencode(params)}"
 
 
-def _hours(seconds: int) -> str:
-    if seconds % 86400 == 0 and seconds >= 86400:
-        days = seconds // 86400
-        return f"{days} day" if days == 1 else f"{days} days"
-    hours = max(1, round(seconds / 3600))
-    return f"{hours} hour" if hours == 1 else f"{hours} hours"
+def _duration(seconds: int) -> str:
+    """A lifetime in words for the mail: "7 days", "1 hour", "10 minutes"."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = round(seconds / size)
+            return f"{count} {unit}" if count == 1 else f"{count} {unit}s"
+    return f"{seconds} seconds"
 
 
 def send_verification(session: Session, settings, user: User, next_path: str = "") -> None:
@@ -181,7 +182,7 @@ def send_verification(session: Session, settings, user: User, next_path: str = "
         context={
             "name": user.name,
             "link": _link(settings, "/verify-email", **params),
-            "valid_for": _hours(settings["cmsshop.verify_email_ttl"]),
+            "valid_for": _duration(settings["cmsshop.verify_email_ttl"]),
         },
         dedupe_key=f"verify-email:{row.id}",
         user_id=user.id,
@@ -234,7 +235,7 @@ def request_password_reset(
         context={
             "name": user.name,
             "link": _link(settings, "/reset-password", token=token),
-            "valid_for": _hours(settings["cmsshop.password_reset_ttl"]),
+            "valid_for": _duration(settings["cmsshop.password_reset_ttl"]),
         },
         dedupe_key=f"password-reset:{row.id}",
         user_id=user.id,
