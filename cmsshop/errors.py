@@ -32,6 +32,21 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "registration_closed": ErrorCode(
         403, "Registration closed", "cmsshop.registration_open is off."
     ),
+    # --- accounts: mailed links (password reset, email verification) ---------------------
+    "invalid_token": ErrorCode(
+        400, "Invalid link", "The password-reset or verification token is unknown or malformed."
+    ),
+    "email_not_verified": ErrorCode(
+        403,
+        "Email not verified",
+        "The password is right but the account's email is not confirmed yet.",
+    ),
+    "token_expired": ErrorCode(
+        410, "Link expired", "The password-reset or verification link is past its lifetime."
+    ),
+    "token_used": ErrorCode(
+        410, "Link already used", "The password-reset or verification link was used before."
+    ),
     "not_found": ErrorCode(404, "Not found", "No route or resource at this path."),
     "module_disabled": ErrorCode(
         404, "Module disabled", "The route belongs to a feature module that is switched off."

@@ -108,6 +108,12 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.login_failure_window": (as_int, 300, None),
     "cmsshop.register_max_per_ip": (as_int, 5, None),
     "cmsshop.register_window": (as_int, 3600, None),
+    # Lifetimes (seconds) of the links mailed for a password reset and a verification.
+    "cmsshop.password_reset_ttl": (as_int, 3600, None),
+    "cmsshop.verify_email_ttl": (as_int, 7 * 24 * 3600, None),
+    "cmsshop.password_reset_max_per_email": (as_int, 3, None),
+    "cmsshop.password_reset_max_per_ip": (as_int, 20, None),
+    "cmsshop.password_reset_window": (as_int, 3600, None),
     "cmsshop.storage_dir": (as_str, "var/files", "CMSSHOP_STORAGE_DIR"),
     "cmsshop.demo_data": (as_bool, False, None),
     "cmsshop.password_hashing": (as_str, "default", None),

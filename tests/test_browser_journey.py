@@ -16,6 +16,7 @@ import requests
 from account_data import RELEASE_BYTES, store_release
 from browser_fixtures import check_page
 from conftest import PASSWORD
+from mail_links import verify_link
 from sqlalchemy import select
 
 from cmsshop.models import Activation, License, SupportTicket
@@ -55,7 +56,11 @@ def test_browse_buy_download_license_deactivate_and_ask_for_help(
     page.get_by_label("Email").fill("journey@example.com")
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Create account").click()
-    page.wait_for_url("**/products/site-guard?notice=registered")
+    # The link mailed to the address confirms it, logs in and comes back to the product.
+    page.wait_for_url("**/check-email?reason=register")
+    page.goto(verify_link(dbsession, "journey@example.com"))
+    page.get_by_role("button", name="Confirm my email address").click()
+    page.wait_for_url("**/products/site-guard?notice=email_verified")
 
     # Buy: the provider's page, then back; the webhook makes the order paid.
     page.get_by_role("button", name="Buy SiteGuard").click()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from browser_fixtures import check_page
 from conftest import PASSWORD
 from fakes.shop import order_status
+from mail_links import verify_link
 from sqlalchemy import select
 
 from cmsshop.models import Order
@@ -39,7 +40,11 @@ def test_browse_register_buy_pay_and_come_back(new_page, hosted_shop, fake_strip
     page.get_by_label("Email").fill("buyer@example.com")
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Create account").click()
-    page.wait_for_url("**/products/site-guard?notice=registered")
+    # The link mailed to the address confirms it, logs in and comes back to the product.
+    page.wait_for_url("**/check-email?reason=register")
+    page.goto(verify_link(dbsession, "buyer@example.com"))
+    page.get_by_role("button", name="Confirm my email address").click()
+    page.wait_for_url("**/products/site-guard?notice=email_verified")
 
     # On the provider's page, changing one's mind: nothing charged, back to the product.
     page.get_by_role("button", name="Buy SiteGuard").click()

@@ -9,6 +9,7 @@ import re
 import pytest
 import webtest
 from conftest import PASSWORD, new_client
+from mail_links import mails_to, verify_link
 from pyramid.config import Configurator
 from sqlalchemy import func, select
 
@@ -99,15 +100,22 @@ def test_a_server_error_on_a_page_is_html_with_a_stored_support_code(make_app, d
     assert record is not None and record.status == 500 and record.path == "/boom-page"
 
 
-def test_register_logs_in_and_goes_to_the_account(app, dbsession):
+def test_register_asks_to_check_the_mail_and_its_link_logs_in(app, dbsession):
     client = page_client(app)
     form = client.get("/register").forms[0]
     form["email"] = "new@example.com"
     form["password"] = "a long enough password"
     form["name"] = "New Customer"
     response = form.submit(status=303)
-    assert response.location.endswith("/account?notice=registered")
+    assert response.location.endswith("/check-email?reason=register")
+    page = response.follow()
+    assert page.html.h1.get_text(strip=True) == "Check your email"
     assert dbsession.scalar(select(User).where(User.email == "new@example.com")) is not None
+    assert client.get("/").html.find("button", string="Log out") is None
+    # The link in the mail: a page with a button, then logged in.
+    confirm = client.get(verify_link(dbsession, "new@example.com"))
+    response = confirm.forms[0].submit(status=303)
+    assert response.location.endswith("/account?notice=email_verified")
     home = client.get("/")
     assert home.html.find("button", string="Log out") is not None
 
@@ -134,9 +142,10 @@ def test_register_with_a_taken_email_answers_neutrally_and_logs_nobody_in(app, c
     form = client.get("/register").forms[0]
     form["email"] = customer.email
     form["password"] = "a long enough password"
-    response = form.submit(status=200)
-    assert "could not create an account" in response.text
+    response = form.submit(status=303)
+    assert response.location.endswith("/check-email?reason=register")
     assert dbsession.scalar(select(func.count()).select_from(UserSession)) == 0
+    assert [m.kind for m in mails_to(dbsession, customer.email)] == ["account_exists"]
 
 
 def test_registration_closed_page(make_app):

@@ -1,7 +1,7 @@
 """Every model, imported here so alembic and the schema test always see all tables,
 whichever feature modules are switched on. One module per feature, as in services/:
 
-    accounts   User, UserSession
+    accounts   User, UserSession, AccountToken
     catalogue  Currency, Product, ProductPrice, Release, Article
     commerce   Order, OrderItem, OrderNote, Fulfilment, Invoice, InvoiceCounter, Entitlement
     payments   PaymentEvent (the provider event log), PaymentSetting
@@ -15,7 +15,7 @@ The status constants (``ORDER_STATUSES``...) are the single source of the CHECK
 constraints and of the OpenAPI enums.
 """
 
-from cmsshop.models.accounts import ROLES, User, UserSession
+from cmsshop.models.accounts import ROLES, TOKEN_PURPOSES, AccountToken, User, UserSession
 from cmsshop.models.catalogue import (
     RELEASE_CHANNELS,
     Article,
@@ -59,6 +59,8 @@ __all__ = [
     "RELEASE_CHANNELS",
     "ROLES",
     "TICKET_STATUSES",
+    "TOKEN_PURPOSES",
+    "AccountToken",
     "Activation",
     "Article",
     "Base",

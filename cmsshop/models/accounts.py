@@ -1,4 +1,5 @@
-"""Users and their server-side login sessions."""
+"""Users, their server-side login sessions and their one-time account tokens
+(password reset, email verification)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import datetime as dt
 from sqlalchemy import CheckConstraint, ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from cmsshop.models.meta import Base, UTCDateTime
+from cmsshop.models.meta import Base, UTCDateTime, one_of
 from cmsshop.util import utcnow
 
 ROLES = ("customer", "admin")
+# What a token sent by e-mail proves: the right to choose a new password, or that the
+# address receives mail (see services/accounts/tokens.py).
+TOKEN_PURPOSES = ("password_reset", "verify_email")
 
 
 class User(Base):
@@ -25,10 +29,17 @@ class User(Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     role: Mapped[str] = mapped_column(String(20), default="customer")
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # When the owner proved the address receives mail (a verification or reset link);
+    # None: registered but not verified yet, and login is refused until it is.
+    email_verified_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def email_verified(self) -> bool:
+        return self.email_verified_at is not None
 
 
 class UserSession(Base):
@@ -46,3 +57,20 @@ class UserSession(Base):
     expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
     user: Mapped[User] = relationship(lazy="joined")
+
+
+class AccountToken(Base):
+    """A single-use token mailed to a user. The link holds a random token; only its
+    SHA-256 is stored (a database leak hands out no live links). ``used_at`` is set by
+    one conditional UPDATE, so a link opened twice at once works once."""
+
+    __tablename__ = "account_tokens"
+    __table_args__ = (CheckConstraint(one_of("purpose", TOKEN_PURPOSES), name="purpose"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    purpose: Mapped[str] = mapped_column(String(20))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)

@@ -1,4 +1,5 @@
-"""Registration, login, logout and the current session."""
+"""Registration, login, logout, the current session, and the mailed links: password
+reset and email verification (services.accounts.login and .tokens)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ from pyramid.view import view_config
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError
 from cmsshop.security import end_session, start_session
-from cmsshop.services.accounts import login
+from cmsshop.services.accounts import login, tokens
 from cmsshop.services.accounts.users import PasswordHasher
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.views.common import StrictMapping, StrictString, read_json
 from cmsshop.views.core import user_body
 
 EMAIL = colander.All(colander.Email(), colander.Length(max=320))
+NEW_PASSWORD = colander.Length(min=10, max=1024)
+# Far longer than any token we mail (43 characters); the service checks the alphabet.
+TOKEN = colander.Length(min=1, max=256)
 
 
 class LoginSchema(colander.MappingSchema):
@@ -27,10 +31,35 @@ class LoginSchema(colander.MappingSchema):
 class RegisterSchema(colander.MappingSchema):
     schema_type = StrictMapping
     email = colander.SchemaNode(StrictString(), validator=EMAIL)
-    password = colander.SchemaNode(StrictString(), validator=colander.Length(min=10, max=1024))
+    password = colander.SchemaNode(StrictString(), validator=NEW_PASSWORD)
     name = colander.SchemaNode(
         StrictString(), validator=colander.Length(min=1, max=200), missing=""
     )
+
+
+class PasswordResetSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    email = colander.SchemaNode(StrictString(), validator=EMAIL)
+
+
+class PasswordResetConfirmSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    token = colander.SchemaNode(StrictString(), validator=TOKEN)
+    password = colander.SchemaNode(StrictString(), validator=NEW_PASSWORD)
+
+
+class VerifyEmailSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    token = colander.SchemaNode(StrictString(), validator=TOKEN)
+
+
+# The one answer to a registration and to a reset request, whatever the email: it must
+# not tell whether an account exists.
+CHECK_YOUR_EMAIL = {
+    "status": "check_your_email",
+    "message": "If this email address can be used, we have sent a message to it. "
+    "Follow the link in it to continue.",
+}
 
 
 def session_body(request) -> dict:
@@ -43,8 +72,8 @@ def client_ip(request) -> str:
 
 @view_config(route_name="auth.register", request_method="POST", renderer="json")
 def register(request):
-    """Create an account and log it in; a taken email gets the same status and body keys
-    (``user`` null, no session): see services.accounts.login."""
+    """202 and the same body for a new email (an unverified account, a verification link
+    mailed) and a taken one (its owner mailed instead); nobody is logged in."""
     if not request.registry.settings["cmsshop.registration_open"]:
         raise ApiError(
             "Registration is closed on this site.",
@@ -52,8 +81,9 @@ def register(request):
             hints=["Ask the site operator for an account."],
         )
     data = read_json(request, RegisterSchema())
-    user = login.register(
+    login.register(
         request.db,
+        request.registry.settings,
         request.find_service(PasswordHasher),
         request.find_service(RateLimiter),
         data["email"],
@@ -61,10 +91,8 @@ def register(request):
         data["name"],
         client_ip(request),
     )
-    if user is not None:
-        start_session(request, user)
-    request.response.status = 201
-    return session_body(request)
+    request.response.status = 202
+    return dict(CHECK_YOUR_EMAIL)
 
 
 @view_config(route_name="auth.login", request_method="POST", renderer="json")
@@ -78,6 +106,49 @@ def log_in(request):
         data["password"],
         client_ip(request),
     )
+    start_session(request, user)
+    return session_body(request)
+
+
+@view_config(route_name="auth.password_reset", request_method="POST", renderer="json")
+def request_password_reset(request):
+    """Always 202 with one body: a link is mailed if the email has an account (and the
+    rate limits allow; past them nothing is sent, and nothing says so)."""
+    data = read_json(request, PasswordResetSchema())
+    tokens.request_password_reset(
+        request.db,
+        request.registry.settings,
+        request.find_service(RateLimiter),
+        data["email"],
+        client_ip(request),
+    )
+    request.response.status = 202
+    return dict(CHECK_YOUR_EMAIL)
+
+
+def end_own_session(request, user) -> None:
+    """After a password reset: if this browser was logged in as ``user``, its session
+    row is gone with the others; answer as the anonymous visitor it now is."""
+    if request.user_session is not None and request.user_session.user_id == user.id:
+        request.user_session = None
+        request.user = None
+
+
+@view_config(route_name="auth.password_reset_confirm", request_method="POST", renderer="json")
+def confirm_password_reset(request):
+    data = read_json(request, PasswordResetConfirmSchema())
+    user = tokens.reset_password(
+        request.db, request.find_service(PasswordHasher), data["token"], data["password"]
+    )
+    end_own_session(request, user)
+    return {"status": "password_changed", **session_body(request)}
+
+
+@view_config(route_name="auth.verify_email", request_method="POST", renderer="json")
+def verify_email(request):
+    """Confirm the address with the mailed token and log in (a new session)."""
+    data = read_json(request, VerifyEmailSchema())
+    user = tokens.verify_email(request.db, data["token"])
     start_session(request, user)
     return session_body(request)
 
@@ -105,11 +176,22 @@ SESSION = {
     "properties": {"user": oa.ref("User"), "csrfToken": {"type": "string"}},
 }
 
+CHECK_YOUR_EMAIL_SCHEMA = {
+    "type": "object",
+    "required": ["status", "message"],
+    "properties": {
+        "status": {"type": "string", "enum": ["check_your_email"]},
+        "message": {"type": "string"},
+    },
+}
+
 OPENAPI_PATHS = {
     "/api/auth/register": {
         "post": oa.operation(
-            "Create a customer account and log in (a taken email: the same answer, no session)",
-            {**oa.ok(oa.ref("Session"), "Created", 201), **oa.errors(403, 415, 422, 429)},
+            "Register: a new email gets an unverified account and a verification link by "
+            "mail; a taken one gets a mail to its owner. The same 202 answer for both, and "
+            "no session (log in after following the link)",
+            {**oa.ok(oa.ref("CheckYourEmail"), "Accepted", 202), **oa.errors(403, 415, 422, 429)},
             body={
                 "type": "object",
                 "required": ["email", "password"],
@@ -124,9 +206,70 @@ OPENAPI_PATHS = {
             tags=["auth"],
         )
     },
+    "/api/auth/password-reset": {
+        "post": oa.operation(
+            "Ask for a password-reset link by mail: always 202 with the same body, whether "
+            "the email has an account or not (rate limited per email and IP, silently)",
+            {**oa.ok(oa.ref("CheckYourEmail"), "Accepted", 202), **oa.errors(403, 415, 422)},
+            body={
+                "type": "object",
+                "required": ["email"],
+                "additionalProperties": False,
+                "properties": {"email": {"type": "string", "format": "email"}},
+            },
+            csrf=True,
+            tags=["auth"],
+        )
+    },
+    "/api/auth/password-reset/confirm": {
+        "post": oa.operation(
+            "Set a new password with the mailed token (single use); confirms the email and "
+            "ends every session of the account",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["status", "user", "csrfToken"],
+                        "properties": {
+                            "status": {"type": "string", "enum": ["password_changed"]},
+                            "user": {"type": "null"},
+                            "csrfToken": {"type": "string"},
+                        },
+                    }
+                ),
+                **oa.errors(400, 403, 410, 415, 422),
+            },
+            body={
+                "type": "object",
+                "required": ["token", "password"],
+                "additionalProperties": False,
+                "properties": {
+                    "token": {"type": "string", "maxLength": 256},
+                    "password": {"type": "string", "minLength": 10},
+                },
+            },
+            csrf=True,
+            tags=["auth"],
+        )
+    },
+    "/api/auth/verify-email": {
+        "post": oa.operation(
+            "Confirm the email with the mailed token (single use) and log in (a new session)",
+            {**oa.ok(oa.ref("Session")), **oa.errors(400, 403, 410, 415, 422)},
+            body={
+                "type": "object",
+                "required": ["token"],
+                "additionalProperties": False,
+                "properties": {"token": {"type": "string", "maxLength": 256}},
+            },
+            csrf=True,
+            tags=["auth"],
+        )
+    },
     "/api/auth/login": {
         "post": oa.operation(
-            "Log in (starts a new session)",
+            "Log in (starts a new session); 403 email_not_verified for the right password of "
+            "an account whose email is not confirmed yet",
             {**oa.ok(oa.ref("Session")), **oa.errors(401, 403, 415, 422, 429)},
             body=CREDENTIALS,
             csrf=True,
@@ -157,9 +300,16 @@ OPENAPI_PATHS = {
 def includeme(config) -> None:
     for policy in login.rate_policies(config.get_settings()):
         config.add_rate_policy(*policy)
+    for policy in tokens.rate_policies(config.get_settings()):
+        config.add_rate_policy(*policy)
     config.add_route("auth.register", "/api/auth/register")
+    config.add_route("auth.password_reset", "/api/auth/password-reset")
+    config.add_route("auth.password_reset_confirm", "/api/auth/password-reset/confirm")
+    config.add_route("auth.verify_email", "/api/auth/verify-email")
     config.add_route("auth.login", "/api/auth/login")
     config.add_route("auth.logout", "/api/auth/logout")
     config.add_route("auth.session", "/api/auth/session")
-    config.add_openapi(paths=OPENAPI_PATHS, schemas={"Session": SESSION})
+    config.add_openapi(
+        paths=OPENAPI_PATHS, schemas={"Session": SESSION, "CheckYourEmail": CHECK_YOUR_EMAIL_SCHEMA}
+    )
     config.scan("cmsshop.views.auth")

@@ -1,5 +1,6 @@
-"""The log-in, registration and log-out pages: the JSON routes' schemas and services
-(cmsshop.services.accounts.login), rendered as forms."""
+"""The log-in, registration and log-out pages, and the pages of the mailed links
+(forgot password, reset password, verify email): the JSON routes' schemas and services
+(cmsshop.services.accounts.login and .tokens), rendered as forms."""
 
 from __future__ import annotations
 
@@ -7,16 +8,35 @@ from pyramid.view import view_config
 
 from cmsshop.errors import ApiError
 from cmsshop.security import end_session, start_session
-from cmsshop.services.accounts import login
+from cmsshop.services.accounts import login, tokens
 from cmsshop.services.accounts.users import PasswordHasher
 from cmsshop.services.ratelimit import RateLimiter
-from cmsshop.views.auth import LoginSchema, RegisterSchema, client_ip
+from cmsshop.views.auth import (
+    LoginSchema,
+    PasswordResetConfirmSchema,
+    PasswordResetSchema,
+    RegisterSchema,
+    VerifyEmailSchema,
+    client_ip,
+    end_own_session,
+)
 from cmsshop.views.forms import FormInvalid, field_errors, read_form, safe_next, see_other
 
 NOTICES = {
     "logged_out": "You are logged out.",
     "logged_in": "You are logged in.",
-    "registered": "Welcome! Your account is ready.",
+    "email_verified": "Your email address is confirmed. Welcome!",
+    "password_reset": "Your password is changed, and every device is logged out. "
+    "Log in with the new password.",
+}
+# What the "check your email" page says after each form that mails a link (fixed texts,
+# chosen by a key in the query string; an unknown key gets the generic one).
+CHECK_EMAIL_REASONS = {
+    "register": "If this email address can be used, we have sent a message to it: follow "
+    "the link in it to confirm your address and finish creating your account. If you "
+    "already have an account, the message says how to log in.",
+    "reset": "If an account exists for this email address, we have sent a link to choose "
+    "a new password. The link works once and for a limited time.",
 }
 
 
@@ -33,7 +53,7 @@ def _form_page(request, errors: dict, form: dict, status: int = 200) -> dict:
         "form": form,
         "next": next_path,
         "closed": not request.registry.settings["cmsshop.registration_open"],
-        "not_created": False,
+        "not_verified": False,
     }
 
 
@@ -56,11 +76,13 @@ def login_submit(request):
         )
     except FormInvalid as exc:
         return _form_page(request, exc.errors, exc.form, 422)
-    except ApiError as exc:  # wrong password (401) or too many attempts (429)
+    except ApiError as exc:  # wrong password (401), too many attempts (429), unverified (403)
         form = {"email": request.POST.get("email", "")}
         for name, value in exc.headers.items():
             request.response.headers[name] = value
-        return _form_page(request, {"form": exc.message}, form, exc.status)
+        page = _form_page(request, {"form": exc.message}, form, exc.status)
+        page["not_verified"] = isinstance(exc, login.EmailNotVerified)
+        return page
     start_session(request, user)
     return see_other(request, _after_login(request))
 
@@ -76,28 +98,24 @@ def register_submit(request):
         return _form_page(request, {}, {}, 403)
     try:
         data = read_form(request, RegisterSchema())
-        user = login.register(
+        # New or taken, the same next page: nothing here says whether the email has an
+        # account (see services.accounts.login.register); the mail does, to its owner.
+        login.register(
             request.db,
+            request.registry.settings,
             request.find_service(PasswordHasher),
             request.find_service(RateLimiter),
             data["email"],
             data["password"],
             data["name"],
             client_ip(request),
+            next_path=safe_next(request.POST.get("next"), ""),
         )
     except FormInvalid as exc:
-        page = _form_page(request, exc.errors, exc.form, 422)
+        return _form_page(request, exc.errors, exc.form, 422)
     except ApiError as exc:
-        page = _form_page(request, field_errors(exc), posted_form(request), exc.status)
-    else:
-        if user is not None:
-            start_session(request, user)
-            return see_other(request, _after_login(request), notice="registered")
-        # The email has an account already: the same neutral answer as the JSON route
-        # (no session), without saying whether it exists.
-        page = _form_page(request, {}, posted_form(request))
-        page["not_created"] = True
-    return page
+        return _form_page(request, field_errors(exc), posted_form(request), exc.status)
+    return see_other(request, "/check-email?reason=register")
 
 
 def posted_form(request) -> dict:
@@ -110,9 +128,128 @@ def logout_submit(request):
     return see_other(request, "/", notice="logged_out")
 
 
+@view_config(route_name="pages.check_email", request_method="GET", renderer="auth/check_email.html")
+def check_email_page(request):
+    reason = request.GET.get("reason", "")
+    return {"message": CHECK_EMAIL_REASONS.get(reason, CHECK_EMAIL_REASONS["reset"])}
+
+
+@view_config(
+    route_name="pages.forgot_password", request_method="GET", renderer="auth/forgot_password.html"
+)
+def forgot_password_page(request):
+    return {"errors": {}, "form": {}}
+
+
+@view_config(
+    route_name="pages.forgot_password", request_method="POST", renderer="auth/forgot_password.html"
+)
+def forgot_password_submit(request):
+    try:
+        data = read_form(request, PasswordResetSchema())
+    except FormInvalid as exc:
+        request.response.status = 422
+        return {"errors": exc.errors, "form": exc.form}
+    tokens.request_password_reset(
+        request.db,
+        request.registry.settings,
+        request.find_service(RateLimiter),
+        data["email"],
+        client_ip(request),
+    )
+    return see_other(request, "/check-email?reason=reset")
+
+
+def _link_problem(request, exc: ApiError, template_vars: dict) -> dict:
+    """A used, expired or unknown link: the page says so and offers a way on."""
+    request.response.status = exc.status
+    return {**template_vars, "problem": exc.message, "problem_code": exc.code}
+
+
+def _query_token(request) -> str:
+    return request.GET.get("token", "")
+
+
+@view_config(
+    route_name="pages.reset_password", request_method="GET", renderer="auth/reset_password.html"
+)
+def reset_password_page(request):
+    token = _query_token(request)
+    page = {"errors": {}, "form": {"token": token}, "problem": None, "problem_code": None}
+    try:
+        tokens.find_token(request.db, tokens.PASSWORD_RESET, token)  # a look, not a use
+    except ApiError as exc:
+        return _link_problem(request, exc, page)
+    return page
+
+
+@view_config(
+    route_name="pages.reset_password", request_method="POST", renderer="auth/reset_password.html"
+)
+def reset_password_submit(request):
+    page = {"errors": {}, "form": {}, "problem": None, "problem_code": None}
+    try:
+        data = read_form(request, PasswordResetConfirmSchema())
+        user = tokens.reset_password(
+            request.db, request.find_service(PasswordHasher), data["token"], data["password"]
+        )
+    except FormInvalid as exc:
+        if "token" in exc.errors:
+            return _link_problem(request, tokens.InvalidToken(), page)
+        request.response.status = 422
+        return {**page, "errors": exc.errors, "form": exc.form}
+    except ApiError as exc:
+        return _link_problem(request, exc, page)
+    end_own_session(request, user)
+    return see_other(request, "/login", notice="password_reset")
+
+
+def _verify_vars(request, token: str) -> dict:
+    return {
+        "token": token,
+        "next": safe_next(request.params.get("next"), ""),
+        "problem": None,
+        "problem_code": None,
+    }
+
+
+@view_config(
+    route_name="pages.verify_email", request_method="GET", renderer="auth/verify_email.html"
+)
+def verify_email_page(request):
+    """A button to press, not the verification itself: mail scanners open links, and a
+    GET must not use the token up."""
+    page = _verify_vars(request, _query_token(request))
+    try:
+        tokens.find_token(request.db, tokens.VERIFY_EMAIL, page["token"])
+    except ApiError as exc:
+        return _link_problem(request, exc, page)
+    return page
+
+
+@view_config(
+    route_name="pages.verify_email", request_method="POST", renderer="auth/verify_email.html"
+)
+def verify_email_submit(request):
+    page = _verify_vars(request, "")
+    try:
+        data = read_form(request, VerifyEmailSchema())
+        user = tokens.verify_email(request.db, data["token"])
+    except FormInvalid:
+        return _link_problem(request, tokens.InvalidToken(), page)
+    except ApiError as exc:
+        return _link_problem(request, exc, page)
+    start_session(request, user)
+    return see_other(request, page["next"] or _after_login(request), notice="email_verified")
+
+
 def includeme(config) -> None:
     config.add_route("pages.login", "/login")
     config.add_route("pages.register", "/register")
     config.add_route("pages.logout", "/logout")
+    config.add_route("pages.check_email", "/check-email")
+    config.add_route("pages.forgot_password", "/forgot-password")
+    config.add_route("pages.reset_password", "/reset-password")
+    config.add_route("pages.verify_email", "/verify-email")
     config.add_page_notices(NOTICES)
     config.scan("cmsshop.views.auth_pages")

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import User
+from cmsshop.util import utcnow
 
 # argon2id with argon2-cffi's defaults (RFC 9106 low-memory profile). The "cheapest"
 # profile exists for the test suite only; production refuses it (cmsshop.settings).
@@ -67,8 +68,12 @@ def create_user(
     password: str,
     name: str = "",
     role: str = "customer",
+    verified: bool = True,
 ) -> User:
-    """Add a user; raise EmailTaken if the (case-insensitive) email exists."""
+    """Add a user; raise EmailTaken if the (case-insensitive) email exists.
+
+    Accounts made by the operator (CLI, demo data, tests) are ``verified``; a
+    self-registration passes False and the owner verifies by the link mailed to them."""
     email = normalise_email(email)
     # Hash first: a taken email then costs as much as a new one, so registration's timing
     # does not tell which emails have accounts.
@@ -76,7 +81,11 @@ def create_user(
     if find_user(session, email) is not None:
         raise EmailTaken(email)
     user = User(
-        email=email, name=name or email.split("@")[0], password_hash=password_hash, role=role
+        email=email,
+        name=name or email.split("@")[0],
+        password_hash=password_hash,
+        role=role,
+        email_verified_at=utcnow() if verified else None,
     )
     session.add(user)
     session.flush()

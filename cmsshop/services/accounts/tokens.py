@@ -1,0 +1,279 @@
+"""Links mailed to a user: password reset and email verification.
+
+A link carries a random token (256 bits); the database keeps only its SHA-256
+(``account_tokens.token_hash``), so a leaked database or backup opens no account. A
+token is used once: ``consume_token`` marks it with one conditional UPDATE (``WHERE
+used_at IS NULL AND expires_at > now``) and checks the row count, so two requests
+racing with the same link (a double click, a mail scanner and the user) succeed once.
+
+- ``request_password_reset`` answers the same for every email (the caller cannot tell
+  who has an account) and is rate limited per email and per IP; when limited it queues
+  nothing and logs it, and the caller still answers as usual.
+- ``reset_password`` sets the new password, marks the email verified (the link proved
+  the mailbox) and deletes every login session of the user: all devices are logged out.
+- ``verify_email`` marks the email verified; the caller then starts a session.
+
+Messages go through the outbox (``services.mail.outbox.enqueue``) in the caller's
+transaction, so a link is mailed exactly when its token committed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import secrets
+from urllib.parse import urlencode
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
+
+from cmsshop.db import take_write_lock
+from cmsshop.errors import ApiError
+from cmsshop.models import AccountToken, User, UserSession
+from cmsshop.services.accounts.users import PasswordHasher, find_user, normalise_email
+from cmsshop.services.mail.outbox import enqueue
+from cmsshop.services.ratelimit import RateLimiter
+from cmsshop.util import utcnow
+
+log = logging.getLogger(__name__)
+
+PASSWORD_RESET = "password_reset"
+VERIFY_EMAIL = "verify_email"
+RESET_EMAIL_POLICY = "password_reset.email"
+RESET_IP_POLICY = "password_reset.ip"
+# token_urlsafe(32) gives 43 characters; anything far from that is not one of ours.
+TOKEN_MIN_LENGTH, TOKEN_MAX_LENGTH = 20, 128
+TOKEN_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+class InvalidToken(ApiError):
+    code = "invalid_token"
+    message = "This link is not valid."
+    hints = (
+        "Copy the whole link from the email.",
+        "Ask for a new one: POST /api/auth/password-reset (the /forgot-password page).",
+    )
+
+
+class TokenExpired(ApiError):
+    code = "token_expired"
+    message = "This link has expired."
+    hints = ("Ask for a new one: POST /api/auth/password-reset (the /forgot-password page).",)
+
+
+class TokenUsed(ApiError):
+    code = "token_used"
+    message = "This link has been used already."
+    hints = ("Log in with your password, or ask for a new link: POST /api/auth/password-reset.",)
+
+
+def rate_policies(settings) -> list[tuple[str, int, int]]:
+    """(name, limit, window) of the password-reset request policies."""
+    window = settings["cmsshop.password_reset_window"]
+    return [
+        (RESET_EMAIL_POLICY, settings["cmsshop.password_reset_max_per_email"], window),
+        (RESET_IP_POLICY, settings["cmsshop.password_reset_max_per_ip"], window),
+    ]
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _lifetime(settings, purpose: str) -> int:
+    if purpose == PASSWORD_RESET:
+        return settings["cmsshop.password_reset_ttl"]
+    return settings["cmsshop.verify_email_ttl"]
+
+
+def issue_token(session: Session, settings, user: User, purpose: str) -> tuple[AccountToken, str]:
+    """A new token for ``user``: the row (holding only the hash) and the raw token, which
+    goes into the mailed link and nowhere else."""
+    token = secrets.token_urlsafe(32)
+    now = utcnow()
+    row = AccountToken(
+        user_id=user.id,
+        purpose=purpose,
+        token_hash=hash_token(token),
+        created_at=now,
+        expires_at=now + dt.timedelta(seconds=_lifetime(settings, purpose)),
+    )
+    session.add(row)
+    session.flush()
+    return row, token
+
+
+def find_token(session: Session, purpose: str, token: object) -> AccountToken:
+    """The live token row (not consumed); 400 ``invalid_token``, 410 ``token_expired``
+    or ``token_used``. For showing a form before the link is used (a GET must not use
+    it up: mail scanners open links)."""
+    if (
+        not isinstance(token, str)
+        or not TOKEN_MIN_LENGTH <= len(token) <= TOKEN_MAX_LENGTH
+        or not TOKEN_ALPHABET.issuperset(token)
+    ):
+        raise InvalidToken()
+    row = session.scalar(
+        select(AccountToken).where(
+            AccountToken.token_hash == hash_token(token), AccountToken.purpose == purpose
+        )
+    )
+    if row is None:
+        raise InvalidToken()
+    if row.used_at is not None:
+        raise TokenUsed()
+    if row.expires_at <= utcnow():
+        raise TokenExpired()
+    return row
+
+
+def consume_token(session: Session, purpose: str, token: object) -> User:
+    """Use the token once and return its user; the errors of :func:`find_token`, and
+    ``token_used`` for the loser of two concurrent uses."""
+    take_write_lock(session)  # SQLite: what is read next is current, writers queue
+    row = find_token(session, purpose, token)
+    now = utcnow()
+    # The row count decides: on PostgreSQL a concurrent UPDATE waits for the first one's
+    # commit and then finds used_at set; on SQLite the write lock serialises them.
+    result = session.execute(
+        update(AccountToken)
+        .where(
+            AccountToken.id == row.id,
+            AccountToken.used_at.is_(None),
+            AccountToken.expires_at > now,
+        )
+        .values(used_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        raise TokenUsed()
+    user = session.get(User, row.user_id)
+    if user is None:  # the account was deleted (its tokens cascade; a race at most)
+        raise InvalidToken()
+    return user
+
+
+def _link(settings, path: str, **params: str) -> str:
+    return f"{settings['cmsshop.base_url'].rstrip('/')}{path}?{urlencode(params)}"
+
+
+def _duration(seconds: int) -> str:
+    """A lifetime in words for the mail: "7 days", "1 hour", "10 minutes"."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = round(seconds / size)
+            return f"{count} {unit}" if count == 1 else f"{count} {unit}s"
+    return f"{seconds} seconds"
+
+
+def send_verification(session: Session, settings, user: User, next_path: str = "") -> None:
+    """Issue a verification token and queue the mail with its link (``next_path``, a
+    local path checked by the caller, is where the link leads once verified)."""
+    row, token = issue_token(session, settings, user, VERIFY_EMAIL)
+    params = {"token": token, **({"next": next_path} if next_path else {})}
+    enqueue(
+        session,
+        settings,
+        kind="verify_email",
+        to=user.email,
+        subject="Confirm your email address",
+        template="verify_email",
+        context={
+            "name": user.name,
+            "link": _link(settings, "/verify-email", **params),
+            "valid_for": _duration(settings["cmsshop.verify_email_ttl"]),
+        },
+        dedupe_key=f"verify-email:{row.id}",
+        user_id=user.id,
+    )
+
+
+def send_account_exists(session: Session, settings, user: User) -> None:
+    """Tell the owner of a taken email that someone tried to register with it: at most
+    one such mail a day (a flood of registrations sends one)."""
+    enqueue(
+        session,
+        settings,
+        kind="account_exists",
+        to=user.email,
+        subject="You already have an account",
+        template="account_exists",
+        context={"name": user.name},
+        dedupe_key=f"account-exists:{user.id}:{utcnow().date().isoformat()}",
+        user_id=user.id,
+    )
+
+
+def request_password_reset(
+    session: Session, settings, limiter: RateLimiter, email: str, client_ip: str
+) -> None:
+    """Mail a reset link if ``email`` has an account; nothing tells the caller whether
+    it has. Past the rate limits nothing is queued (logged, never said)."""
+    email = normalise_email(email)
+    refusal = limiter.count([(RESET_EMAIL_POLICY, email), (RESET_IP_POLICY, client_ip)])
+    if refusal is not None:
+        log.warning(
+            "password reset request not sent: rate limited (ip %s, %d of %d)",
+            client_ip,
+            refusal.count,
+            refusal.limit,
+        )
+        return
+    take_write_lock(session)  # the token is the request's first write (see log_in)
+    user = find_user(session, email)
+    if user is None:
+        return
+    row, token = issue_token(session, settings, user, PASSWORD_RESET)
+    enqueue(
+        session,
+        settings,
+        kind="password_reset",
+        to=user.email,
+        subject="Reset your password",
+        template="password_reset",
+        context={
+            "name": user.name,
+            "link": _link(settings, "/reset-password", token=token),
+            "valid_for": _duration(settings["cmsshop.password_reset_ttl"]),
+        },
+        dedupe_key=f"password-reset:{row.id}",
+        user_id=user.id,
+    )
+
+
+def reset_password(session: Session, hasher: PasswordHasher, token: object, password: str) -> User:
+    """Set a new password with a reset link; every session of the user ends."""
+    password_hash = hasher.hash(password)  # before the write lock: it takes a while
+    user = consume_token(session, PASSWORD_RESET, token)
+    now = utcnow()
+    user.password_hash = password_hash
+    if user.email_verified_at is None:
+        user.email_verified_at = now  # the link reached the mailbox: that is the proof
+    session.execute(
+        delete(UserSession)
+        .where(UserSession.user_id == user.id)
+        .execution_options(synchronize_session=False)
+    )
+    # Other reset links mailed before stop working too.
+    session.execute(
+        update(AccountToken)
+        .where(
+            AccountToken.user_id == user.id,
+            AccountToken.purpose == PASSWORD_RESET,
+            AccountToken.used_at.is_(None),
+        )
+        .values(used_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    session.flush()
+    return user
+
+
+def verify_email(session: Session, token: object) -> User:
+    """Mark the email of the link's user verified; the caller logs the user in."""
+    user = consume_token(session, VERIFY_EMAIL, token)
+    if user.email_verified_at is None:
+        user.email_verified_at = utcnow()
+    session.flush()
+    return user
