@@ -1,7 +1,7 @@
 """accounts: one-time account tokens (password reset, email verification) and
 users.email_verified_at
 
-Revision ID: 0012
+Revision ID: 0011
 Revises: 0010
 """
 
@@ -10,7 +10,7 @@ from alembic import op
 
 import cmsshop.models.meta
 
-revision = "0012"
+revision = "0011"
 down_revision = "0010"
 branch_labels = None
 depends_on = None
