@@ -34,6 +34,15 @@ def mailed_link(dbsession, address: str, kind: str, path: str) -> str:
     raise AssertionError(f"no link to {path} in the {kind} mail:\n{messages[-1].text_body}")
 
 
+def link_in(text: str, path: str) -> str:
+    """The local part (path and query) of the link to ``path`` in a message's text."""
+    for url in LINK.findall(text):
+        parts = urlsplit(url)
+        if parts.path == path:
+            return f"{parts.path}?{parts.query}"
+    raise AssertionError(f"no link to {path} in:\n{text}")
+
+
 def token_of(link: str) -> str:
     return parse_qs(urlsplit(link).query)["token"][0]
 

@@ -1,5 +1,5 @@
-"""Issue #14's reset journey in a real Chromium: "Forgot your password?" -> the link
-from the mail (read from the queued outbox row, as a mailbox would show it) -> a new
+"""Issue #14's reset journey in a real Chromium: "Forgot your password?" -> the sender
+delivers the mail over SMTP to a real mailbox on loopback -> the link in it -> a new
 password -> log in with it; the session another browser had is logged out. Every page
 passes ``check_page`` (axe-core, one <h1>, phone width, screenshots)."""
 
@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from browser_fixtures import check_page
 from conftest import PASSWORD
-from mail_links import mails_to, reset_link
+from mail_links import link_in, mails_to, reset_link
 
-pytest_plugins = ["browser_fixtures"]
+from cmsshop.services.mail.delivery import make_mail_backend
+from cmsshop.services.mail.sender import send_due
+from cmsshop.settings import load_settings
+
+pytest_plugins = ["browser_fixtures", "fakes.smtp"]
 
 NEW_PASSWORD = "a fresh new password"
 
@@ -21,7 +25,18 @@ def log_in(page, email: str, password: str) -> None:
     page.get_by_role("button", name="Log in").click()
 
 
-def test_forgot_password_reset_and_log_in_with_the_new_one(new_page, site, customer, dbsession):
+def deliver(dbsession, smtp_server) -> None:
+    """What the mail worker does: one pass of the sender, over SMTP to the mailbox."""
+    settings = load_settings(
+        {"cmsshop.site_name": "Shop", "cmsshop.database_url": "sqlite://"} | smtp_server.settings(),
+        environ={},
+    )
+    send_due(dbsession.get_bind(), make_mail_backend(settings), settings)
+
+
+def test_forgot_password_reset_and_log_in_with_the_new_one(
+    new_page, site, customer, dbsession, smtp_server
+):
     # Another device, logged in before the reset.
     other = new_page(site)
     log_in(other, customer.email, PASSWORD)
@@ -42,10 +57,15 @@ def test_forgot_password_reset_and_log_in_with_the_new_one(new_page, site, custo
     assert "If an account exists" in page.locator("main").inner_text()
     check_page(page, "forgot-password-sent")
 
-    # The mailbox: the plain-text part holds the link.
+    # The mailbox: the sender delivers the queued message; its text part holds the link.
+    deliver(dbsession, smtp_server)
+    (received,) = smtp_server.wait_for(1)
+    assert received["To"] == customer.email
+    assert received["Subject"] == "Reset your password"
     [message] = mails_to(dbsession, customer.email, "password_reset")
-    assert message.subject == "Reset your password"
-    page.goto(reset_link(dbsession, customer.email))
+    assert message.status == "sent" and received["Message-ID"] == message.message_id
+    text = received.get_body(preferencelist=("plain",)).get_content()
+    page.goto(link_in(text, "/reset-password"))
     check_page(page, "reset-password")
     page.get_by_label("New password").fill("short")
     page.get_by_role("button", name="Change password").click()
