@@ -59,3 +59,72 @@ def serve_app(url: str, storage: str, threads: int, modules: str) -> None:
     server = create_server(app, host="127.0.0.1", port=0, threads=threads)
     print(server.effective_port, flush=True)
     server.run()
+
+
+WORDS = ["backup", "firewall", "gallery", "invoice", "theme", "search", "cache", "forms"]
+
+
+def load_products(session, count: int, rng) -> list[int]:
+    """EUR (default) and USD, then ``count`` published products (``product-00000``...)
+    with a price in each and a release, by bulk inserts (Core executemany): loading
+    must not take longer than measuring. Returns the product ids."""
+    from sqlalchemy import insert, select
+
+    from cmsshop.models import Currency, Product, ProductPrice, Release
+    from cmsshop.services.docs.markdown import render_markdown
+    from cmsshop.util import utcnow
+
+    session.add_all(
+        [
+            Currency(code="EUR", name="Euro", symbol="€", decimals=2, is_default=True),
+            Currency(code="USD", name="US Dollar", symbol="$", decimals=2),
+        ]
+    )
+    session.flush()
+    description = "## Features\n\n- fast\n- *safe*\n\nSee [the docs](https://example.com)."
+    description_html = render_markdown(description)
+    for start in range(0, count, 2000):
+        rows = []
+        for i in range(start, min(count, start + 2000)):
+            word = rng.choice(WORDS)
+            rows.append(
+                {
+                    "slug": f"product-{i:05d}",
+                    "name": f"{word.title()} Suite {i:05d}",
+                    "summary": f"A {word} plugin, edition {i % 97}",
+                    "description": description,
+                    "description_html": description_html,
+                    "published": True,
+                    "archived": False,
+                    "licensed": i % 3 != 0,
+                    "max_activations": 3 if i % 3 else None,
+                    "duration_days": 365 if i % 2 else None,
+                }
+            )
+        session.execute(insert(Product), rows)
+    ids = session.scalars(select(Product.id)).all()
+    session.execute(
+        insert(ProductPrice),
+        [
+            {"product_id": pid, "currency": code, "amount": 1900 + (pid % 50) * 100}
+            for pid in ids
+            for code in ("EUR", "USD")
+        ],
+    )
+    now = utcnow()
+    session.execute(
+        insert(Release),
+        [
+            {
+                "product_id": pid,
+                "version": "1.0.0",
+                "file_name": f"product-{pid}-1.0.0.zip",
+                "storage_path": f"releases/{pid}/bench",
+                "size": 1024,
+                "sha256": "0" * 64,
+                "released_at": now,
+            }
+            for pid in ids
+        ],
+    )
+    return ids

@@ -32,9 +32,15 @@ from urllib.parse import urlencode
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchlib import (  # noqa: E402 - bench/benchlib.py, beside this script
+    WORDS,
+    load_products,
+    migrate_fresh,
+    serve_app,
+)
+
 PRODUCTS = 10_000
 ARTICLES = 2_000
-WORDS = ["backup", "firewall", "gallery", "invoice", "theme", "search", "cache", "forms"]
 CATEGORIES = ["guides", "licensing", "policies", "releases", "howto"]
 
 
@@ -42,8 +48,6 @@ CATEGORIES = ["guides", "licensing", "policies", "releases", "howto"]
 
 
 def migrate(url: str, reset: bool) -> None:
-    from benchlib import migrate_fresh  # bench/benchlib.py, beside this script
-
     migrate_fresh(url, reset).dispose()
 
 
@@ -53,7 +57,7 @@ def load(url: str) -> None:
     from sqlalchemy.orm import Session
 
     from cmsshop.db import make_engine
-    from cmsshop.models import Article, Currency, Product, ProductPrice, Release
+    from cmsshop.models import Article, Product
     from cmsshop.services.docs.markdown import render_markdown
     from cmsshop.util import utcnow
 
@@ -63,58 +67,7 @@ def load(url: str) -> None:
     with Session(engine) as session:
         if session.scalar(select(func.count()).select_from(Product)):
             sys.exit("the database already has products: use an empty one (or --reset)")
-        session.add_all(
-            [
-                Currency(code="EUR", name="Euro", symbol="€", decimals=2, is_default=True),
-                Currency(code="USD", name="US Dollar", symbol="$", decimals=2),
-            ]
-        )
-        session.flush()
-        description = "## Features\n\n- fast\n- *safe*\n\nSee [the docs](https://example.com)."
-        description_html = render_markdown(description)
-        for start in range(0, PRODUCTS, 2000):
-            rows = []
-            for i in range(start, min(PRODUCTS, start + 2000)):
-                word = rng.choice(WORDS)
-                rows.append(
-                    {
-                        "slug": f"product-{i:05d}",
-                        "name": f"{word.title()} Suite {i:05d}",
-                        "summary": f"A {word} plugin, edition {i % 97}",
-                        "description": description,
-                        "description_html": description_html,
-                        "published": True,
-                        "archived": False,
-                        "licensed": i % 3 != 0,
-                        "max_activations": 3 if i % 3 else None,
-                        "duration_days": 365 if i % 2 else None,
-                    }
-                )
-            session.execute(insert(Product), rows)
-        ids = session.scalars(select(Product.id)).all()
-        session.execute(
-            insert(ProductPrice),
-            [
-                {"product_id": pid, "currency": code, "amount": 1900 + (pid % 50) * 100}
-                for pid in ids
-                for code in ("EUR", "USD")
-            ],
-        )
-        session.execute(
-            insert(Release),
-            [
-                {
-                    "product_id": pid,
-                    "version": "1.0.0",
-                    "file_name": f"product-{pid}-1.0.0.zip",
-                    "storage_path": f"releases/{pid}/bench",
-                    "size": 1024,
-                    "sha256": "0" * 64,
-                    "released_at": now,
-                }
-                for pid in ids
-            ],
-        )
+        load_products(session, PRODUCTS, rng)
         body = "## Steps\n\n1. Download\n2. Install\n\n```sh\nmake install\n```\n" * 3
         body_html = render_markdown(body)
         session.execute(
@@ -142,8 +95,6 @@ def load(url: str) -> None:
 
 def serve(url: str, storage: str, threads: int) -> None:
     """Child process: the real app on a free loopback port; prints the port."""
-    from benchlib import serve_app  # bench/benchlib.py, beside this script
-
     serve_app(url, storage, threads, modules="store docs")
 
 

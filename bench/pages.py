@@ -28,77 +28,22 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from benchlib import ROOT, migrate_fresh, serve_app  # noqa: E402 - bench/benchlib.py, beside this script
+from benchlib import ROOT, load_products, migrate_fresh, serve_app  # noqa: E402 - bench/benchlib.py, beside this script
 from catalogue import drive  # noqa: E402 - the keep-alive client loop of bench/catalogue.py
 
 PRODUCTS = 200
 PER_PAGE = 20
 MIN_RATIO = 0.5  # the page may cost at most twice the JSON route
-WORDS = ["backup", "firewall", "gallery", "invoice", "theme", "search", "cache", "forms"]
 
 
 def load(url: str) -> None:
-    from sqlalchemy import insert, select
     from sqlalchemy.orm import Session
 
     from cmsshop.db import make_engine
-    from cmsshop.models import Currency, Product, ProductPrice, Release
-    from cmsshop.services.docs.markdown import render_markdown
-    from cmsshop.util import utcnow
 
     engine = make_engine(url)
-    rng = random.Random(42)
-    description = "## Features\n\n- fast\n- *safe*\n\nSee [the docs](https://example.com)."
     with Session(engine) as session:
-        session.add_all(
-            [
-                Currency(code="EUR", name="Euro", symbol="€", decimals=2, is_default=True),
-                Currency(code="USD", name="US Dollar", symbol="$", decimals=2),
-            ]
-        )
-        session.flush()
-        session.execute(
-            insert(Product),
-            [
-                {
-                    "slug": f"product-{i:04d}",
-                    "name": f"{rng.choice(WORDS).title()} Suite {i:04d}",
-                    "summary": f"A {rng.choice(WORDS)} plugin, edition {i % 97}",
-                    "description": description,
-                    "description_html": render_markdown(description),
-                    "published": True,
-                    "archived": False,
-                    "licensed": i % 3 != 0,
-                    "max_activations": 3 if i % 3 else None,
-                    "duration_days": 365 if i % 2 else None,
-                }
-                for i in range(PRODUCTS)
-            ],
-        )
-        ids = session.scalars(select(Product.id)).all()
-        session.execute(
-            insert(ProductPrice),
-            [
-                {"product_id": pid, "currency": code, "amount": 1900 + (pid % 50) * 100}
-                for pid in ids
-                for code in ("EUR", "USD")
-            ],
-        )
-        session.execute(
-            insert(Release),
-            [
-                {
-                    "product_id": pid,
-                    "version": "1.0.0",
-                    "file_name": f"product-{pid}-1.0.0.zip",
-                    "storage_path": f"releases/{pid}/bench",
-                    "size": 1024,
-                    "sha256": "0" * 64,
-                    "released_at": utcnow(),
-                }
-                for pid in ids
-            ],
-        )
+        load_products(session, PRODUCTS, random.Random(42))
         session.commit()
     engine.dispose()
 
