@@ -15,7 +15,7 @@ from cmsshop.services.catalogue import currencies
 from cmsshop.views.admin_catalogue import no_store
 from cmsshop.views.admin_currencies import CurrencyPatchSchema, CurrencySchema
 from cmsshop.views.common import flatten_errors
-from cmsshop.views.forms import FormInvalid, field_errors, see_other
+from cmsshop.views.forms import FormInvalid, field_errors, posted_value, see_other
 
 NOTICES = {
     "currency_created": "The currency was added.",
@@ -27,16 +27,11 @@ INTEGER = re.compile(r"^[0-9]{1,9}\Z")
 CONFLICT_FIELDS = {"currency_exists": "code"}
 
 
-def _last(request, name: str) -> str:
-    values = request.POST.getall(name)
-    return values[-1] if values else ""
-
-
 def read_currency_form(request, schema: colander.SchemaNode) -> dict:
     """The form as ``schema``'s JSON body (checkboxes -> booleans, decimals -> an
     integer), validated; FormInvalid with what was typed if not."""
     names = [node.name for node in schema.children]
-    typed = {name: _last(request, name) for name in names if name not in CHECKBOXES}
+    typed = {name: posted_value(request, name) for name in names if name not in CHECKBOXES}
     body: dict = {}
     for name, raw in typed.items():
         raw = raw.strip()
@@ -104,7 +99,9 @@ def create_currency(request):
     except FormInvalid as exc:
         return _form_page(request, None, exc.form, exc.errors, 422)
     except ApiError as exc:
-        typed = {name: _last(request, name) for name in ("code", "name", "symbol", "decimals")}
+        typed = {
+            name: posted_value(request, name) for name in ("code", "name", "symbol", "decimals")
+        }
         typed.update({name: "on" if name in request.POST else "" for name in CHECKBOXES})
         return _form_page(request, None, typed, service_errors(exc), exc.status)
     return see_other(request, "/admin/currencies", notice="currency_created")
@@ -150,7 +147,7 @@ def update_currency(request):
     except FormInvalid as exc:
         return _form_page(request, currency, exc.form, exc.errors, 422)
     except ApiError as exc:
-        typed = {name: _last(request, name) for name in ("name", "symbol")}
+        typed = {name: posted_value(request, name) for name in ("name", "symbol")}
         typed.update({name: "on" if name in request.POST else "" for name in CHECKBOXES})
         request.db.expire(currency)
         return _form_page(request, currency, typed, service_errors(exc), exc.status)

@@ -23,7 +23,7 @@ from cmsshop.services.catalogue import currencies, products, text
 from cmsshop.views.admin_catalogue import no_store
 from cmsshop.views.admin_products import LICENSING_NAMES, ProductSchema, receive_release
 from cmsshop.views.common import flatten_errors, query_value, read_page_request
-from cmsshop.views.forms import FormInvalid, field_errors, see_other
+from cmsshop.views.forms import FormInvalid, field_errors, posted_value, see_other
 
 NOTICES = {
     "product_created": "The product was created.",
@@ -44,11 +44,6 @@ ERROR_FIELDS = {
 }
 PRICE_ERROR = re.compile(r"^prices\.(\d+)(?:\..*)?$")
 INTEGER = re.compile(r"^[0-9]{1,18}\Z")
-
-
-def _last(request, name: str) -> str:
-    values = request.POST.getall(name)
-    return values[-1] if values else ""
 
 
 def _integer_or_text(raw: str):
@@ -80,13 +75,13 @@ class ProductForm:
 
     def __init__(self, request, price_currencies: list):
         self.price_currencies = price_currencies
-        self.typed = {name: _last(request, name) for name in TEXT_FIELDS}
+        self.typed = {name: posted_value(request, name) for name in TEXT_FIELDS}
         self.typed["description"] = self.typed["description"].replace("\r\n", "\n")
         for name in CHECKBOXES:
             self.typed[name] = "on" if name in request.POST else ""
         for currency in price_currencies:
             name = price_field(currency.code)
-            self.typed[name] = _last(request, name)
+            self.typed[name] = posted_value(request, name)
         # The index of each price in the body -> its form field.
         self.price_fields: list[str] = []
 

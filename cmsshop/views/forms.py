@@ -27,10 +27,16 @@ class FormInvalid(Exception):
         self.form = form
 
 
+def posted_value(request, name: str) -> str:
+    """The posted value of ``name`` as typed ("" if absent; the last of a repeated one)."""
+    values = request.POST.getall(name)
+    return values[-1] if values else ""
+
+
 def posted_fields(request, names) -> dict[str, str]:
-    """The posted values of ``names`` (the last one of a repeated name), nothing else:
-    csrf_token and any unknown field stay out of validation."""
-    return {name: request.POST.getall(name)[-1] for name in names if name in request.POST}
+    """The posted values of ``names`` that were sent, nothing else: csrf_token and any
+    unknown field stay out of validation."""
+    return {name: posted_value(request, name) for name in names if name in request.POST}
 
 
 def read_form(request, schema: colander.SchemaNode) -> dict:
