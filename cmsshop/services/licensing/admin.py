@@ -124,14 +124,6 @@ def find_license(session: Session, key: str) -> License | None:
     return session.scalar(select(License).where(License.key == key))
 
 
-def licenses_of_user(session: Session, user_id: int) -> list[License]:
-    return list(
-        session.scalars(
-            select(License).where(License.user_id == user_id).order_by(License.id.desc())
-        )
-    )
-
-
 def license_detail(session: Session, key: str) -> LicenseDetail:
     """One license with its activations and its audit log (newest first)."""
     license = find_license(session, key)
