@@ -166,7 +166,12 @@ def test_create_renders_sanitised_markdown_and_formats_prices(admin_app, testapp
         {"currency": "EUR", "amount": 4900, "formatted": "€49.00"},
         {"currency": "USD", "amount": 5400, "formatted": "$54.00"},
     ]
-    assert product["licensing"] == {"licensed": True, "maxActivations": 3, "durationDays": 365}
+    assert product["licensing"] == {
+        "licensed": True,
+        "maxActivations": 3,
+        "durationDays": 365,
+        "features": [],
+    }
     public = testapp.get("/api/store/products/site-guard").json
     assert public["descriptionHtml"] == product["descriptionHtml"]
 
@@ -177,7 +182,12 @@ def test_create_with_only_required_fields_is_an_unpublished_draft(admin_app, tes
     ).json
     assert body["published"] is False
     assert body["prices"] == [] and body["latestRelease"] is None
-    assert body["licensing"] == {"licensed": False, "maxActivations": None, "durationDays": None}
+    assert body["licensing"] == {
+        "licensed": False,
+        "maxActivations": None,
+        "durationDays": None,
+        "features": [],
+    }
     testapp.get("/api/store/products/d", status=404)
     assert admin_app.get("/api/admin/products/d").json["slug"] == "d"
 
@@ -311,7 +321,12 @@ def test_patch_changes_only_what_is_sent(admin_app, testapp, product):
         "/api/admin/products/site-guard",
         {"licensing": {"durationDays": None}, "description": "*new*"},
     ).json
-    assert body["licensing"] == {"licensed": True, "maxActivations": 3, "durationDays": None}
+    assert body["licensing"] == {
+        "licensed": True,
+        "maxActivations": 3,
+        "durationDays": None,
+        "features": [],
+    }
     assert body["descriptionHtml"] == "<p><em>new</em></p>\n"
 
     body = admin_app.patch_json("/api/admin/products/site-guard", {}).json

@@ -147,6 +147,7 @@ def test_activate_answers_201_with_a_signed_lease(client, license, dbsession):
         "expiresAt": None,
         "maxActivations": 2,
         "activationsUsed": 1,
+        "features": [],
     }
     activation = data["activation"]
     assert activation["domain"] == "customer-shop.com"
@@ -170,6 +171,7 @@ def test_activate_answers_201_with_a_signed_lease(client, license, dbsession):
         "expiresAt": None,
         "maxActivations": 2,
         "activationsUsed": 1,
+        "features": [],
     }
     assert claims["nbf"] == claims["iat"]
     assert claims["exp"] - claims["iat"] == 7 * 86400

@@ -3,6 +3,7 @@ nonce / audience / fingerprint / expiry checks, and grace through outages."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import secrets
@@ -332,3 +333,38 @@ def test_deactivate_ends_the_license_on_this_installation(server, license, pinne
         pinned_keys=pinned,
     )
     assert other.activate().claims["dom"] == "other-shop.com"
+
+
+# --- feature flags ----------------------------------------------------------------------------
+
+
+def test_features_come_from_the_signed_lease_and_survive_a_restart(
+    server, license, pinned, dbsession, tmp_path
+):
+    dbsession.execute(update(License).values(features=["pro", "support"]))
+    dbsession.commit()
+    state = str(tmp_path / "lease.json")
+    lease = make_client(server.base_url, license, pinned, state_path=state).activate()
+    assert lease.features == frozenset({"pro", "support"})
+    assert lease.has_feature("pro") and not lease.has_feature("agency")
+    server.stop()
+    restarted = make_client(server.base_url, license, pinned, state_path=state)
+    assert restarted.ensure_licensed().has_feature("support")  # offline, from the state file
+
+
+def test_a_lease_edited_to_claim_another_feature_is_refused(server, license, pinned):
+    lease = make_client(server.base_url, license, pinned).activate()
+    assert lease.features == frozenset()
+    header, payload, signature = lease.token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims["lic"]["features"] = ["pro"]
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    with pytest.raises(LeaseRejected, match="signature"):
+        verify_lease(
+            f"{header}.{forged}.{signature}",
+            load_key_set(pinned),
+            product=PRODUCT,
+            fingerprint=FINGERPRINT,
+            nonce=None,
+            now=time.time(),
+        )

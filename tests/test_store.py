@@ -121,7 +121,12 @@ def test_list_shows_published_products_only_with_prices_and_latest_release(testa
         {"currency": "JPY", "amount": 7000, "formatted": "¥7000"},
         {"currency": "USD", "amount": 5400, "formatted": "$54.00"},
     ]
-    assert guard["licensing"] == {"licensed": True, "maxActivations": 3, "durationDays": 365}
+    assert guard["licensing"] == {
+        "licensed": True,
+        "maxActivations": 3,
+        "durationDays": 365,
+        "features": [],
+    }
     assert guard["latestRelease"]["version"] == "1.1.0"
     assert guard["descriptionHtml"] == "<p>About <strong>site-guard</strong></p>\n"
     assert body["items"][1]["latestRelease"] is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     CheckConstraint,
@@ -67,6 +68,8 @@ class Product(Base):
     licensed: Mapped[bool] = mapped_column(Boolean, default=False)
     max_activations: Mapped[int | None] = mapped_column(Integer)
     duration_days: Mapped[int | None] = mapped_column(Integer)  # None = perpetual
+    # Feature flags a license of this product gets when issued (services/licensing/features.py).
+    features: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 
 from sqlalchemy import (
+    JSON,
     Boolean,
     CheckConstraint,
     ForeignKey,
@@ -46,6 +47,9 @@ class License(Base):
     status: Mapped[str] = mapped_column(String(20), default="active")
     max_activations: Mapped[int] = mapped_column(Integer)
     expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    # Feature flags signed into every lease (``lic.features``): copied from the product when
+    # issued, then the license's own (an admin may change them; services/licensing/features.py).
+    features: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
 

@@ -101,6 +101,19 @@ class Lease:
     def environment(self) -> str:
         return self.claims["env"]
 
+    @property
+    def features(self) -> frozenset[str]:
+        """The feature flags the license grants (``lic.features``), signed like the rest
+        of the lease, so a product may switch features on without asking the service."""
+        license = self.claims.get("lic")
+        names = license.get("features") if isinstance(license, dict) else None
+        if not isinstance(names, list):
+            return frozenset()
+        return frozenset(name for name in names if isinstance(name, str))
+
+    def has_feature(self, name: str) -> bool:
+        return name in self.features
+
     def is_valid(self, now: float) -> bool:
         """Inside its lifetime and not a record of a deactivation."""
         return not self.deactivated and self.claims["nbf"] - 60 <= now < self.expires_at

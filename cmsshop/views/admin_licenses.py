@@ -14,8 +14,10 @@ from cmsshop.errors import Conflict, NotFound, ValidationFailed
 from cmsshop.models import LICENSE_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.licensing import admin as license_admin
+from cmsshop.services.licensing.features import MAX_FEATURES
 from cmsshop.util import isoformat_z
 from cmsshop.views.common import (
+    FeatureList,
     StrictInt,
     StrictMapping,
     StrictString,
@@ -29,6 +31,7 @@ from cmsshop.views.common import (
 )
 from cmsshop.views.errors import request_id
 from cmsshop.views.licensing import client_ip
+from cmsshop.views.licensing_openapi import FEATURES
 
 MAX_KEY_LENGTH = 64
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
@@ -81,6 +84,7 @@ def license_change_schema(form: bool = False) -> colander.SchemaNode:
             ),
         )
     )
+    schema.add(colander.SchemaNode(FeatureList(form), name="features", missing=None))
     return schema
 
 
@@ -130,6 +134,7 @@ def license_summary_body(item: license_admin.LicenseSummary) -> dict:
         "customer": customer_body(item.customer),
         "maxActivations": license.max_activations,
         "activationsUsed": item.activations_used,
+        "features": list(license.features or []),
         "expiresAt": isoformat_z(license.expires_at),
         "createdAt": isoformat_z(license.created_at),
     }
@@ -237,6 +242,7 @@ LICENSE_SUMMARY = {
         "customer",
         "maxActivations",
         "activationsUsed",
+        "features",
         "expiresAt",
         "createdAt",
     ],
@@ -254,6 +260,7 @@ LICENSE_SUMMARY = {
         },
         "maxActivations": {"type": "integer", "minimum": 0},
         "activationsUsed": {"type": "integer", "minimum": 0},
+        "features": FEATURES,
         "expiresAt": DATE_TIME_OR_NULL,
         "createdAt": {"type": "string", "format": "date-time"},
     },
@@ -322,7 +329,8 @@ OPENAPI_PATHS = {
     "/api/admin/licenses/{key}/{action}": {
         "post": oa.operation(
             "Change a license by hand: suspend, reinstate, revoke (final), extend (days or "
-            "until), seats (maxActivations), reset (deactivate every activation). Each "
+            "until), seats (maxActivations), reset (deactivate every activation), features "
+            "(the license's whole list of feature flags, signed into its next leases). Each "
             "change is written to the audit log with the admin; 409 license_action_refused "
             "when the action does not fit the license's status.",
             {**oa.ok(oa.ref("AdminLicense")), **oa.errors(401, 403, 404, 409, 415, 422)},
@@ -346,6 +354,11 @@ OPENAPI_PATHS = {
                         "minimum": 0,
                         "maximum": license_admin.MAX_SEATS,
                         "description": "seats: the new seat limit",
+                    },
+                    "features": {
+                        **FEATURES,
+                        "maxItems": MAX_FEATURES,
+                        "description": "features: the license's feature flags (the whole list)",
                     },
                 },
             },

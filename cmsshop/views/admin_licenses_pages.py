@@ -29,6 +29,7 @@ NOTICES = {
     "license_extend": "The expiry is extended.",
     "license_seats": "The seat limit is changed.",
     "license_reset": "Every activation of the license is deactivated.",
+    "license_features": "The features are changed; runtimes get them with their next lease.",
 }
 
 
@@ -86,6 +87,8 @@ def license_action_submit(request):
         raise HTTPNotFound()
     try:
         values = read_form(request, license_change_schema(form=True))
+        if action == "features" and values["features"] is None:
+            values["features"] = []  # an emptied field clears the flags
         license_admin.apply_action(request.db, key, acting_admin(request), action, values)
     except FormInvalid as exc:
         request.response.status = 422
@@ -95,7 +98,8 @@ def license_action_submit(request):
     except license_admin.ActionRefused as exc:
         error = refusal_error(exc)
         request.response.status = error.status
-        typed = {name: request.POST.get(name, "") for name in ("days", "until", "maxActivations")}
+        fields = ("days", "until", "maxActivations", "features")
+        typed = {name: request.POST.get(name, "") for name in fields}
         # Refused before any write (and a 4xx never commits): the page shows the license
         # as it is.
         return _detail_page(request, key, {exc.field: exc.message}, typed)

@@ -26,6 +26,7 @@ from cmsshop.views.admin_catalogue import (
 )
 from cmsshop.views.bodies import release_body
 from cmsshop.views.common import (
+    FeatureList,
     StrictMapping,
     StrictSequence,
     StrictString,
@@ -71,6 +72,8 @@ class LicensingSchema(colander.MappingSchema):
     licensed = bool_node(missing=False)
     maxActivations = nullable_int_node(0, MAX_ACTIVATIONS, missing=None)  # noqa: N815
     durationDays = nullable_int_node(1, MAX_DURATION_DAYS, missing=None)  # noqa: N815
+    # Flags a new license of the product carries (existing licenses keep theirs).
+    features = colander.SchemaNode(FeatureList(), missing=[])
 
 
 class ProductSchema(colander.MappingSchema):
@@ -81,7 +84,12 @@ class ProductSchema(colander.MappingSchema):
     description = text_node(MAX_MARKDOWN, multiline=True, missing="")
     published = bool_node(missing=False)
     licensing = LicensingSchema(
-        missing={"licensed": False, "maxActivations": None, "durationDays": None}
+        missing={
+            "licensed": False,
+            "maxActivations": None,
+            "durationDays": None,
+            "features": [],
+        }
     )
     prices = PricesSchema(missing=[])
 
@@ -91,6 +99,7 @@ LICENSING_NAMES = {
     "licensed": "licensed",
     "maxActivations": "max_activations",
     "durationDays": "duration_days",
+    "features": "features",
 }
 
 

@@ -32,13 +32,22 @@ NOTICES = {
     "product_unarchived": "The product is no longer archived.",
     "release_uploaded": "The release was uploaded.",
 }
-TEXT_FIELDS = ("slug", "name", "summary", "description", "max_activations", "duration_days")
+TEXT_FIELDS = (
+    "slug",
+    "name",
+    "summary",
+    "description",
+    "max_activations",
+    "duration_days",
+    "features",
+)
 CHECKBOXES = ("published", "licensed")
 # Form field -> the JSON body's field, for errors the schema reports by JSON name.
 ERROR_FIELDS = {
     "licensing.licensed": "licensed",
     "licensing.maxActivations": "max_activations",
     "licensing.durationDays": "duration_days",
+    "licensing.features": "features",
     "licensing": "form",
     "prices": "form",
 }
@@ -111,6 +120,7 @@ class ProductForm:
                 "licensed": self.typed["licensed"] == "on",
                 "maxActivations": _integer_or_text(self.typed["max_activations"]),
                 "durationDays": _integer_or_text(self.typed["duration_days"]),
+                "features": [name for name in re.split(r"[\s,]+", self.typed["features"]) if name],
             },
             "prices": prices,
         }
@@ -152,6 +162,7 @@ def product_form_values(product, price_currencies: list) -> dict:
         "licensed": "on" if product.licensed else "",
         "max_activations": "" if product.max_activations is None else str(product.max_activations),
         "duration_days": "" if product.duration_days is None else str(product.duration_days),
+        "features": ", ".join(product.features or []),
     }
     decimals = {currency.code: currency.decimals for currency in price_currencies}
     for price in product.prices:

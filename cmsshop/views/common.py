@@ -18,6 +18,11 @@ from cmsshop.errors import (
     ValidationFailed,
 )
 from cmsshop.models.meta import MAX_ID
+from cmsshop.services.licensing.features import (
+    FeaturesInvalid,
+    normalise_features,
+    parse_feature_text,
+)
 from cmsshop.services.paging import Page, PageRequest
 
 # --- strict colander types ---------------------------------------------------------------
@@ -228,3 +233,27 @@ def json_with_etag(request, body: Any, max_age: int = 60):
     response.content_type = "application/json"
     response.body = payload
     return response
+
+
+class FeatureList(colander.SchemaType):
+    """Feature flags: a JSON list of names, or (``form``) one text field of names separated
+    by commas or spaces; normalised (sorted, unique) by the one rule of
+    services/licensing/features.py."""
+
+    def __init__(self, form: bool = False):
+        self.form = form
+
+    def deserialize(self, node, cstruct):
+        if cstruct is colander.null:
+            return cstruct
+        try:
+            if self.form and isinstance(cstruct, str):
+                return parse_feature_text(cstruct)
+            if not isinstance(cstruct, list):
+                raise colander.Invalid(node, "must be a list of feature names")
+            return normalise_features(cstruct)
+        except FeaturesInvalid as exc:
+            raise colander.Invalid(node, str(exc)) from None
+
+    def serialize(self, node, appstruct):
+        return colander.null if appstruct is colander.null else list(appstruct)

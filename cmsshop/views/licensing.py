@@ -178,6 +178,7 @@ def license_result_body(result: LicensingResult) -> dict[str, Any]:
             "expiresAt": isoformat_z(license.expires_at),
             "maxActivations": license.max_activations,
             "activationsUsed": result.activations_used,
+            "features": list(license.features),
         },
         "activation": {
             "id": activation.id,

@@ -38,6 +38,12 @@ LICENSE_REQUEST = {
 }
 
 DATE_TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
+# Feature flags (services/licensing/features.py), sorted, also signed into the lease.
+FEATURES = {
+    "type": "array",
+    "maxItems": 32,
+    "items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,39}$"},
+}
 
 LICENSE_RESPONSE = {
     "type": "object",
@@ -46,13 +52,21 @@ LICENSE_RESPONSE = {
         "deactivated": {"type": "boolean"},
         "license": {
             "type": "object",
-            "required": ["product", "status", "expiresAt", "maxActivations", "activationsUsed"],
+            "required": [
+                "product",
+                "status",
+                "expiresAt",
+                "maxActivations",
+                "activationsUsed",
+                "features",
+            ],
             "properties": {
                 "product": {"type": "string"},
                 "status": {"type": "string", "enum": list(LICENSE_STATUSES)},
                 "expiresAt": DATE_TIME_OR_NULL,
                 "maxActivations": {"type": "integer"},
                 "activationsUsed": {"type": "integer"},
+                "features": FEATURES,
             },
         },
         "activation": {

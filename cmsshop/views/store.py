@@ -48,6 +48,7 @@ def product_body(card: products.ProductCard, admin: bool = False) -> dict:
             "licensed": product.licensed,
             "maxActivations": product.max_activations,
             "durationDays": product.duration_days,
+            "features": list(product.features or []),
         },
         "latestRelease": release_body(card.latest_release),
         "updatedAt": isoformat_z(product.updated_at),
@@ -110,7 +111,7 @@ PRICE = {
 }
 LICENSING = {
     "type": "object",
-    "required": ["licensed", "maxActivations", "durationDays"],
+    "required": ["licensed", "maxActivations", "durationDays", "features"],
     "properties": {
         "licensed": {"type": "boolean"},
         "maxActivations": {"type": ["integer", "null"], "minimum": 0},
@@ -118,6 +119,12 @@ LICENSING = {
             "type": ["integer", "null"],
             "minimum": 1,
             "description": "null = perpetual",
+        },
+        "features": {
+            "type": "array",
+            "maxItems": 32,
+            "items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,39}$"},
+            "description": "Feature flags a license of the product carries (in its leases).",
         },
     },
 }

@@ -39,6 +39,7 @@ CARD_COLUMNS = (
     Product.licensed,
     Product.max_activations,
     Product.duration_days,
+    Product.features,
     Product.created_at,
     Product.updated_at,
 )
@@ -215,7 +216,7 @@ def _set_prices(session: Session, product: Product, prices: list[dict]) -> None:
         product.prices.append(ProductPrice(currency=code, amount=amount))
 
 
-LICENSING_FIELDS = ("licensed", "max_activations", "duration_days")
+LICENSING_FIELDS = ("licensed", "max_activations", "duration_days", "features")
 
 
 def _apply_licensing(product: Product, licensing: dict) -> None:

@@ -13,7 +13,9 @@ change in the same transaction. The rules:
   that has passed) or ``until`` a date; an expired license becomes active again. A
   license without an expiry never expires and cannot be extended;
 - the seat limit (production activations) is 0 or more; activations already taken stay
-  until deactivated (reset them to enforce a lower limit at once).
+  until deactivated (reset them to enforce a lower limit at once);
+- features: the license's whole set of feature flags (services/licensing/features.py),
+  signed into the next lease each runtime gets.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from cmsshop.services.licensing.steps import seats_used
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.util import utcnow
 
-ACTIONS = ("suspend", "reinstate", "revoke", "extend", "seats", "reset")
+ACTIONS = ("suspend", "reinstate", "revoke", "extend", "seats", "reset", "features")
 MAX_SEATS = 100_000
 MAX_EXTEND_DAYS = 36_500
 AUDIT_SHOWN = 200
@@ -284,6 +286,24 @@ def set_seats(session: Session, key: str, admin: Admin, max_activations: int) ->
     return license
 
 
+def set_features(session: Session, key: str, admin: Admin, features: list[str]) -> License:
+    """Replace the license's feature flags (``features`` already normalised)."""
+    license = _lock(session, key)
+    _refuse_revoked(license)
+    before = list(license.features or [])
+    if before == features:
+        raise ActionRefused("The license has exactly these features already.", "features")
+    license.features = features
+    _audit(
+        session,
+        license,
+        admin,
+        "features",
+        f"features {', '.join(before) or 'none'} -> {', '.join(features) or 'none'}",
+    )
+    return license
+
+
 def reset_activations(session: Session, key: str, admin: Admin) -> License:
     """Deactivate every active installation (each runtime must activate again)."""
     license = _lock(session, key)
@@ -300,7 +320,8 @@ def reset_activations(session: Session, key: str, admin: Admin) -> License:
 
 
 def apply_action(session: Session, key: str, admin: Admin, action: str, values: dict) -> License:
-    """Run one of ACTIONS with its values (``days``/``until``, ``maxActivations``)."""
+    """Run one of ACTIONS with its values (``days``/``until``, ``maxActivations``,
+    ``features``)."""
     if action == "suspend":
         return suspend(session, key, admin)
     if action == "reinstate":
@@ -315,4 +336,10 @@ def apply_action(session: Session, key: str, admin: Admin, action: str, values: 
         return set_seats(session, key, admin, values["maxActivations"])
     if action == "reset":
         return reset_activations(session, key, admin)
+    if action == "features":
+        if values.get("features") is None:
+            raise ActionRefused(
+                "Give the license's features (an empty list clears them).", "features"
+            )
+        return set_features(session, key, admin, values["features"])
     raise ValueError(f"unknown license action {action!r}")

@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import License, OrderItem, Product
+from cmsshop.services.licensing.features import features_of_product
 from cmsshop.util import READABLE_ALPHABET, utcnow
 
 DEFAULT_MAX_ACTIVATIONS = 1
@@ -51,6 +52,7 @@ def issue_license(session: Session, order_item: OrderItem, user_id: int) -> Lice
             else DEFAULT_MAX_ACTIVATIONS
         ),
         expires_at=license_expiry(product, now),
+        features=features_of_product(product),
         created_at=now,
     )
     session.add(license)

@@ -143,6 +143,7 @@ class LicenseFacts:
     status: str
     max_activations: int
     expires_at: dt.datetime | None
+    features: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -112,7 +112,13 @@ def check_license_state(license: License | LicenseFacts, now: dt.datetime | None
 
 
 def license_facts(license: License) -> LicenseFacts:
-    return LicenseFacts(license.id, license.status, license.max_activations, license.expires_at)
+    return LicenseFacts(
+        license.id,
+        license.status,
+        license.max_activations,
+        license.expires_at,
+        tuple(license.features or ()),
+    )
 
 
 # --- nonces and seats ------------------------------------------------------------------------
@@ -211,6 +217,7 @@ def lease_claims(
             "expiresAt": isoformat_z(license.expires_at),
             "maxActivations": license.max_activations,
             "activationsUsed": activations_used,
+            "features": list(license.features),
         },
         "iat": iat,
         "nbf": iat,

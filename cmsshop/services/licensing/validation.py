@@ -14,6 +14,7 @@ from typing import Any
 
 from cmsshop.hotsql import HotStatement, RawTransaction, db_time, from_db_time, raw_transaction
 from cmsshop.services.licensing import problems
+from cmsshop.services.licensing.features import features_from_db
 from cmsshop.services.licensing.records import (
     ActivationFacts,
     AuditRecord,
@@ -34,12 +35,13 @@ from cmsshop.services.licensing.steps import (
 )
 from cmsshop.util import utcnow
 
-# validate's one read: the license, its product, the installation and the paid seats used.
+# validate's one read: the license, its product, the installation, the paid seats used
+# and the license's feature flags.
 _VALIDATE_LOOKUP = HotStatement(
     "SELECT l.id, l.status, l.max_activations, l.expires_at, p.slug, a.id, a.domain, "
     "a.environment, a.active, a.activated_at, a.deactivated_at, "
     "(SELECT count(*) FROM activations AS s WHERE s.licence_id = l.id AND s.active "
-    "AND s.environment = 'production') "
+    "AND s.environment = 'production'), l.features "
     "FROM licences AS l JOIN products AS p ON p.id = l.product_id "
     "LEFT OUTER JOIN activations AS a ON a.licence_id = l.id AND a.fingerprint_sha256 = :fp "
     "WHERE l.key = :key"
@@ -91,7 +93,7 @@ def _plan(
     """The answer the lookup row allows (or its 4xx)."""
     if row is None:
         raise problems.license_not_found()
-    license = LicenseFacts(row[0], row[1], row[2], from_db_time(row[3]))
+    license = LicenseFacts(row[0], row[1], row[2], from_db_time(row[3]), features_from_db(row[12]))
     audit.license_id = license.id
     if row[4] != data.product:
         raise problems.product_mismatch()
@@ -160,7 +162,7 @@ def _commit(
     postgresql = conn.dialect_name == "postgresql"
     if postgresql:
         row = _fetch_one(_PG_NONCE_AND_LOOKUP, conn, {**nonce_params, "fp": fp})
-        nonce_row = row[12] if row is not None else None
+        nonce_row = row[13] if row is not None else None
     else:
         nonce_row = _fetch_one(_KEYED_NONCE, conn, nonce_params)
         row = _fetch_one(_VALIDATE_LOOKUP, conn, {"key": data.license_key, "fp": fp})
