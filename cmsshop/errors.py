@@ -166,6 +166,11 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "range_not_satisfiable": ErrorCode(
         416, "Range not satisfiable", "The Range header lies outside the file."
     ),
+    "deactivation_limit_reached": ErrorCode(
+        429,
+        "Deactivation limit reached",
+        "The license's self-service deactivations of the last 30 days are used up.",
+    ),
     "too_many_pending_orders": ErrorCode(
         429, "Too many unpaid orders", "The customer holds the allowed recent pending orders."
     ),

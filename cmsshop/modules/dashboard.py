@@ -33,6 +33,8 @@ SETTINGS = {
     "cmsshop.tickets_per_hour": (as_int, 5, None),
     # A customer's replies to their tickets (staff replies are not limited).
     "cmsshop.ticket_replies_per_hour": (as_int, 30, None),
+    # Seats a customer may free from the dashboard per license in a rolling 30 days.
+    "cmsshop.license_self_deactivations_per_month": (as_int, 5, None),
 }
 
 
@@ -45,6 +47,8 @@ def check_settings(settings: dict) -> None:
         )
     if settings["cmsshop.tickets_per_hour"] < 1:
         raise ConfigurationError("cmsshop.tickets_per_hour must be at least 1")
+    if settings["cmsshop.license_self_deactivations_per_month"] < 1:
+        raise ConfigurationError("cmsshop.license_self_deactivations_per_month must be at least 1")
     if settings["cmsshop.ticket_replies_per_hour"] < 1:
         raise ConfigurationError("cmsshop.ticket_replies_per_hour must be at least 1")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import colander
 from pyramid.view import view_config
 
-from cmsshop.errors import NotFound
+from cmsshop.errors import NotFound, RateLimited
 from cmsshop.security import CUSTOMER
 from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadClaims, DownloadTokenSigner
@@ -73,11 +73,13 @@ def license_body(license) -> dict:
     }
 
 
-def activation_body(activation) -> dict:
-    """An activation (a row or ActivationFacts) as the dashboard shows it."""
+def activation_body(activation, fingerprint: str | None = None) -> dict:
+    """An activation (a row, or ActivationFacts and its ``fingerprint``) as the dashboard
+    shows it."""
     return {
         "id": activation.id,
         "domain": activation.domain,
+        "fingerprint": fingerprint if fingerprint is not None else activation.fingerprint,
         "environment": activation.environment,
         "active": activation.active,
         "activatedAt": isoformat_z(activation.activated_at),
@@ -89,7 +91,7 @@ def activation_body(activation) -> dict:
 def owner_deactivation_body(result: seats.OwnerDeactivation) -> dict:
     return {
         "outcome": result.outcome,
-        "activation": activation_body(result.activation),
+        "activation": activation_body(result.activation, result.fingerprint),
         "activationsUsed": result.activations_used,
         "maxActivations": result.max_activations,
     }
@@ -249,13 +251,28 @@ def deactivate_own_activation(request) -> seats.OwnerDeactivation:
         action=seats.CUSTOMER_DEACTIVATE, ip=request.client_addr or "unknown",
         request_id=request_id(request),
     )  # fmt: skip
-    return seats.deactivate_for_owner(
-        request.registry["cmsshop.engine"],
-        request.user.id,
-        request.matchdict["key"],
-        parse_path_id(request.matchdict["id"]),
-        audit,
-    )
+    limit = request.registry.settings["cmsshop.license_self_deactivations_per_month"]
+    try:
+        return seats.deactivate_for_owner(
+            request.registry["cmsshop.engine"],
+            request.user.id,
+            request.matchdict["key"],
+            parse_path_id(request.matchdict["id"]),
+            audit,
+            limit=limit,
+        )
+    except seats.DeactivationLimitReached as exc:
+        raise RateLimited(
+            exc.retry_after,
+            f"This license's seats were freed {exc.limit} times in the last 30 days, the most "
+            "the dashboard allows; nothing changed.",
+            code="deactivation_limit_reached",
+            hints=[
+                f"Try again in {exc.retry_after // 3600 + 1} hours, or ask support to free "
+                "the seat.",
+                "A site you still run can free its own seat by deactivating from the product.",
+            ],
+        ) from None
 
 
 @view_config(

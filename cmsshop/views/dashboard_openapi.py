@@ -74,10 +74,14 @@ MESSAGE_BODY = {
 ACTIVATION_PROPERTIES = {
     "id": {"type": "integer"},
     "domain": {"type": "string"},
+    "fingerprint": {
+        "type": "string",
+        "description": "The installation's fingerprint, as its runtime sent it",
+    },
     "environment": {"type": "string", "enum": ["production", "staging", "local"]},
     "active": {"type": "boolean"},
-    "activatedAt": TIME,
-    "lastValidatedAt": NULLABLE_TIME,
+    "activatedAt": {**TIME, "description": "First seen"},
+    "lastValidatedAt": {**NULLABLE_TIME, "description": "Last seen (its last validate)"},
     "deactivatedAt": NULLABLE_TIME,
 }
 ACTIVATION_REQUIRED = list(ACTIVATION_PROPERTIES)
@@ -342,8 +346,10 @@ OPENAPI_PATHS = {
             "(its next validate answers 404 activation_not_found; audited as "
             "customer_deactivate). Idempotent: an inactive one answers 200 with outcome "
             "already_inactive. 404 license_not_found for a key that is not yours, "
-            "activation_not_found for an activation of another license.",
-            {**oa.ok(oa.ref("DashboardDeactivation")), **oa.errors(401, 403, 404)},
+            "activation_not_found for an activation of another license. 429 "
+            "deactivation_limit_reached (Retry-After) past "
+            "cmsshop.license_self_deactivations_per_month in a rolling 30 days.",
+            {**oa.ok(oa.ref("DashboardDeactivation")), **oa.errors(401, 403, 404, 429)},
             params=[KEY_PARAM, ID_PARAM],
             csrf=True,
             tags=["dashboard"],

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from cmsshop.db import take_write_lock
 from cmsshop.errors import NotFound
-from cmsshop.models import Activation, License, Product
+from cmsshop.models import Activation, License, LicenseAuditEntry, Product
 from cmsshop.services.licensing import problems
 from cmsshop.services.licensing.domains import PRODUCTION, classify_environment
 from cmsshop.services.licensing.records import (
@@ -234,6 +234,37 @@ def deactivate(licensing: Licensing, data: LicenseRequest, audit: AuditRecord) -
 # --- the owner frees a seat from the dashboard ----------------------------------------------
 
 CUSTOMER_DEACTIVATE = "customer_deactivate"  # the audit action: the license's owner acted
+# The window of cmsshop.license_self_deactivations_per_month: a rolling 30 days, so the
+# allowance never resets all at once on the first of a month.
+SELF_DEACTIVATION_WINDOW = dt.timedelta(days=30)
+
+
+class DeactivationLimitReached(Exception):
+    """The owner used up the license's self-service deactivations of the window."""
+
+    def __init__(self, limit: int, retry_after: int):
+        super().__init__(f"{limit} self-service deactivations in 30 days")
+        self.limit = limit
+        self.retry_after = retry_after
+
+
+def _self_deactivations_since(
+    session: Session, license_id: int, since: dt.datetime
+) -> list[dt.datetime]:
+    """When the owner freed a seat of the license since ``since``, oldest first (only
+    real deactivations count: an answer ``already_inactive`` changed nothing)."""
+    return list(
+        session.scalars(
+            select(LicenseAuditEntry.created_at)
+            .where(
+                LicenseAuditEntry.license_id == license_id,
+                LicenseAuditEntry.action == CUSTOMER_DEACTIVATE,
+                LicenseAuditEntry.outcome == "deactivated",
+                LicenseAuditEntry.created_at > since,
+            )
+            .order_by(LicenseAuditEntry.created_at)
+        )
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,6 +276,7 @@ class OwnerDeactivation:
     activation: ActivationFacts
     activations_used: int  # production seats in use afterwards
     max_activations: int
+    fingerprint: str  # as the runtime sent it (the owner's own installation id)
 
 
 def owner_activation_not_found() -> NotFound:
@@ -262,6 +294,7 @@ def deactivate_for_owner(
     raw_key: str | None,
     activation_id: int | None,
     audit: AuditRecord,
+    limit: int | None = None,
 ) -> OwnerDeactivation:
     """The license's owner frees the seat of one activation (e.g. a site that is gone
     and can no longer call deactivate itself).
@@ -280,6 +313,11 @@ def deactivate_for_owner(
     row FOR NO KEY UPDATE on PostgreSQL, so a racing activation counts seats after this
     one. The audit entry (action ``customer_deactivate``, with the request's IP and id;
     the actor is the license's owner) is written in the same transaction.
+
+    ``limit``: at most this many deactivations per license in SELF_DEACTIVATION_WINDOW,
+    counted from the audit log under the same lock (two racing requests cannot both take
+    the last one). Past it, DeactivationLimitReached (with the seconds until the oldest
+    counted one leaves the window); the refusal is audited and nothing else changes.
     """
     license_key = normalise_license_key(raw_key)
     if license_key is None:
@@ -304,7 +342,18 @@ def deactivate_for_owner(
         )
         if activation is None:
             raise owner_activation_not_found()
-        if activation.active:
+        refused: DeactivationLimitReached | None = None
+        if activation.active and limit is not None:
+            now = utcnow()
+            recent = _self_deactivations_since(session, license.id, now - SELF_DEACTIVATION_WINDOW)
+            if len(recent) >= limit:
+                frees_at = recent[-limit] + SELF_DEACTIVATION_WINDOW
+                refused = DeactivationLimitReached(
+                    limit, max(1, int((frees_at - now).total_seconds()) + 1)
+                )
+        if refused is not None:
+            outcome = "deactivation_limit_reached"
+        elif activation.active:
             outcome = "deactivated"
             activation.active = False
             activation.deactivated_at = utcnow()
@@ -316,7 +365,14 @@ def deactivate_for_owner(
         audit.product, audit.key_hint = product[:100], key_hint(license.key)
         audit.fingerprint_sha256 = activation.fingerprint_sha256
         audit.domain, audit.environment = activation.domain[:255], activation.environment
-        session.add(audit.entry(outcome, 200))
-        return OwnerDeactivation(
-            outcome, _facts(activation), used_production, license.max_activations
-        )
+        session.add(audit.entry(outcome, 429 if refused else 200))
+        if refused is None:
+            return OwnerDeactivation(
+                outcome,
+                _facts(activation),
+                used_production,
+                license.max_activations,
+                activation.fingerprint,
+            )
+    # Only the refusal's audit entry was written (and committed above).
+    raise refused
