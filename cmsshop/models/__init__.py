@@ -18,6 +18,7 @@ constraints and of the OpenAPI enums.
 from cmsshop.models.accounts import ROLES, TOKEN_PURPOSES, AccountToken, User, UserSession
 from cmsshop.models.catalogue import (
     RELEASE_CHANNELS,
+    VERSION_SCHEMES,
     Article,
     Currency,
     Product,
@@ -57,6 +58,7 @@ __all__ = [
     "MAIL_STATUSES",
     "ORDER_STATUSES",
     "RELEASE_CHANNELS",
+    "VERSION_SCHEMES",
     "ROLES",
     "TICKET_STATUSES",
     "TOKEN_PURPOSES",

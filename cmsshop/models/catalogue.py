@@ -46,11 +46,16 @@ class Currency(Base):
     is_default: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
+# How a product's release versions compare (services/catalogue/versions.py).
+VERSION_SCHEMES = ("pep440", "semver")
+
+
 class Product(Base):
     __tablename__ = "products"
     __table_args__ = (
         CheckConstraint("max_activations IS NULL OR max_activations >= 0", name="max_activations"),
         CheckConstraint("duration_days IS NULL OR duration_days > 0", name="duration_days"),
+        CheckConstraint(one_of("version_scheme", VERSION_SCHEMES), name="version_scheme"),
         # The public list walks this index in order and stops after one page, so a page
         # costs the same whatever the size of the catalogue.
         Index("ix_products_listing", "published", "archived", "name", "id"),
@@ -68,6 +73,10 @@ class Product(Base):
     licensed: Mapped[bool] = mapped_column(Boolean, default=False)
     max_activations: Mapped[int | None] = mapped_column(Integer)
     duration_days: Mapped[int | None] = mapped_column(Integer)  # None = perpetual
+    # How its release versions compare (services/catalogue/versions.py).
+    version_scheme: Mapped[str] = mapped_column(
+        String(10), default="pep440", server_default="pep440"
+    )
     # Feature flags a license of this product gets when issued (services/licensing/features.py).
     features: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -122,6 +131,11 @@ class Release(Base):
     # Markdown source and its rendered, sanitised HTML (services/docs/markdown.py).
     changelog: Mapped[str] = mapped_column(Text, default="", server_default="")
     changelog_html: Mapped[str] = mapped_column(Text, default="", server_default="")
+    # Minimum requirements, when set: the host platform's version (e.g. WordPress 6.0),
+    # PHP's, and the platform version the release was tested up to (update checks show them).
+    requires: Mapped[str | None] = mapped_column(String(20))
+    requires_php: Mapped[str | None] = mapped_column(String(20))
+    tested: Mapped[str | None] = mapped_column(String(20))
 
     product: Mapped[Product] = relationship(back_populates="releases")
 

@@ -18,7 +18,7 @@ from cmsshop.settings import (
     as_str,
     declare,
 )
-from cmsshop.views import admin_licenses
+from cmsshop.views import admin_licenses, license_updates
 from cmsshop.views.admin_licenses_pages import NOTICES as ADMIN_PAGE_NOTICES
 from cmsshop.views.licensing_openapi import OPENAPI_PATHS, OPENAPI_SCHEMAS
 
@@ -95,6 +95,10 @@ def includeme(config) -> None:
     config.add_route("licensing.jwks", "/api/license/jwks.json")
     config.add_openapi(paths=OPENAPI_PATHS, schemas=OPENAPI_SCHEMAS)
     config.scan("cmsshop.views.licensing")
+    # Update checks (download URLs need the dashboard module's signer and route).
+    config.add_route("licensing.update_check", "/api/license/update-check")
+    config.add_openapi(paths=license_updates.OPENAPI_PATHS, schemas=license_updates.OPENAPI_SCHEMAS)
+    config.scan(license_updates.__name__)
     # The admin side: JSON routes and the /admin/licenses pages (one service for both).
     config.add_route("licensing.admin_licenses", "/api/admin/licenses")
     config.add_route("licensing.admin_license", "/api/admin/licenses/{key}")

@@ -11,6 +11,9 @@ Embed it in a Python product (it needs only joserfc and the standard library)::
     )
     client.activate()            # once, at set-up
     lease = client.ensure_licensed()   # at start-up and now and then afterwards
+    if lease.has_feature("pro"): ...   # feature flags, signed into the lease
+    update = client.check_for_update("1.4.0")   # None when up to date
+    if update: client.download_update(update, "/tmp/update.zip")   # size + SHA-256 checked
 
 Leases are verified against a key set pinned in the product (never only one fetched at
 run time), and the client keeps working on its last good lease through server errors
@@ -25,6 +28,8 @@ from cmsshop.runtime.client import (
     LicenseError,
     LicenseUnavailable,
     TemporaryFailure,
+    Update,
+    UpdateRejected,
     verify_lease,
 )
 
@@ -36,5 +41,7 @@ __all__ = [
     "LicenseError",
     "LicenseUnavailable",
     "TemporaryFailure",
+    "Update",
+    "UpdateRejected",
     "verify_lease",
 ]

@@ -6,6 +6,7 @@ vendor this one file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -13,6 +14,7 @@ import os
 import secrets
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from http.client import HTTPException
@@ -176,6 +178,26 @@ def verify_lease(
     return Lease(token, claims)
 
 
+@dataclasses.dataclass(frozen=True)
+class Update:
+    """A newer release the license may install (``POST /api/license/update-check``)."""
+
+    version: str
+    channel: str
+    released_at: str
+    changelog_html: str
+    requires: dict[str, str | None]
+    size: int
+    sha256: str
+    download_url: str | None
+    download_url_expires_at: str | None
+
+
+class UpdateRejected(LicenseClientError):
+    """A downloaded update does not match what the service announced (size or SHA-256),
+    or its URL is not one this client downloads from; nothing was kept."""
+
+
 class LicenseClient:
     """Talks to ``/api/license/*`` and keeps the last good lease.
 
@@ -243,6 +265,77 @@ class LicenseClient:
             if lease is not None and lease.is_valid(self.clock()):
                 return lease
             raise LicenseUnavailable(f"no valid lease and the service failed: {exc}") from exc
+
+    # --- updates -------------------------------------------------------------------------
+
+    def check_for_update(self, current_version: str, channel: str = "stable") -> Update | None:
+        """The newest release this license may install if it is newer than
+        ``current_version``, else None. Refusals raise LicenseError, outages
+        TemporaryFailure (keep running the installed version and ask again later)."""
+        payload = {
+            "product": self.product,
+            "licenseKey": self.license_key,
+            "domain": self.domain,
+            "fingerprint": self.fingerprint,
+            "currentVersion": current_version,
+            "channel": channel,
+        }
+        status, body = self._post("/api/license/update-check", payload)
+        if status == 429 or status >= 500 or (status != 200 and not body.get("code")):
+            raise TemporaryFailure(f"service answered {status}", status, body.get("retryAfter"))
+        if status != 200:
+            raise LicenseError(status, str(body.get("code")), str(body.get("message")), body)
+        release = body.get("release")
+        if body.get("status") != "update_available" or not isinstance(release, dict):
+            return None
+        try:
+            return Update(
+                version=str(release["version"]),
+                channel=str(release["channel"]),
+                released_at=str(release["releasedAt"]),
+                changelog_html=str(release.get("changelogHtml") or ""),
+                requires=dict(release.get("requires") or {}),
+                size=int(release["size"]),
+                sha256=str(release["sha256"]).lower(),
+                download_url=release.get("downloadUrl"),
+                download_url_expires_at=release.get("downloadUrlExpiresAt"),
+            )
+        except (KeyError, TypeError, ValueError):
+            raise TemporaryFailure("the update answer is malformed", status) from None
+
+    def download_update(self, update: Update, path: str) -> str:
+        """Download ``update`` to ``path``, keeping it only if its size and SHA-256 are the
+        announced ones (UpdateRejected otherwise, and no file is left). The URL must be on
+        the service's own origin (so an https service never sends us to plain http)."""
+        url = update.download_url
+        if not url or urllib.parse.urlsplit(url)[:2] != urllib.parse.urlsplit(self.base_url)[:2]:
+            raise UpdateRejected("the download URL is not on the licensing service's origin")
+        partial = f"{path}.part"
+        digest, received = hashlib.sha256(), 0
+        try:
+            request = urllib.request.Request(url, method="GET")  # noqa: S310 - origin checked
+            with (
+                urllib.request.urlopen(request, timeout=self.timeout) as response,  # noqa: S310
+                open(partial, "wb") as out,
+            ):
+                while chunk := response.read(64 * 1024):
+                    received += len(chunk)
+                    if received > update.size:
+                        raise UpdateRejected("the download is larger than announced")
+                    digest.update(chunk)
+                    out.write(chunk)
+            if received != update.size or digest.hexdigest() != update.sha256:
+                raise UpdateRejected("the download's size or SHA-256 is not the announced one")
+            os.replace(partial, path)
+        except (TimeoutError, urllib.error.URLError, OSError, HTTPException) as exc:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+            raise TemporaryFailure(f"download failed: {exc}") from None
+        except UpdateRejected:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+            raise
+        return path
 
     # --- internals ---------------------------------------------------------------------
 

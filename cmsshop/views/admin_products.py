@@ -8,7 +8,7 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
-from cmsshop.models import RELEASE_CHANNELS, Release
+from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES, Release
 from cmsshop.security import ADMIN
 from cmsshop.services.catalogue import currencies, products, releases, text
 from cmsshop.views.admin_catalogue import (
@@ -83,6 +83,12 @@ class ProductSchema(colander.MappingSchema):
     summary = text_node(500, missing="")
     description = text_node(MAX_MARKDOWN, multiline=True, missing="")
     published = bool_node(missing=False)
+    # How release versions compare (services/catalogue/versions.py).
+    versionScheme = colander.SchemaNode(  # noqa: N815
+        StrictString(),
+        missing="pep440",
+        validator=colander.OneOf(VERSION_SCHEMES),
+    )
     licensing = LicensingSchema(
         missing={
             "licensed": False,
@@ -106,6 +112,13 @@ LICENSING_NAMES = {
 def read_product(request, schema: colander.SchemaNode) -> dict:
     """A validated product body, its licensing object in the service's field names."""
     data = read_json(request, schema)
+    return service_names(data)
+
+
+def service_names(data: dict) -> dict:
+    """A validated ProductSchema body with the service's field names."""
+    if "versionScheme" in data:
+        data["version_scheme"] = data.pop("versionScheme")
     if "licensing" in data:
         data["licensing"] = {LICENSING_NAMES[k]: v for k, v in data["licensing"].items()}
     return data
@@ -210,6 +223,9 @@ TEXT_PART_LIMITS = {
     "version": (200, "at most 50 characters"),
     "channel": (80, "one of: " + ", ".join(RELEASE_CHANNELS)),
     "changelog": (4 * releases.MAX_CHANGELOG, f"at most {releases.MAX_CHANGELOG} characters"),
+    "requires": (80, "at most 20 characters"),
+    "requiresPhp": (80, "at most 20 characters"),
+    "tested": (80, "at most 20 characters"),
 }
 
 
@@ -246,7 +262,7 @@ class _UploadReader:
             parser = multipart.PushMultipartParser(
                 boundary,
                 content_length=request.content_length if request.content_length else -1,
-                max_segment_count=6,
+                max_segment_count=9,
             )
             with parser:
                 part = None
@@ -273,15 +289,16 @@ class _UploadReader:
                 self.raw_file_name = event.filename
                 if "version" in self.text_parts:
                     # The version came first: refuse a duplicate before storing any bytes.
-                    version = releases.check_version(self.version())
+                    version = releases.check_version(self.version(), self.product.version_scheme)
                     releases.ensure_version_free(self.request.db, self.product, version)
                 self.writer = releases.ReleaseWriter(self.storage_dir, self.max_bytes)
             else:
                 raise ValidationFailed(
                     {event.name or "body": "unexpected or repeated part"},
                     hints=[
-                        "Send one `version` field, optionally one `channel` and one "
-                        "`changelog`, and one `file` part."
+                        "Send one `version` field, optionally one each of `channel`, "
+                        "`changelog`, `requires`, `requiresPhp` and `tested`, and one "
+                        "`file` part."
                     ],
                 )
             return event.name
@@ -327,7 +344,7 @@ def receive_release(
     reader = _UploadReader(request, product, skip_fields)
     try:
         reader.read()
-        version = releases.check_version(reader.version())
+        version = releases.check_version(reader.version(), product.version_scheme)
         if reader.writer is None:
             raise ValidationFailed({"file": "required"})
         if reader.writer.size == 0:
@@ -337,6 +354,10 @@ def receive_release(
         )
         channel = releases.check_channel(reader.text("channel"))
         changelog = releases.check_changelog(reader.text("changelog"))
+        requirements = {
+            column: releases.check_requirement(name, reader.text(name))
+            for name, column in releases.REQUIREMENT_FIELDS.items()
+        }
         release = releases.add_release(
             request.db,
             product,
@@ -345,6 +366,7 @@ def receive_release(
             upload=reader.writer,
             channel=channel,
             changelog=changelog,
+            requirements=requirements,
         )
     finally:
         if reader.writer is not None:
@@ -493,7 +515,9 @@ OPENAPI_PATHS = {
     },
     "/api/admin/products/{slug}/releases": {
         "post": oa.operation(
-            "Upload a release file (admin); 409 version_exists",
+            "Upload a release file (admin); the version must parse under the product's "
+            "versionScheme (422); 409 version_exists for the same version, compared as "
+            "versions (1.0 and 1.0.0 under PEP 440)",
             {
                 **oa.ok(oa.ref("Release"), "Created", 201),
                 **oa.errors(401, 403, 404, 409, 413, 415, 422),
@@ -510,6 +534,18 @@ OPENAPI_PATHS = {
                         "type": "string",
                         "maxLength": releases.MAX_CHANGELOG,
                         "description": "Markdown; rendered and sanitised as changelogHtml",
+                    },
+                    **{
+                        name: {
+                            "type": "string",
+                            "pattern": r"^[0-9]{1,6}(\.[0-9]{1,6}){0,3}$",
+                            "description": description,
+                        }
+                        for name, description in (
+                            ("requires", "minimum host platform version, e.g. 6.0"),
+                            ("requiresPhp", "minimum PHP version, e.g. 8.1"),
+                            ("tested", "platform version tested up to, e.g. 6.7"),
+                        )
                     },
                     "file": {"type": "string", "format": "binary"},
                 },

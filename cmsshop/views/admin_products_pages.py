@@ -21,7 +21,7 @@ from cmsshop.errors import ApiError
 from cmsshop.security import ADMIN
 from cmsshop.services.catalogue import currencies, products, text
 from cmsshop.views.admin_catalogue import no_store
-from cmsshop.views.admin_products import LICENSING_NAMES, ProductSchema, receive_release
+from cmsshop.views.admin_products import ProductSchema, receive_release, service_names
 from cmsshop.views.common import flatten_errors, query_value, read_page_request
 from cmsshop.views.forms import FormInvalid, field_errors, posted_value, see_other
 
@@ -40,6 +40,7 @@ TEXT_FIELDS = (
     "max_activations",
     "duration_days",
     "features",
+    "version_scheme",
 )
 CHECKBOXES = ("published", "licensed")
 # Form field -> the JSON body's field, for errors the schema reports by JSON name.
@@ -48,6 +49,7 @@ ERROR_FIELDS = {
     "licensing.maxActivations": "max_activations",
     "licensing.durationDays": "duration_days",
     "licensing.features": "features",
+    "versionScheme": "version_scheme",
     "licensing": "form",
     "prices": "form",
 }
@@ -116,6 +118,7 @@ class ProductForm:
             "summary": self.typed["summary"].strip(),
             "description": self.typed["description"],
             "published": self.typed["published"] == "on",
+            "versionScheme": self.typed["version_scheme"] or "pep440",
             "licensing": {
                 "licensed": self.typed["licensed"] == "on",
                 "maxActivations": _integer_or_text(self.typed["max_activations"]),
@@ -130,8 +133,7 @@ class ProductForm:
             errors.update(self.form_errors(flatten_errors(exc)))
         if errors:
             raise FormInvalid(errors, self.typed)
-        data["licensing"] = {LICENSING_NAMES[k]: v for k, v in data["licensing"].items()}
-        return data
+        return service_names(data)
 
     def form_errors(self, errors: dict[str, str]) -> dict[str, str]:
         """Errors named as in the JSON body (``prices.0.amount``) -> form fields."""
@@ -163,6 +165,7 @@ def product_form_values(product, price_currencies: list) -> dict:
         "max_activations": "" if product.max_activations is None else str(product.max_activations),
         "duration_days": "" if product.duration_days is None else str(product.duration_days),
         "features": ", ".join(product.features or []),
+        "version_scheme": product.version_scheme,
     }
     decimals = {currency.code: currency.decimals for currency in price_currencies}
     for price in product.prices:
@@ -340,7 +343,8 @@ def upload_release(request):
     except ApiError as exc:
         field = UPLOAD_ERROR_FIELDS.get(exc.code)
         errors = {field: exc.message} if field else field_errors(exc)
-        if not set(errors) <= {"version", "channel", "changelog", "file"}:
+        fields = {"version", "channel", "changelog", "file", "requires", "requiresPhp", "tested"}
+        if not set(errors) <= fields:
             errors = {"form": exc.message}
         return edit_page(
             request, product, upload_form=typed, upload_errors=errors, status=exc.status

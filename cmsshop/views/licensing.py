@@ -109,18 +109,21 @@ def decode_form(raw: bytes) -> dict:
     return data
 
 
+def read_request_data(request):
+    """A JSON or url-encoded form body, decoded (415 / 400 / 413 otherwise)."""
+    if is_json_content_type(request.content_type):
+        return decode_json(read_body(request))
+    if (request.content_type or "").lower() == FORM_TYPE:
+        return decode_form(read_body(request))
+    raise UnsupportedMediaType(
+        f"This route accepts application/json or {FORM_TYPE}.",
+        hints=["Set Content-Type: application/json (or a form post)."],
+    )
+
+
 def read_license_request(request) -> LicenseRequest:
     """The five items from a JSON or form body (415 / 400 / 413 / 422 otherwise)."""
-    if is_json_content_type(request.content_type):
-        data = decode_json(read_body(request))
-    elif (request.content_type or "").lower() == FORM_TYPE:
-        data = decode_form(read_body(request))
-    else:
-        raise UnsupportedMediaType(
-            f"This route accepts application/json or {FORM_TYPE}.",
-            hints=["Set Content-Type: application/json (or a form post)."],
-        )
-    values = validate(LicenseRequestSchema(), data)
+    values = validate(LicenseRequestSchema(), read_request_data(request))
     return LicenseRequest(
         product=values["product"],
         license_key=values["licenseKey"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyramid.view import view_config
 
 from cmsshop import openapi as oa
-from cmsshop.models import Currency
+from cmsshop.models import VERSION_SCHEMES, Currency
 from cmsshop.services.catalogue import currencies, products, text
 from cmsshop.util import isoformat_z
 from cmsshop.views.admin_catalogue import DATE_TIME, IF_NONE_MATCH, cached_json, cached_ok
@@ -50,6 +50,7 @@ def product_body(card: products.ProductCard, admin: bool = False) -> dict:
             "durationDays": product.duration_days,
             "features": list(product.features or []),
         },
+        "versionScheme": product.version_scheme,
         "latestRelease": release_body(card.latest_release),
         "updatedAt": isoformat_z(product.updated_at),
     }
@@ -136,6 +137,11 @@ PRODUCT_FIELDS = {
     "descriptionHtml": {"type": "string", "description": "Rendered, sanitised HTML"},
     "prices": {"type": "array", "items": oa.ref("Price")},
     "licensing": oa.ref("Licensing"),
+    "versionScheme": {
+        "type": "string",
+        "enum": list(VERSION_SCHEMES),
+        "description": "How release versions compare: PEP 440 or Semantic Versioning 2.0.0",
+    },
     "latestRelease": {"oneOf": [oa.ref("Release"), {"type": "null"}]},
     "updatedAt": DATE_TIME,
 }

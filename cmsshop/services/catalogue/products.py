@@ -22,6 +22,7 @@ from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.models import Currency, Entitlement, License, OrderItem, Product, ProductPrice, Release
 from cmsshop.services.catalogue.listing import ListingStatements, fetch_listing, listing_statements
 from cmsshop.services.catalogue.text import ensure_slug_free, is_slug
+from cmsshop.services.catalogue.versions import BadVersion, parse_version
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
 from cmsshop.util import utcnow
@@ -40,6 +41,7 @@ CARD_COLUMNS = (
     Product.max_activations,
     Product.duration_days,
     Product.features,
+    Product.version_scheme,
     Product.created_at,
     Product.updated_at,
 )
@@ -239,6 +241,7 @@ def create_product(session: Session, data: dict) -> Product:
         published=data["published"],
         archived=False,
         licensed=False,
+        version_scheme=data.get("version_scheme", "pep440"),
     )
     _apply_licensing(product, data["licensing"])
     product.prices = [
@@ -265,9 +268,31 @@ def update_product(session: Session, product: Product, changes: dict) -> Product
         product.description = changes["description"]
         product.description_html = render_markdown(changes["description"])
     _apply_licensing(product, changes.get("licensing", {}))
+    scheme = changes.get("version_scheme")
+    if scheme is not None and scheme != product.version_scheme:
+        _switch_version_scheme(session, product, scheme)
     product.updated_at = utcnow()
     session.flush()
     return product
+
+
+def _switch_version_scheme(session: Session, product: Product, scheme: str) -> None:
+    """Compare the product's versions by ``scheme`` from now on: only if every release
+    parses under it and no two become the same version (else 422, nothing changed)."""
+    seen: dict = {}
+    for version in session.scalars(select(Release.version).where(Release.product_id == product.id)):
+        try:
+            key = parse_version(scheme, version)
+        except BadVersion as exc:
+            raise ValidationFailed(
+                {"versionScheme": f"release {exc}; keep the current scheme"}
+            ) from None
+        if key in seen:
+            raise ValidationFailed(
+                {"versionScheme": f"releases {seen[key]} and {version} would be the same version"}
+            )
+        seen[key] = version
+    product.version_scheme = scheme
 
 
 def product_is_referenced(session: Session, product: Product) -> bool:

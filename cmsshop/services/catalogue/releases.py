@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 from cmsshop.errors import Conflict, PayloadTooLarge, ValidationFailed
 from cmsshop.models import RELEASE_CHANNELS, Product, Release
 from cmsshop.services.catalogue.text import text_problem
+from cmsshop.services.catalogue.versions import BadVersion, parse_version
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.util import utcnow
 
@@ -82,14 +83,33 @@ def check_changelog(changelog: str | None) -> str:
     return changelog
 
 
-def check_version(version: str | None) -> str:
+def check_version(version: str | None, scheme: str = "pep440") -> str:
+    """A version of the product's scheme (services/catalogue/versions.py), as sent."""
     if version is None:
         raise ValidationFailed({"version": "required"})
     if not VERSION.match(version):
         raise ValidationFailed(
             {"version": "1-50 characters: letters, digits and . + _ -, starting alphanumeric"}
         )
+    try:
+        parse_version(scheme, version)
+    except BadVersion as exc:
+        raise ValidationFailed({"version": str(exc)}) from None
     return version
+
+
+# A minimum requirement or "tested up to": a plain dotted number such as 6.4 or 8.1.2.
+REQUIREMENT = re.compile(r"^[0-9]{1,6}(\.[0-9]{1,6}){0,3}\Z")
+REQUIREMENT_FIELDS = {"requires": "requires", "requiresPhp": "requires_php", "tested": "tested"}
+
+
+def check_requirement(name: str, value: str | None) -> str | None:
+    """An optional requirement (None when not given)."""
+    if value is None or value == "":
+        return None
+    if not REQUIREMENT.match(value):
+        raise ValidationFailed({name: "a version number such as 6.4 or 8.1.2"})
+    return value
 
 
 class ReleaseWriter:
@@ -139,16 +159,32 @@ class ReleaseWriter:
 
 
 def ensure_version_free(session: Session, product: Product, version: str) -> None:
-    existing = session.scalar(
-        select(Release.id).where(Release.product_id == product.id, Release.version == version)
-    )
-    if existing is not None:
+    """409 ``version_exists`` if the product has a release of the same version, compared
+    as versions: under PEP 440 ``1.0.0`` is ``1.0``, so it cannot be uploaded twice."""
+    wanted = parse_version(product.version_scheme, version)
+    existing = [
+        other
+        for other in session.scalars(
+            select(Release.version).where(Release.product_id == product.id)
+        )
+        if other == version or _same_version(product.version_scheme, other, wanted)
+    ]
+    if existing:
+        if existing[0] != version:
+            version = f"{version} (the same version as {existing[0]})"
         raise Conflict(
             f"{product.slug} already has a release {version}.",
             code="version_exists",
             title="Version exists",
             hints=["Releases are immutable; upload it under a new version number."],
         )
+
+
+def _same_version(scheme: str, text: str, wanted) -> bool:
+    try:
+        return parse_version(scheme, text) == wanted
+    except BadVersion:
+        return False
 
 
 def add_release(
@@ -160,6 +196,7 @@ def add_release(
     upload: ReleaseWriter,
     channel: str = "stable",
     changelog: str = "",
+    requirements: dict[str, str | None] | None = None,
 ) -> Release:
     """Record the uploaded file as ``version`` of ``product``.
 
@@ -182,6 +219,7 @@ def add_release(
         channel=channel,
         changelog=changelog,
         changelog_html=render_markdown(changelog) if changelog else "",
+        **(requirements or {}),
     )
     try:
         session.add(release)

@@ -1,0 +1,281 @@
+"""POST /api/license/update-check: the newest release a license is entitled to
+(services/licensing/updates.py), with a fresh signed download URL; also in the shape a
+WordPress plugin's update checker reads (``?format=wordpress``).
+
+Like the other licensing routes: no session, no CSRF, JSON or a url-encoded form, the
+licensing rate limits, every call in the audit log (action ``update_check``).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import colander
+from pyramid.view import view_config
+
+from cmsshop import openapi as oa
+from cmsshop.errors import ValidationFailed
+from cmsshop.models import RELEASE_CHANNELS
+from cmsshop.services.dashboard.downloads import DownloadTokenSigner
+from cmsshop.services.licensing import counting
+from cmsshop.services.licensing.records import AuditRecord, LicenseRequest
+from cmsshop.services.licensing.updates import UpdateAnswer, UpdateCheck, check_for_update
+from cmsshop.services.ratelimit import RateLimiter
+from cmsshop.util import isoformat_z
+from cmsshop.views.common import StrictString, query_value, validate
+from cmsshop.views.errors import request_id
+from cmsshop.views.licensing import (
+    NONCE,
+    LicenseRequestSchema,
+    _record_failure,
+    client_ip,
+    read_request_data,
+)
+from cmsshop.views.licensing_openapi import LICENSE_REQUEST
+
+FORMATS = ("cmsshop", "wordpress")
+
+
+def update_check_schema() -> colander.SchemaNode:
+    """The licensing request's fields (the nonce optional: nothing is recorded) plus the
+    version the runtime runs and the channel it follows."""
+    schema = LicenseRequestSchema().clone()
+    schema["nonce"].missing = None
+    schema["nonce"].validator = colander.Regex(NONCE, "must be 16-128 base64url characters")
+    schema.add(
+        colander.SchemaNode(
+            StrictString(), name="currentVersion", validator=colander.Length(min=1, max=50)
+        )
+    )
+    schema.add(
+        colander.SchemaNode(
+            StrictString(),
+            name="channel",
+            missing="stable",
+            validator=colander.OneOf(RELEASE_CHANNELS),
+        )
+    )
+    return schema
+
+
+def download_link(request, answer: UpdateAnswer) -> tuple[str | None, str | None, str | None]:
+    """(url, expiresAt, why there is none) for the offered release."""
+    if answer.entitlement_id is None:
+        return (
+            None,
+            None,
+            (
+                "This license has no downloads of its own (issued by hand, or its downloads are "
+                "on hold); download the release from your account or ask support."
+            ),
+        )
+    try:
+        signer = request.find_service(DownloadTokenSigner)
+    except LookupError:
+        return None, None, "Downloads are switched off on this shop (the dashboard module)."
+    token, claims = signer.sign(answer.entitlement_id, answer.release.id)
+    url = request.route_url("dashboard.download", token=token)
+    return url, isoformat_z(claims.expires_at), None
+
+
+def update_body(answer: UpdateAnswer, url, expires_at, why) -> dict:
+    release = answer.release
+    body = {
+        "status": "update_available" if release else "up_to_date",
+        "product": answer.product.slug,
+        "currentVersion": answer.current_version,
+        "channel": answer.channel,
+        "licenseExpired": answer.expired,
+        "release": None,
+    }
+    if release is not None:
+        body["release"] = {
+            "version": release.version,
+            "channel": release.channel,
+            "releasedAt": isoformat_z(release.released_at),
+            "changelogHtml": release.changelog_html,
+            "requires": {
+                "platform": release.requires,
+                "php": release.requires_php,
+                "testedUpTo": release.tested,
+            },
+            "fileName": release.file_name,
+            "size": release.size,
+            "sha256": release.sha256,
+            "downloadUrl": url,
+            "downloadUrlExpiresAt": expires_at,
+        }
+        if why:
+            body["release"]["downloadUnavailable"] = why
+    return body
+
+
+def wordpress_body(request, answer: UpdateAnswer, url) -> dict:
+    """What a WordPress plugin's update checker reads (the fields of the
+    ``update_plugins`` transient and of ``plugins_api``); an empty object when up to date."""
+    release = answer.release
+    if release is None:
+        return {}
+    try:
+        homepage = request.route_url("pages.product", slug=answer.product.slug)
+    except KeyError:  # the store module (the product pages) is off
+        homepage = request.application_url
+    return {
+        "slug": answer.product.slug,
+        "name": answer.product.name,
+        "new_version": release.version,
+        "version": release.version,
+        "package": url or "",
+        "download_link": url or "",
+        "url": homepage,
+        "homepage": homepage,
+        "requires": release.requires or "",
+        "requires_php": release.requires_php or "",
+        "tested": release.tested or "",
+        "last_updated": isoformat_z(release.released_at),
+        "sections": {"changelog": release.changelog_html},
+    }
+
+
+@view_config(
+    route_name="licensing.update_check",
+    request_method="POST",
+    renderer="json",
+    require_csrf=False,
+)
+def update_check(request):
+    audit = AuditRecord(
+        action="update_check", ip=client_ip(request), request_id=request_id(request)
+    )
+    request.add_finished_callback(partial(_record_failure, audit))
+    output = query_value(request, "format") or "cmsshop"
+    if output not in FORMATS:
+        raise ValidationFailed({"format": f"one of: {', '.join(FORMATS)}"})
+    values = validate(update_check_schema(), read_request_data(request))
+    data = LicenseRequest(
+        product=values["product"],
+        license_key=values["licenseKey"],
+        domain=values["domain"],
+        fingerprint=values["fingerprint"],
+        nonce=values["nonce"] or "",
+    )
+    counting.admit_call(request.find_service(RateLimiter), data, audit)
+    check = UpdateCheck(data, values["currentVersion"], values["channel"])
+    answer = check_for_update(request.db, check, audit)
+    url = expires_at = why = None
+    if answer.release is not None:
+        url, expires_at, why = download_link(request, answer)
+    request.db.add(audit.entry("update_available" if answer.release else "up_to_date", 200))
+    request.response.cache_control = "no-store"
+    if output == "wordpress":
+        return wordpress_body(request, answer, url)
+    return update_body(answer, url, expires_at, why)
+
+
+# --- OpenAPI ----------------------------------------------------------------------------------
+
+UPDATE_CHECK_REQUEST = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["product", "licenseKey", "domain", "fingerprint", "currentVersion"],
+    "properties": {
+        **{
+            name: schema
+            for name, schema in LICENSE_REQUEST["properties"].items()
+            if name != "nonce"
+        },
+        "nonce": {**LICENSE_REQUEST["properties"]["nonce"], "description": "optional"},
+        "currentVersion": {"type": "string", "minLength": 1, "maxLength": 50},
+        "channel": {"type": "string", "enum": list(RELEASE_CHANNELS), "default": "stable"},
+    },
+}
+NULLABLE_STRING = {"type": ["string", "null"]}
+UPDATE_CHECK_RESULT = {
+    "type": "object",
+    "description": (
+        "The default format. With ?format=wordpress the answer is instead the object a "
+        "WordPress plugin's update checker reads (slug, new_version, package, url, "
+        "requires, requires_php, tested, sections.changelog), or {} when up to date."
+    ),
+    "required": ["status", "product", "currentVersion", "channel", "licenseExpired", "release"],
+    "properties": {
+        "status": {"type": "string", "enum": ["update_available", "up_to_date"]},
+        "product": {"type": "string"},
+        "currentVersion": {"type": "string"},
+        "channel": {"type": "string", "enum": list(RELEASE_CHANNELS)},
+        "licenseExpired": {
+            "type": "boolean",
+            "description": "true: only releases published before the expiry are offered",
+        },
+        "release": {
+            "type": ["object", "null"],
+            "required": [
+                "version",
+                "channel",
+                "releasedAt",
+                "changelogHtml",
+                "requires",
+                "fileName",
+                "size",
+                "sha256",
+                "downloadUrl",
+                "downloadUrlExpiresAt",
+            ],
+            "properties": {
+                "version": {"type": "string"},
+                "channel": {"type": "string", "enum": list(RELEASE_CHANNELS)},
+                "releasedAt": {"type": "string", "format": "date-time"},
+                "changelogHtml": {"type": "string"},
+                "requires": {
+                    "type": "object",
+                    "properties": {
+                        "platform": NULLABLE_STRING,
+                        "php": NULLABLE_STRING,
+                        "testedUpTo": NULLABLE_STRING,
+                    },
+                },
+                "fileName": {"type": "string"},
+                "size": {"type": "integer"},
+                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                "downloadUrl": {
+                    **NULLABLE_STRING,
+                    "description": "Signed, short-lived (cmsshop.download_url_ttl)",
+                },
+                "downloadUrlExpiresAt": {**NULLABLE_STRING, "format": "date-time"},
+                "downloadUnavailable": {
+                    "type": "string",
+                    "description": "Why downloadUrl is null",
+                },
+            },
+        },
+    },
+}
+
+
+def _update_check_operation() -> dict:
+    op = oa.operation(
+        "The newest release this license may install, newer than currentVersion "
+        "(versions compared by the product's scheme; an expired license sees releases "
+        "published before its expiry only; channel beta sees stable and beta)",
+        {**oa.ok(oa.ref("UpdateCheckResult")), **oa.errors(403, 404, 415, 422, 429)},
+        body=oa.ref("UpdateCheckRequest"),
+        params=[
+            oa.query_param(
+                "format",
+                {"type": "string", "enum": list(FORMATS), "default": "cmsshop"},
+                "wordpress: the answer shape of a WordPress plugin update checker",
+            )
+        ],
+        tags=["licensing"],
+    )
+    op["requestBody"]["content"]["application/x-www-form-urlencoded"] = {
+        "schema": oa.ref("UpdateCheckRequest")
+    }
+    return op
+
+
+OPENAPI_PATHS = {"/api/license/update-check": {"post": _update_check_operation()}}
+OPENAPI_SCHEMAS = {
+    "UpdateCheckRequest": UPDATE_CHECK_REQUEST,
+    "UpdateCheckResult": UPDATE_CHECK_RESULT,
+}
