@@ -20,7 +20,7 @@ def licensing_operations(make_app, tmp_path):
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 @pytest.mark.parametrize("media_type", ["application/json", "application/x-www-form-urlencoded"])
 def test_licensing_fuzz(licensing_operations, mode, media_type):
-    assert len(licensing_operations) == 4
+    assert len(licensing_operations) == 5  # activate, validate, deactivate, update-check, jwks
     for operation in licensing_operations:
         kwargs = {}
         if operation.method.upper() == "POST":
