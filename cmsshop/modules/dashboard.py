@@ -20,6 +20,7 @@ from cmsshop.views import (
     dashboard_openapi,
     dashboard_pages,
     downloads,
+    offline_activation,
     tickets_pages,
 )
 
@@ -35,6 +36,8 @@ SETTINGS = {
     "cmsshop.ticket_replies_per_hour": (as_int, 30, None),
     # Seats a customer may free from the dashboard per license in a rolling 30 days.
     "cmsshop.license_self_deactivations_per_month": (as_int, 5, None),
+    # Lifetime of a lease made by offline activation (never past the license's expiry).
+    "cmsshop.license_offline_lease_days": (as_int, 365, None),
 }
 
 
@@ -49,6 +52,8 @@ def check_settings(settings: dict) -> None:
         raise ConfigurationError("cmsshop.tickets_per_hour must be at least 1")
     if settings["cmsshop.license_self_deactivations_per_month"] < 1:
         raise ConfigurationError("cmsshop.license_self_deactivations_per_month must be at least 1")
+    if not 1 <= settings["cmsshop.license_offline_lease_days"] <= 3650:
+        raise ConfigurationError("cmsshop.license_offline_lease_days must be 1..3650")
     if settings["cmsshop.ticket_replies_per_hour"] < 1:
         raise ConfigurationError("cmsshop.ticket_replies_per_hour must be at least 1")
 
@@ -63,6 +68,7 @@ ROUTES = {
     "dashboard.deactivate_activation": (
         "/api/dashboard/licenses/{key}/activations/{id}/deactivate"
     ),
+    "dashboard.offline_activation": "/api/dashboard/licenses/{key}/offline-activation",
     "dashboard.tickets": "/api/dashboard/tickets",
     "dashboard.ticket": "/api/dashboard/tickets/{id}",
     "dashboard.ticket_messages": "/api/dashboard/tickets/{id}/messages",
@@ -108,6 +114,9 @@ def includeme(config) -> None:
     config.add_openapi(
         paths=dashboard_openapi.OPENAPI_PATHS, schemas=dashboard_openapi.OPENAPI_SCHEMAS
     )
+    config.add_openapi(
+        paths=offline_activation.OPENAPI_PATHS, schemas=offline_activation.OPENAPI_SCHEMAS
+    )
     # The customer's account pages (/account/...): the same services, as HTML.
     for name, pattern in dashboard_pages.PAGE_ROUTES.items():
         config.add_route(name, pattern)
@@ -119,5 +128,6 @@ def includeme(config) -> None:
         dashboard_pages,
         tickets_pages,
         admin_tickets_pages,
+        offline_activation,
     ):
         config.scan(views.__name__)

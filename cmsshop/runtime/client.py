@@ -6,6 +6,7 @@ vendor this one file.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -70,6 +71,10 @@ def _registry() -> jws.JWSRegistry:
 
 
 _REGISTRY = _registry()
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def fingerprint_hash(fingerprint: str) -> str:
@@ -234,6 +239,8 @@ class LicenseClient:
         self.clock = clock
         self.lease: Lease | None = None
         self.last_error: LicenseClientError | None = None
+        # The nonce of the last offline request code, until its lease file is installed.
+        self.offline_nonce: str | None = None
         self._load_state()
 
     # --- calls -------------------------------------------------------------------------
@@ -265,6 +272,55 @@ class LicenseClient:
             if lease is not None and lease.is_valid(self.clock()):
                 return lease
             raise LicenseUnavailable(f"no valid lease and the service failed: {exc}") from exc
+
+    # --- offline activation ----------------------------------------------------------------
+
+    def offline_request_code(self) -> str:
+        """A code for an installation with no network: the customer pastes it into the
+        shop's dashboard and brings back a lease file for :meth:`install_offline_lease`.
+        Each call makes a new nonce (remembered in the state file), so only the lease
+        file of the latest code is accepted."""
+        self.offline_nonce = secrets.token_urlsafe(24)
+        fields = {
+            "v": 1,
+            "product": self.product,
+            "key": self.license_key,
+            "domain": self.domain,
+            "fp": self.fingerprint,
+            "nonce": self.offline_nonce,
+        }
+        payload = _b64url(json.dumps(fields, separators=(",", ":")).encode())
+        check = _b64url(hashlib.sha256(payload.encode("ascii")).digest()[:6])
+        self._save_state()
+        return f"CMSOFF1.{payload}.{check}"
+
+    def install_offline_lease(self, lease_file: str | bytes | dict) -> Lease:
+        """Verify a lease file from the dashboard offline, against the pinned key set and
+        the pending request code (product, fingerprint, nonce, ``offline`` claim, time),
+        and keep it: :meth:`ensure_licensed` then works without the network until it
+        expires. LeaseRejected for anything else; nothing changes then."""
+        try:
+            data = lease_file if isinstance(lease_file, dict) else json.loads(lease_file)
+            token = data["lease"]
+        except (ValueError, TypeError, KeyError):
+            raise LeaseRejected("not a lease file") from None
+        if self.offline_nonce is None:
+            raise LeaseRejected("no offline request code is pending on this installation")
+        lease = verify_lease(
+            token,
+            self.key_set,
+            product=self.product,
+            fingerprint=self.fingerprint,
+            nonce=self.offline_nonce,
+            now=self.clock(),
+            issuer=self.issuer,
+            leeway=self.leeway,
+        )
+        if lease.claims.get("offline") is not True or lease.deactivated:
+            raise LeaseRejected("not an offline activation lease")
+        self.lease, self.offline_nonce = lease, None
+        self._save_state()
+        return lease
 
     # --- updates -------------------------------------------------------------------------
 
@@ -409,7 +465,10 @@ class LicenseClient:
             return
         try:
             with open(self.state_path, encoding="utf-8") as fh:
-                token = json.load(fh)["lease"]
+                state = json.load(fh)
+            nonce = state.get("offlineNonce")
+            self.offline_nonce = nonce if isinstance(nonce, str) else None
+            token = state["lease"]
             lease = verify_lease(
                 token,
                 self.key_set,
@@ -429,5 +488,11 @@ class LicenseClient:
             return
         temporary = f"{self.state_path}.tmp"
         with open(temporary, "w", encoding="utf-8") as fh:
-            json.dump({"lease": self.lease.token if self.lease else None}, fh)
+            json.dump(
+                {
+                    "lease": self.lease.token if self.lease else None,
+                    "offlineNonce": self.offline_nonce,
+                },
+                fh,
+            )
         os.replace(temporary, self.state_path)

@@ -31,6 +31,7 @@ PAGE_ROUTES = {
     "account.download": "/account/downloads/{id}",
     "account.licenses": "/account/licenses",
     "account.deactivate": "/account/licenses/{key}/activations/{id}/deactivate",
+    "account.offline": "/account/licenses/{key}/offline",
 }
 
 NOTICES = {

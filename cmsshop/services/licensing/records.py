@@ -26,6 +26,8 @@ class LicensingPolicy:
     nonce_window: int = 86400
     seat_rules: SeatRules = SeatRules()
     retry_after: int = 30  # seconds a runtime waits after signing_unavailable
+    # Leases for offline installs (services/licensing/offline.py) say so: ``offline: true``.
+    offline: bool = False
 
     @classmethod
     def from_settings(cls, settings) -> LicensingPolicy:

@@ -226,6 +226,8 @@ def lease_claims(
     }
     if deactivated:
         claims["deactivated"] = True
+    if policy.offline:
+        claims["offline"] = True
     return claims
 
 

@@ -1,0 +1,227 @@
+"""Offline activation from the dashboard (services/licensing/offline.py): the JSON route
+``POST /api/dashboard/licenses/{key}/offline-activation`` and the page
+``/account/licenses/{key}/offline`` where the customer pastes the code and gets the lease
+file. Both need the licensing module (its signer and policy) besides the dashboard."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import colander
+from pyramid.renderers import render_to_response
+from pyramid.response import Response
+from pyramid.view import view_config
+
+from cmsshop import openapi as oa
+from cmsshop.db import own_transaction
+from cmsshop.errors import ApiError, ValidationFailed
+from cmsshop.modules import ModuleDisabled
+from cmsshop.security import CUSTOMER
+from cmsshop.services.licensing import counting
+from cmsshop.services.licensing.offline import (
+    FIELD,
+    MAX_CODE_LENGTH,
+    OFFLINE_AUDIT_ACTION,
+    OfflineLease,
+    activate_offline,
+    parse_request_code,
+)
+from cmsshop.services.licensing.records import AuditRecord, Licensing, LicensingPolicy
+from cmsshop.services.licensing.signing import LeaseSigner
+from cmsshop.services.ratelimit import RateLimiter
+from cmsshop.util import isoformat_z
+from cmsshop.views.common import StrictMapping, StrictString, read_json
+from cmsshop.views.errors import request_id
+from cmsshop.views.forms import field_errors, posted_value
+
+LEASE_FILE_FORMAT = "cmsshop-offline-lease"
+
+
+class OfflineActivationSchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    requestCode = colander.SchemaNode(  # noqa: N815 - JSON name
+        StrictString(), validator=colander.Length(min=1, max=MAX_CODE_LENGTH * 2)
+    )
+
+
+def _record_failure(audit: AuditRecord, request) -> None:
+    """Audit a refused offline activation once the request has ended (its transaction
+    rolled back), as the licensing routes do."""
+    exc = getattr(request, "exception", None)
+    if exc is None or audit.product is None:
+        return
+    own = partial(own_transaction, request.registry)
+    counting.record_failure(request.find_service(RateLimiter), own, audit, exc)
+
+
+def offline_activation(request, code: str) -> OfflineLease:
+    """Activate the installation of ``code`` on the customer's license in the path."""
+    try:
+        licensing = Licensing(
+            request.registry["cmsshop.engine"],
+            request.find_service(LeaseSigner),
+            request.find_service(LicensingPolicy),
+        )
+    except LookupError:
+        raise ModuleDisabled(
+            "Offline activation needs the licensing module, which is not enabled.",
+            title="Module 'licensing' is disabled",
+            hints=["Operators: add `licensing` to `cmsshop.modules` and restart."],
+        ) from None
+    audit = AuditRecord(
+        action=OFFLINE_AUDIT_ACTION,
+        ip=request.client_addr or "unknown",
+        request_id=request_id(request),
+    )
+    data = parse_request_code(code)
+    request.add_finished_callback(partial(_record_failure, audit))
+    counting.admit_call(request.find_service(RateLimiter), data, audit)
+    days = request.registry.settings["cmsshop.license_offline_lease_days"]
+    return activate_offline(
+        request.db, licensing, request.user.id, request.matchdict["key"], data, audit, days
+    )
+
+
+def lease_file(lease: OfflineLease) -> dict:
+    """The file the customer carries to the offline installation."""
+    result = lease.result
+    return {
+        "format": LEASE_FILE_FORMAT,
+        "version": 1,
+        "product": result.product,
+        "domain": result.activation.domain,
+        "activationId": result.activation.id,
+        "lease": result.lease,
+        "expiresAt": isoformat_z(result.lease_expires_at),
+    }
+
+
+def lease_file_response(request, lease: OfflineLease) -> Response:
+    body = json.dumps(lease_file(lease), indent=2) + "\n"
+    response = Response(body=body.encode(), content_type="application/json", charset="utf-8")
+    name = f"{lease.result.product}-{lease.result.activation.domain}.lease.json"
+    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in name)
+    response.content_disposition = f'attachment; filename="{safe}"'
+    response.cache_control = "no-store"
+    return response
+
+
+@view_config(
+    route_name="dashboard.offline_activation",
+    request_method="POST",
+    renderer="json",
+    permission=CUSTOMER,
+)
+def offline_activation_json(request):
+    data = read_json(request, OfflineActivationSchema())
+    lease = offline_activation(request, data["requestCode"])
+    if request.params.get("download") == "1":
+        return lease_file_response(request, lease)
+    request.response.cache_control = "no-store"
+    return lease_file(lease)
+
+
+# --- the page ----------------------------------------------------------------------------
+
+
+@view_config(
+    route_name="account.offline",
+    request_method="GET",
+    renderer="account/offline.html",
+    permission=CUSTOMER,
+)
+def offline_page(request, errors: dict | None = None, form: dict | None = None):
+    request.response.cache_control = "no-store"
+    return {
+        "account_section": "licenses",
+        "license_key": request.matchdict["key"],
+        "errors": errors or {},
+        "form": form or {},
+    }
+
+
+@view_config(route_name="account.offline", request_method="POST", permission=CUSTOMER)
+def offline_submit(request):
+    code = posted_value(request, FIELD)
+    try:
+        if not code.strip():
+            raise ValidationFailed({FIELD: "paste the request code your product shows"})
+        lease = offline_activation(request, code)
+    except ApiError as exc:
+        if exc.status >= 500 or exc.code in ("license_not_found", "module_disabled"):
+            raise
+        errors = field_errors(exc)
+        if FIELD not in errors:
+            errors = {FIELD: exc.message}
+        request.response.status = exc.status
+        response = offline_page_response(request, errors, {FIELD: code[: MAX_CODE_LENGTH * 2]})
+        response.headers.update(getattr(exc, "headers", None) or {})
+        return response
+    return lease_file_response(request, lease)
+
+
+def offline_page_response(request, errors: dict, form: dict):
+    status = request.response.status
+    response = render_to_response(
+        "account/offline.html", offline_page(request, errors, form), request=request
+    )
+    response.status = status
+    return response
+
+
+# --- OpenAPI ----------------------------------------------------------------------------
+
+OPENAPI_PATHS = {
+    "/api/dashboard/licenses/{key}/offline-activation": {
+        "post": oa.operation(
+            "Activate an installation with no network from its request code (CMSOFF1...): "
+            "the same seat rules, nonce and license checks as activate, on your own license; "
+            "answers the lease file (?download=1: as an attachment). 422 on requestCode for "
+            "a damaged, truncated or foreign code; 404 license_not_found for a key that is "
+            "not yours; 409 nonce_reused for a code used before.",
+            {
+                **oa.ok(oa.ref("OfflineLeaseFile")),
+                **oa.errors(401, 403, 404, 409, 415, 422, 429, 503),
+            },
+            body={
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["requestCode"],
+                "properties": {"requestCode": {"type": "string", "maxLength": MAX_CODE_LENGTH * 2}},
+            },
+            params=[
+                oa.path_param("key", {"type": "string", "minLength": 1, "maxLength": 64}),
+                oa.query_param("download", {"type": "string", "enum": ["1"]}),
+            ],
+            csrf=True,
+            tags=["dashboard", "licensing"],
+        )
+    }
+}
+OPENAPI_SCHEMAS = {
+    "OfflineLeaseFile": {
+        "type": "object",
+        "required": [
+            "format",
+            "version",
+            "product",
+            "domain",
+            "activationId",
+            "lease",
+            "expiresAt",
+        ],
+        "properties": {
+            "format": {"const": LEASE_FILE_FORMAT},
+            "version": {"const": 1},
+            "product": {"type": "string"},
+            "domain": {"type": "string"},
+            "activationId": {"type": "integer"},
+            "lease": {
+                "type": "string",
+                "description": 'Compact JWS lease with "offline": true',
+            },
+            "expiresAt": {"type": "string", "format": "date-time"},
+        },
+    }
+}
