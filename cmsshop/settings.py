@@ -115,6 +115,9 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.password_reset_max_per_ip": (as_int, 20, None),
     "cmsshop.password_reset_window": (as_int, 3600, None),
     "cmsshop.storage_dir": (as_str, "var/files", "CMSSHOP_STORAGE_DIR"),
+    # Days after its expiry a license can still be renewed from its old expiry (checkout
+    # sells renewals, fulfilment applies them: core, as both sides read it).
+    "cmsshop.license_renewal_grace_days": (as_int, 30, None),
     "cmsshop.demo_data": (as_bool, False, None),
     "cmsshop.password_hashing": (as_str, "default", None),
     "retry.attempts": (as_int, 3, None),
@@ -175,6 +178,8 @@ def load_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | None
     declare(result, CORE_SETTINGS, environ)
     check_secret(result)
     check_mail(result)
+    if not 0 <= result["cmsshop.license_renewal_grace_days"] <= 3650:
+        raise ConfigurationError("cmsshop.license_renewal_grace_days must be 0..3650")
     return result
 
 

@@ -171,6 +171,8 @@ def test_create_renders_sanitised_markdown_and_formats_prices(admin_app, testapp
         "maxActivations": 3,
         "durationDays": 365,
         "features": [],
+        "upgradeGroup": None,
+        "tier": 0,
     }
     public = testapp.get("/api/store/products/site-guard").json
     assert public["descriptionHtml"] == product["descriptionHtml"]
@@ -187,6 +189,8 @@ def test_create_with_only_required_fields_is_an_unpublished_draft(admin_app, tes
         "maxActivations": None,
         "durationDays": None,
         "features": [],
+        "upgradeGroup": None,
+        "tier": 0,
     }
     testapp.get("/api/store/products/d", status=404)
     assert admin_app.get("/api/admin/products/d").json["slug"] == "d"
@@ -326,6 +330,8 @@ def test_patch_changes_only_what_is_sent(admin_app, testapp, product):
         "maxActivations": 3,
         "durationDays": None,
         "features": [],
+        "upgradeGroup": None,
+        "tier": 0,
     }
     assert body["descriptionHtml"] == "<p><em>new</em></p>\n"
 

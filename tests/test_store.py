@@ -126,6 +126,8 @@ def test_list_shows_published_products_only_with_prices_and_latest_release(testa
         "maxActivations": 3,
         "durationDays": 365,
         "features": [],
+        "upgradeGroup": None,
+        "tier": 0,
     }
     assert guard["latestRelease"]["version"] == "1.1.0"
     assert guard["descriptionHtml"] == "<p>About <strong>site-guard</strong></p>\n"

@@ -27,11 +27,13 @@ from cmsshop.models.catalogue import (
 )
 from cmsshop.models.commerce import (
     ENTITLEMENT_STATUSES,
+    ITEM_KINDS,
     ORDER_STATUSES,
     Entitlement,
     Fulfilment,
     Invoice,
     InvoiceCounter,
+    LicenseChange,
     Order,
     OrderItem,
     OrderNote,
@@ -53,6 +55,8 @@ from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket, 
 __all__ = [
     "DELIVERY_MODES",
     "ENTITLEMENT_STATUSES",
+    "ITEM_KINDS",
+    "LicenseChange",
     "EVENT_STATUSES",
     "LICENSE_STATUSES",
     "MAIL_STATUSES",

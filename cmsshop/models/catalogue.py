@@ -73,6 +73,9 @@ class Product(Base):
     licensed: Mapped[bool] = mapped_column(Boolean, default=False)
     max_activations: Mapped[int | None] = mapped_column(Integer)
     duration_days: Mapped[int | None] = mapped_column(Integer)  # None = perpetual
+    # Upgrades: a license may move to a product of the same group with a higher tier.
+    upgrade_group: Mapped[str | None] = mapped_column(String(50))
+    tier: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # How its release versions compare (services/catalogue/versions.py).
     version_scheme: Mapped[str] = mapped_column(
         String(10), default="pep440", server_default="pep440"

@@ -37,6 +37,9 @@ ORDER_STATUSES = (
     "needs_review",
 )
 ENTITLEMENT_STATUSES = ("active", "on_hold", "revoked")
+# What an order item sells: a new license (or an unlicensed product), more time on a
+# license the buyer has (renewal), or a higher tier of it (upgrade).
+ITEM_KINDS = ("purchase", "renewal", "upgrade")
 
 
 class Order(Base):
@@ -66,7 +69,11 @@ class Order(Base):
 
 class OrderItem(Base):
     __tablename__ = "order_items"
-    __table_args__ = (CheckConstraint("amount >= 0", name="amount"),)
+    __table_args__ = (
+        CheckConstraint("amount >= 0", name="amount"),
+        CheckConstraint(one_of("kind", ITEM_KINDS), name="kind"),
+        CheckConstraint("(kind = 'purchase') = (target_license_id IS NULL)", name="target_license"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     order_id: Mapped[int] = mapped_column(ForeignKey("orders.id", ondelete="CASCADE"), index=True)
@@ -75,6 +82,12 @@ class OrderItem(Base):
     product_slug: Mapped[str] = mapped_column(String(100))
     name: Mapped[str] = mapped_column(String(200))
     amount: Mapped[int] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(10), default="purchase", server_default="purchase")
+    # The license a renewal extends or an upgrade moves (services/payments/license_changes.py).
+    # Not a foreign key: licences.order_item_id already points here, and a cycle of foreign
+    # keys would leave no order to create or empty the two tables in. Licenses are never
+    # deleted, and the id is checked when the order is placed and again when it is paid.
+    target_license_id: Mapped[int | None] = mapped_column(Integer, index=True)
 
     order: Mapped[Order] = relationship(back_populates="items")
     product: Mapped[Product] = relationship()
@@ -156,3 +169,24 @@ class OrderNote(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     author: Mapped[User] = relationship()
+
+
+class LicenseChange(Base):
+    """What a paid renewal or upgrade did to a license: one row per order item (unique:
+    the exactly-once backstop, like the other fulfilment tables), with the values before
+    and after for the audit trail."""
+
+    __tablename__ = "license_changes"
+    __table_args__ = (CheckConstraint("kind IN ('renewal', 'upgrade')", name="kind"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    order_item_id: Mapped[int] = mapped_column(ForeignKey("order_items.id"), unique=True)
+    license_id: Mapped[int] = mapped_column(ForeignKey("licences.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(10))
+    old_expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    new_expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    old_product_id: Mapped[int] = mapped_column(ForeignKey("products.id"))
+    new_product_id: Mapped[int] = mapped_column(ForeignKey("products.id"))
+    old_max_activations: Mapped[int] = mapped_column(Integer)
+    new_max_activations: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)

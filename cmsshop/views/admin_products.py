@@ -74,6 +74,13 @@ class LicensingSchema(colander.MappingSchema):
     durationDays = nullable_int_node(1, MAX_DURATION_DAYS, missing=None)  # noqa: N815
     # Flags a new license of the product carries (existing licenses keep theirs).
     features = colander.SchemaNode(FeatureList(), missing=[])
+    # Upgrades move a license to a product of the same group with a higher tier.
+    upgradeGroup = colander.SchemaNode(  # noqa: N815
+        StrictString(),
+        missing=None,
+        validator=colander.Regex(r"^[a-z0-9][a-z0-9_-]{0,49}$", "1-50 of a-z 0-9 _ -"),
+    )
+    tier = int_node(0, 1000, missing=0)
 
 
 class ProductSchema(colander.MappingSchema):
@@ -95,6 +102,8 @@ class ProductSchema(colander.MappingSchema):
             "maxActivations": None,
             "durationDays": None,
             "features": [],
+            "upgradeGroup": None,
+            "tier": 0,
         }
     )
     prices = PricesSchema(missing=[])
@@ -106,6 +115,8 @@ LICENSING_NAMES = {
     "maxActivations": "max_activations",
     "durationDays": "duration_days",
     "features": "features",
+    "upgradeGroup": "upgrade_group",
+    "tier": "tier",
 }
 
 

@@ -41,6 +41,8 @@ TEXT_FIELDS = (
     "duration_days",
     "features",
     "version_scheme",
+    "upgrade_group",
+    "tier",
 )
 CHECKBOXES = ("published", "licensed")
 # Form field -> the JSON body's field, for errors the schema reports by JSON name.
@@ -49,6 +51,8 @@ ERROR_FIELDS = {
     "licensing.maxActivations": "max_activations",
     "licensing.durationDays": "duration_days",
     "licensing.features": "features",
+    "licensing.upgradeGroup": "upgrade_group",
+    "licensing.tier": "tier",
     "versionScheme": "version_scheme",
     "licensing": "form",
     "prices": "form",
@@ -124,9 +128,13 @@ class ProductForm:
                 "maxActivations": _integer_or_text(self.typed["max_activations"]),
                 "durationDays": _integer_or_text(self.typed["duration_days"]),
                 "features": [name for name in re.split(r"[\s,]+", self.typed["features"]) if name],
+                "tier": _integer_or_text(self.typed["tier"]) or 0,
             },
             "prices": prices,
         }
+        group = self.typed["upgrade_group"].strip()
+        if group:
+            body["licensing"]["upgradeGroup"] = group
         try:
             data = ProductSchema().deserialize(body)
         except colander.Invalid as exc:
@@ -166,6 +174,8 @@ def product_form_values(product, price_currencies: list) -> dict:
         "duration_days": "" if product.duration_days is None else str(product.duration_days),
         "features": ", ".join(product.features or []),
         "version_scheme": product.version_scheme,
+        "upgrade_group": product.upgrade_group or "",
+        "tier": str(product.tier),
     }
     decimals = {currency.code: currency.decimals for currency in price_currencies}
     for price in product.prices:

@@ -15,15 +15,41 @@ from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.views.bodies import ORDER_SCHEMA, order_body
 from cmsshop.views.common import StrictMapping, StrictSequence, StrictString, read_json
 
+SLUG = {"type": "string", "minLength": 1, "maxLength": 100}
+KEY = {"type": "string", "minLength": 1, "maxLength": 64}
+
+
+def _one_form(node, item):
+    """An item is exactly one of: a product, a renewal, an upgrade (with its target)."""
+    forms = [name for name in ("product", "renew", "upgrade") if item.get(name)]
+    if len(forms) != 1:
+        raise colander.Invalid(node, 'give exactly one of "product", "renew" or "upgrade"')
+    if (item.get("to") is not None) != (forms[0] == "upgrade"):
+        raise colander.Invalid(node, '"to" (the product to upgrade to) goes with "upgrade" only')
+
 
 class ItemSchema(colander.MappingSchema):
+    """``{"product": slug}``, ``{"renew": license key}`` or ``{"upgrade": license key,
+    "to": slug}`` (services/payments/license_changes.py)."""
+
     schema_type = StrictMapping
-    product = colander.SchemaNode(StrictString(), validator=colander.Length(min=1, max=100))
+    product = colander.SchemaNode(
+        StrictString(), missing=None, validator=colander.Length(min=1, max=100)
+    )
+    renew = colander.SchemaNode(
+        StrictString(), missing=None, validator=colander.Length(min=1, max=64)
+    )
+    upgrade = colander.SchemaNode(
+        StrictString(), missing=None, validator=colander.Length(min=1, max=64)
+    )
+    to = colander.SchemaNode(
+        StrictString(), missing=None, validator=colander.Length(min=1, max=100)
+    )
 
 
 class ItemsSchema(colander.SequenceSchema):
     schema_type = StrictSequence
-    item = ItemSchema()
+    item = ItemSchema(validator=_one_form)
 
 
 class CheckoutSchema(colander.MappingSchema):
@@ -52,7 +78,7 @@ def choose_provider(request, name: str | None):
     return spec
 
 
-def place_order(request, slugs: list[str], currency: str | None, provider: str | None):
+def place_order(request, items: list[dict], currency: str | None, provider: str | None):
     """services.payments.checkout.place_order for the logged-in customer, its refusals
     as the API's errors (shared by the JSON route and the checkout page)."""
     spec = choose_provider(request, provider)
@@ -61,7 +87,7 @@ def place_order(request, slugs: list[str], currency: str | None, provider: str |
             request.registry,
             request.db,
             user=request.user,
-            slugs=slugs,
+            items=items,
             currency=currency,
             spec=spec,
         )
@@ -101,9 +127,7 @@ def sandbox_order(request):
 )
 def checkout(request):
     data = read_json(request, CheckoutSchema())
-    placed = place_order(
-        request, [item["product"] for item in data["items"]], data["currency"], data["provider"]
-    )
+    placed = place_order(request, data["items"], data["currency"], data["provider"])
     request.response.status = 201
     return {
         "order": order_body(placed.order),
@@ -161,12 +185,31 @@ OPENAPI_PATHS = {
                         "minItems": 1,
                         "maxItems": co.MAX_ITEMS,
                         "items": {
-                            "type": "object",
-                            "required": ["product"],
-                            "additionalProperties": False,
-                            "properties": {
-                                "product": {"type": "string", "minLength": 1, "maxLength": 100}
-                            },
+                            "oneOf": [
+                                {
+                                    "type": "object",
+                                    "description": "buy a product",
+                                    "required": ["product"],
+                                    "additionalProperties": False,
+                                    "properties": {"product": SLUG},
+                                },
+                                {
+                                    "type": "object",
+                                    "description": "renew your license: one more duration "
+                                    "from its current expiry",
+                                    "required": ["renew"],
+                                    "additionalProperties": False,
+                                    "properties": {"renew": KEY},
+                                },
+                                {
+                                    "type": "object",
+                                    "description": "upgrade your license to a higher tier; "
+                                    "the price difference is charged",
+                                    "required": ["upgrade", "to"],
+                                    "additionalProperties": False,
+                                    "properties": {"upgrade": KEY, "to": SLUG},
+                                },
+                            ]
                         },
                     },
                     "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},

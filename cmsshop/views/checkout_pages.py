@@ -31,7 +31,9 @@ def checkout_form_schema() -> colander.SchemaNode:
     """The buy form: one product, with the JSON route's own nodes for each field."""
     json_schema = CheckoutSchema()
     schema = colander.SchemaNode(StrictMapping())
-    schema.add(ItemSchema()["product"].clone())
+    product = ItemSchema()["product"].clone()
+    product.missing = colander.required
+    schema.add(product)
     schema.add(json_schema["currency"].clone())
     schema.add(json_schema["provider"].clone())
     return schema
@@ -54,8 +56,40 @@ def posted_slug(request) -> str | None:
     return slug if text.is_slug(slug) else None
 
 
+def license_item(request) -> dict | None:
+    """A renewal or upgrade posted from /account/licenses (None: a product purchase)."""
+    if "renew" in request.POST:
+        return {"renew": request.POST.get("renew", "")}
+    if "upgrade" in request.POST:
+        return {"upgrade": request.POST.get("upgrade", ""), "to": request.POST.get("to", "")}
+    return None
+
+
+def license_checkout(request, item: dict):
+    """Check out a renewal or upgrade; a refusal is an error page naming why (the
+    account's licenses page offers only what can be bought, so this is rare)."""
+    if request.user is None:
+        return HTTPSeeOther(location=f"/login?{urlencode({'next': '/account/licenses'})}")
+    try:
+        placed = place_order(
+            request,
+            [{key: value or None for key, value in item.items()}],
+            request.POST.get("currency") or None,
+            request.POST.get("provider") or None,
+        )
+    except ValidationFailed as exc:
+        errors = field_errors(exc)
+        raise ValidationFailed(errors, message="; ".join(errors.values())) from None
+    if placed.sandbox:
+        return see_other(request, f"/checkout/sandbox/{placed.order.number}")
+    return HTTPSeeOther(location=placed.redirect_url)
+
+
 @view_config(route_name="pages.checkout", request_method="POST", renderer="store/product.html")
 def checkout_submit(request):
+    item = license_item(request)
+    if item is not None:
+        return license_checkout(request, item)
     slug = posted_slug(request)
     if request.user is None:
         # Log in (or register), then come back to the product to buy it.
@@ -64,7 +98,9 @@ def checkout_submit(request):
     typed = {name: request.POST.get(name, "") for name in ("currency", "provider")}
     try:
         data = read_form(request, checkout_form_schema())
-        placed = place_order(request, [data["product"]], data["currency"], data["provider"])
+        placed = place_order(
+            request, [{"product": data["product"]}], data["currency"], data["provider"]
+        )
     except FormInvalid as exc:
         errors, typed = form_errors(exc.errors), {**typed, **exc.form}
     except ValidationFailed as exc:

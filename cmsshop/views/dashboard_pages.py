@@ -17,6 +17,7 @@ from cmsshop.services.catalogue.currencies import list_currencies
 from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadTokenSigner
 from cmsshop.services.paging import PageRequest
+from cmsshop.services.payments import license_changes
 from cmsshop.views.common import parse_path_id, read_page_request
 from cmsshop.views.dashboard import deactivate_own_activation, signed_url_body
 from cmsshop.views.forms import see_other
@@ -128,6 +129,13 @@ def download(request):
 def licenses(request):
     page = dashboard.list_licenses(request.db, request.user.id, read_page_request(request))
     activations = dashboard.active_activations(request.db, [lic.id for lic in page.items])
+    # Renewals and upgrades are bought through checkout (the store module).
+    sells = "store" in request.registry.settings["cmsshop.modules"]
+    offers = (
+        license_changes.license_offers(request.db, page.items, request.registry.settings)
+        if sells
+        else {}
+    )
     # License keys are credentials of their own: no cache may keep this page.
     request.response.cache_control = "no-store"
     return _page(
@@ -136,6 +144,7 @@ def licenses(request):
             "account_section": "licenses",
             "page": page,
             "activations": activations,
+            "offers": offers,
             "status_of": dashboard.effective_license_status,
         },
     )

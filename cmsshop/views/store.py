@@ -49,6 +49,8 @@ def product_body(card: products.ProductCard, admin: bool = False) -> dict:
             "maxActivations": product.max_activations,
             "durationDays": product.duration_days,
             "features": list(product.features or []),
+            "upgradeGroup": product.upgrade_group,
+            "tier": product.tier,
         },
         "versionScheme": product.version_scheme,
         "latestRelease": release_body(card.latest_release),
@@ -112,7 +114,14 @@ PRICE = {
 }
 LICENSING = {
     "type": "object",
-    "required": ["licensed", "maxActivations", "durationDays", "features"],
+    "required": [
+        "licensed",
+        "maxActivations",
+        "durationDays",
+        "features",
+        "upgradeGroup",
+        "tier",
+    ],
     "properties": {
         "licensed": {"type": "boolean"},
         "maxActivations": {"type": ["integer", "null"], "minimum": 0},
@@ -127,6 +136,11 @@ LICENSING = {
             "items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,39}$"},
             "description": "Feature flags a license of the product carries (in its leases).",
         },
+        "upgradeGroup": {
+            "type": ["string", "null"],
+            "description": "Licenses may be upgraded to products of the same group...",
+        },
+        "tier": {"type": "integer", "minimum": 0, "description": "...with a higher tier."},
     },
 }
 PRODUCT_FIELDS = {

@@ -42,6 +42,8 @@ CARD_COLUMNS = (
     Product.duration_days,
     Product.features,
     Product.version_scheme,
+    Product.upgrade_group,
+    Product.tier,
     Product.created_at,
     Product.updated_at,
 )
@@ -218,7 +220,14 @@ def _set_prices(session: Session, product: Product, prices: list[dict]) -> None:
         product.prices.append(ProductPrice(currency=code, amount=amount))
 
 
-LICENSING_FIELDS = ("licensed", "max_activations", "duration_days", "features")
+LICENSING_FIELDS = (
+    "licensed",
+    "max_activations",
+    "duration_days",
+    "features",
+    "upgrade_group",
+    "tier",
+)
 
 
 def _apply_licensing(product: Product, licensing: dict) -> None:

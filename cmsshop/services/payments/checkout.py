@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, selectinload
 from cmsshop.db import own_transaction, take_write_lock
 from cmsshop.models import Currency, Order, OrderItem, Product, User
 from cmsshop.services.catalogue.currencies import default_currency
+from cmsshop.services.payments import license_changes as changes
 from cmsshop.services.payments.base import (
     CheckoutRequest,
     NotConfigured,
@@ -116,6 +117,51 @@ def price_items(session: Session, slugs: list[str], currency: str) -> list[dict]
     return lines
 
 
+def price_order(
+    session: Session, user_id: int, items: list[dict], currency: str, grace
+) -> list[dict]:
+    """Order lines of checkout ``items``: ``{"product": slug}`` (a purchase), ``{"renew":
+    key}`` or ``{"upgrade": key, "to": slug}`` (services/payments/license_changes.py), in
+    the order given; CheckoutInvalid naming each bad item."""
+    errors: dict[str, str] = {}
+    purchases = [(i, item["product"]) for i, item in enumerate(items) if item.get("product")]
+    lines: dict[int, dict] = {}
+    if purchases:
+        try:
+            priced = price_items(session, [slug for _, slug in purchases], currency)
+        except CheckoutInvalid as exc:
+            # price_items numbers its errors among the purchases: name the real items.
+            for key, message in exc.errors.items():
+                parts = key.split(".")
+                if parts[0] == "items" and len(parts) == 3:
+                    key = f"items.{purchases[int(parts[1])][0]}.{parts[2]}"
+                errors[key] = message
+            priced = []
+        lines.update({index: line for (index, _), line in zip(purchases, priced, strict=False)})
+    now = utcnow()
+    targets: set[str] = set()
+    for index, item in enumerate(items):
+        key = item.get("renew") or item.get("upgrade")
+        if not key:
+            continue
+        if key.strip().upper() in targets:
+            errors[f"items.{index}"] = "the same license twice in one order"
+            continue
+        targets.add(key.strip().upper())
+        try:
+            if item.get("renew"):
+                line = changes.price_renewal(session, user_id, key, currency, now, grace)
+            else:
+                line = changes.price_upgrade(session, user_id, key, item["to"], currency, now)
+        except changes.ItemRefused as exc:
+            errors[f"items.{index}.{exc.field}"] = exc.message
+            continue
+        lines[index] = line
+    if errors:
+        raise CheckoutInvalid(errors)
+    return [lines[index] for index in sorted(lines)]
+
+
 def insert_order(session: Session, user_id: int, currency: str, provider: str, lines) -> Order:
     order = Order(
         number=new_order_number(),
@@ -132,6 +178,8 @@ def insert_order(session: Session, user_id: int, currency: str, provider: str, l
             product_slug=line["slug"],
             name=line["name"],
             amount=line["amount"],
+            kind=line.get("kind", "purchase"),
+            target_license_id=line.get("target_license_id"),
         )
         for line in lines
     ]
@@ -216,7 +264,7 @@ def place_order(
     session: Session,
     *,
     user: User,
-    slugs: list[str],
+    items: list[dict],
     currency: str | None,
     spec: ProviderSpec,
 ) -> PlacedOrder:
@@ -226,13 +274,13 @@ def place_order(
     its own, so it is committed before the provider is called.
     """
     settings = registry.settings
-    if not slugs or len(slugs) > MAX_ITEMS:
+    if not items or len(items) > MAX_ITEMS:
         raise CheckoutInvalid({"items": f"between 1 and {MAX_ITEMS} items"})
     if currency is None:
         currency = default_currency(session)
         if currency is None:
             raise CheckoutInvalid({"currency": "this shop has no default currency; name one"})
-    lines = price_items(session, slugs, currency)
+    lines = price_order(session, user.id, items, currency, changes.grace_of(settings))
     order = _commit_new_order(
         registry, user.id, currency, spec.name, lines, settings["cmsshop.max_pending_orders"]
     )

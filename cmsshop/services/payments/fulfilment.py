@@ -40,6 +40,7 @@ from cmsshop.models import (
     PaymentEvent,
 )
 from cmsshop.services.licensing.issuing import issue_license
+from cmsshop.services.payments import license_changes
 from cmsshop.services.payments.base import Confirmation
 from cmsshop.services.payments.receipts import prepare_receipt, queue_receipt
 from cmsshop.util import utcnow
@@ -167,9 +168,13 @@ def write_invoice(session: Session, order: Order) -> Invoice:
 
 
 def grant_items(session: Session, order: Order) -> None:
-    """One active entitlement per item, one license per item of a licensed product
-    (right after the gate row, like the invoice; both tables are unique per item)."""
+    """One active entitlement per item, one license per purchased item of a licensed
+    product (right after the gate row, like the invoice; both tables are unique per
+    item). A renewal grants nothing new (the license gets more time); an upgrade grants
+    the new product's downloads and moves its license (license_changes)."""
     for item in order.items:
+        if item.kind == "renewal":
+            continue
         session.add(
             Entitlement(
                 order_item_id=item.id,
@@ -178,7 +183,8 @@ def grant_items(session: Session, order: Order) -> None:
                 status="active",
             )
         )
-        issue_license(session, item, order.user_id)
+        if item.kind == "purchase":
+            issue_license(session, item, order.user_id)
 
 
 def fulfil_order(
@@ -224,6 +230,7 @@ def fulfil_order(
     order.paid_at = now
     order.payment_reference = payment_reference
     grant_items(session, order)
+    license_changes.apply_license_changes(session, order, settings)
     session.flush()
     receipt = prepare_receipt(session, order)
     invoice = write_invoice(session, order)
@@ -259,6 +266,8 @@ def fulfil_confirmed_payment(
     other = fulfilment_by_payment(session, provider, reference)
     if other is not None:
         problems.append(f"payment {reference} already fulfilled another order")
+    # Renewals and upgrades: the license must still allow it (this locks those licenses).
+    problems.extend(license_changes.change_problems(session, order, utcnow()))
     if problems:
         # The money is there but something does not add up: hold the order for a human
         # (nothing is delivered); an admin resolves it with a refund or manual fulfilment.
@@ -409,6 +418,9 @@ def manual_fulfil(
         raise AlreadyFulfilled(existing, event)
     if order.status not in MANUALLY_FULFILLABLE:
         raise NotFulfillable(f"order {number} is {order.status}")
+    refused = license_changes.change_problems(session, order, utcnow())
+    if refused:
+        raise NotFulfillable("; ".join(refused))
     reference = payment_reference or order.payment_reference or f"manual-{order.number}"
     if fulfilment_by_payment(session, order.provider, reference) is not None:
         reference = f"manual-{order.number}"
