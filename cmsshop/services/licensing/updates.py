@@ -132,12 +132,18 @@ def check_for_update(session: Session, check: UpdateCheck, audit: AuditRecord) -
     if newest is not None and parse_version(product.version_scheme, newest.version) <= current:
         newest = None
     entitlement_id = None
-    if newest is not None and license.order_item_id is not None:
+    if newest is not None and license.user_id is not None:
+        # The owner's active entitlement to the license's product: the one of its order,
+        # or of the upgrade that moved the license to this product.
         entitlement_id = session.scalar(
-            select(Entitlement.id).where(
-                Entitlement.order_item_id == license.order_item_id,
+            select(Entitlement.id)
+            .where(
+                Entitlement.user_id == license.user_id,
+                Entitlement.product_id == license.product_id,
                 Entitlement.status == "active",
             )
+            .order_by(Entitlement.id.desc())
+            .limit(1)
         )
     return UpdateAnswer(
         product=product,
