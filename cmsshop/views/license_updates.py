@@ -14,6 +14,7 @@ import colander
 from pyramid.view import view_config
 
 from cmsshop import openapi as oa
+from cmsshop.db import own_transaction
 from cmsshop.errors import ValidationFailed
 from cmsshop.models import RELEASE_CHANNELS
 from cmsshop.services.dashboard.downloads import DownloadTokenSigner
@@ -165,7 +166,10 @@ def update_check(request):
     url = expires_at = why = None
     if answer.release is not None:
         url, expires_at, why = download_link(request, answer)
-    request.db.add(audit.entry("update_available" if answer.release else "up_to_date", 200))
+    # The request's transaction only reads; the audit row gets a short one of its own (on
+    # SQLite a read snapshot cannot become a writer once another connection has written).
+    with own_transaction(request.registry) as session:
+        session.add(audit.entry("update_available" if answer.release else "up_to_date", 200))
     request.response.cache_control = "no-store"
     if output == "wordpress":
         return wordpress_body(request, answer, url)
