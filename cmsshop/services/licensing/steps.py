@@ -111,6 +111,22 @@ def check_license_state(license: License | LicenseFacts, now: dt.datetime | None
         )
 
 
+def check_installation(found: bool, active: bool, domain: str | None, wanted: str) -> None:
+    """404 ``activation_not_found`` unless the installation is an active activation of
+    the license on the domain it calls from (validate and update checks)."""
+    if not found:
+        raise problems.activation_not_found(
+            "This installation was never activated on this license."
+        )
+    if not active:
+        raise problems.activation_not_found("This installation was deactivated; activate it again.")
+    if domain != wanted:
+        raise problems.activation_not_found(
+            "This installation is activated for another domain; activate it again from "
+            "this one to move it."
+        )
+
+
 def license_facts(license: License) -> LicenseFacts:
     return LicenseFacts(
         license.id,

@@ -28,7 +28,11 @@ from cmsshop.models import Entitlement, License, Product, Release
 from cmsshop.services.catalogue.versions import BadVersion, parse_version
 from cmsshop.services.licensing import problems
 from cmsshop.services.licensing.records import AuditRecord, LicenseRequest
-from cmsshop.services.licensing.steps import check_license_state, find_activation
+from cmsshop.services.licensing.steps import (
+    check_installation,
+    check_license_state,
+    find_activation,
+)
 from cmsshop.util import utcnow
 
 CHANNELS = {"stable": ("stable",), "beta": ("stable", "beta")}
@@ -82,18 +86,14 @@ def _open(session: Session, data: LicenseRequest, audit: AuditRecord, now: dt.da
 
 def _check_activation(session: Session, license: License, data: LicenseRequest, audit) -> None:
     activation = find_activation(session, license.id, data.fingerprint_sha256)
-    if activation is None:
-        raise problems.activation_not_found(
-            "This installation was never activated on this license."
-        )
-    audit.activation_id, audit.environment = activation.id, activation.environment
-    if not activation.active:
-        raise problems.activation_not_found("This installation was deactivated; activate it again.")
-    if activation.domain != data.domain:
-        raise problems.activation_not_found(
-            "This installation is activated for another domain; activate it again from "
-            "this one to move it."
-        )
+    if activation is not None:
+        audit.activation_id, audit.environment = activation.id, activation.environment
+    check_installation(
+        activation is not None,
+        activation is not None and activation.active,
+        activation.domain if activation is not None else None,
+        data.domain,
+    )
 
 
 def newest_release(

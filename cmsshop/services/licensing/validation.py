@@ -28,6 +28,7 @@ from cmsshop.services.licensing.signing import LeaseSigner
 from cmsshop.services.licensing.steps import (
     NONCE_PURGE_PROBABILITY,
     Plan,
+    check_installation,
     check_license_state,
     lease_for,
     one_writer,
@@ -98,18 +99,9 @@ def _plan(
     if row[4] != data.product:
         raise problems.product_mismatch()
     check_license_state(license, now)
-    if row[5] is None:
-        raise problems.activation_not_found(
-            "This installation was never activated on this license."
-        )
-    audit.activation_id, audit.environment = row[5], row[7]
-    if not row[8]:
-        raise problems.activation_not_found("This installation was deactivated; activate it again.")
-    if row[6] != data.domain:
-        raise problems.activation_not_found(
-            "This installation is activated for another domain; activate it again from "
-            "this one to move it."
-        )
+    if row[5] is not None:
+        audit.activation_id, audit.environment = row[5], row[7]
+    check_installation(row[5] is not None, bool(row[8]), row[6], data.domain)
     activation = ActivationFacts(
         id=row[5],
         domain=row[6],
