@@ -56,7 +56,7 @@ def test_admin_creates_a_product_and_uploads_a_release(page, app, admin, dbsessi
     # progress bar, then the product page with its notice.
     upload = tmp_path / "browser-tool-1.0.zip"
     upload.write_bytes(b"PK" + b"\x00" * 300_000)
-    page.get_by_label("Version").fill("1.0")
+    page.get_by_label("Version", exact=True).fill("1.0")
     page.get_by_label("File").set_input_files(str(upload))
     with page.expect_request(lambda r: r.url.endswith("/releases")) as sent:
         page.get_by_role("button", name="Upload release").click()
@@ -72,7 +72,7 @@ def test_admin_creates_a_product_and_uploads_a_release(page, app, admin, dbsessi
     assert dbsession.scalar(select(Release.size)) == upload.stat().st_size
 
     # The same version again: the error shows in the form, in place.
-    page.get_by_label("Version").fill("1.0")
+    page.get_by_label("Version", exact=True).fill("1.0")
     page.get_by_label("File").set_input_files(str(upload))
     page.get_by_role("button", name="Upload release").click()
     page.locator("#f-version-error").wait_for()

@@ -75,7 +75,7 @@ def test_the_demo_admin_runs_the_shop(
     page.wait_for_url("**/admin/products/journey-tool/edit?notice=product_created")
     upload = tmp_path / "journey-tool-1.0.0.zip"
     upload.write_bytes(b"PK" + b"\x01" * 200_000)
-    page.get_by_label("Version").fill("1.0.0")
+    page.get_by_label("Version", exact=True).fill("1.0.0")
     page.get_by_label("Changelog (Markdown, optional)").fill("- First **public** release")
     page.get_by_label("File").set_input_files(str(upload))
     page.get_by_role("button", name="Upload release").click()
