@@ -5,4 +5,5 @@
 - ``products``: products, their cards (prices, latest release) and content management
 - ``currencies``: currencies, the default one, and money formatting
 - ``releases``: release files (streamed upload, storage paths, display names)
+- ``versions``: release versions compared by the product's scheme (PEP 440 or semver)
 """

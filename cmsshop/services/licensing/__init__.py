@@ -16,4 +16,7 @@ Where things live:
 - ``domains``: site URL -> canonical host (WHATWG URL parsing) -> production/staging/local.
 - ``signing``: the LeaseSigner interface and its backends (local keys, remote signer).
 - ``issuing``: creating license keys for paid order items.
+- ``features``: feature flags (names, the one normalising rule) signed into leases.
+- ``updates``: update checks -- the newest release a license may install.
+- ``offline``: offline activation -- request codes and leases for air-gapped installs.
 """
