@@ -281,3 +281,21 @@ def test_the_account_page_offers_renewal_and_upgrade(buyer, license, dbsession):
     dbsession.rollback()
     item = dbsession.scalar(select(OrderItem).where(OrderItem.kind == "renewal"))
     assert item.target_license_id == license.id
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"renew": "AB\x00CD"},
+        {"renew": "K" * 5000},
+        {"upgrade": "KEY"},
+        {"renew": "NOPE"},
+    ],
+)
+def test_hostile_renewal_forms_are_422_pages(buyer, license, fields, dbsession):
+    token = buyer.get("/account/licenses").forms
+    csrf = next(iter(token.values()))["csrf_token"].value
+    response = buyer.post("/checkout", {**fields, "csrf_token": csrf}, status=422)
+    assert response.content_type == "text/html"
+    dbsession.rollback()
+    assert dbsession.scalar(select(func.count()).select_from(Order)) == 1  # the paid one

@@ -19,7 +19,7 @@ SLUG = {"type": "string", "minLength": 1, "maxLength": 100}
 KEY = {"type": "string", "minLength": 1, "maxLength": 64}
 
 
-def _one_form(node, item):
+def one_item_form(node, item):
     """An item is exactly one of: a product, a renewal, an upgrade (with its target)."""
     forms = [name for name in ("product", "renew", "upgrade") if item.get(name)]
     if len(forms) != 1:
@@ -49,7 +49,7 @@ class ItemSchema(colander.MappingSchema):
 
 class ItemsSchema(colander.SequenceSchema):
     schema_type = StrictSequence
-    item = ItemSchema(validator=_one_form)
+    item = ItemSchema(validator=one_item_form)
 
 
 class CheckoutSchema(colander.MappingSchema):

@@ -16,8 +16,14 @@ from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.catalogue import currencies, text
 from cmsshop.services.payments import checkout as co
-from cmsshop.views.checkout import CheckoutSchema, ItemSchema, place_order, sandbox_order
-from cmsshop.views.common import StrictMapping, query_value
+from cmsshop.views.checkout import (
+    CheckoutSchema,
+    ItemSchema,
+    one_item_form,
+    place_order,
+    sandbox_order,
+)
+from cmsshop.views.common import StrictMapping, query_value, validate
 from cmsshop.views.forms import FormInvalid, field_errors, read_form, see_other
 from cmsshop.views.store_pages import product_page_values
 
@@ -59,9 +65,9 @@ def posted_slug(request) -> str | None:
 def license_item(request) -> dict | None:
     """A renewal or upgrade posted from /account/licenses (None: a product purchase)."""
     if "renew" in request.POST:
-        return {"renew": request.POST.get("renew", "")}
+        return {"renew": request.POST.get("renew")}
     if "upgrade" in request.POST:
-        return {"upgrade": request.POST.get("upgrade", ""), "to": request.POST.get("to", "")}
+        return {"upgrade": request.POST.get("upgrade"), "to": request.POST.get("to")}
     return None
 
 
@@ -71,9 +77,12 @@ def license_checkout(request, item: dict):
     if request.user is None:
         return HTTPSeeOther(location=f"/login?{urlencode({'next': '/account/licenses'})}")
     try:
+        # The JSON route's rules for an item (one form, lengths, storable text).
+        posted = {key: value for key, value in item.items() if value is not None}
+        checked = validate(ItemSchema(validator=one_item_form), posted)
         placed = place_order(
             request,
-            [{key: value or None for key, value in item.items()}],
+            [{key: value for key, value in checked.items() if value is not None}],
             request.POST.get("currency") or None,
             request.POST.get("provider") or None,
         )
