@@ -30,6 +30,7 @@ PRODUCTS = [
         "licensed": True,
         "max_activations": 3,
         "duration_days": 365,
+        "features": ["pro", "support"],
         "release": ("1.4.2", "siteguard-pro-1.4.2.zip"),
     },
     {
@@ -139,7 +140,11 @@ def seed_demo(session: Session, settings: dict, hasher: accounts.PasswordHasher)
                 "description": spec["description"],
                 "published": spec.get("published", True),
                 "licensing": {
-                    name: spec[name] for name in ("licensed", "max_activations", "duration_days")
+                    **{
+                        name: spec[name]
+                        for name in ("licensed", "max_activations", "duration_days")
+                    },
+                    "features": spec.get("features", []),
                 },
                 "prices": [{"currency": c, "amount": a} for c, a in spec["prices"].items()],
             },
