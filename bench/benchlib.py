@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -33,32 +34,6 @@ def migrate_fresh(url: str, reset: bool):
     cfg.attributes["database_url"] = url
     command.upgrade(cfg, "head")
     return engine
-
-
-def serve_app(url: str, storage: str, threads: int, modules: str) -> None:
-    """In a child process: the real app (the real ``configure()``) with ``modules`` on a
-    free loopback port under waitress; prints the port, then serves until killed."""
-    import logging
-    import secrets
-
-    from waitress.server import create_server
-
-    from cmsshop.config import configure
-
-    # "Task queue depth is N" is expected when the clients outnumber idle threads.
-    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    app = configure(
-        {
-            "cmsshop.environment": "benchmark",
-            "cmsshop.database_url": url,
-            "cmsshop.secret": secrets.token_urlsafe(48),
-            "cmsshop.modules": modules,
-            "cmsshop.storage_dir": storage,
-        }
-    ).make_wsgi_app()
-    server = create_server(app, host="127.0.0.1", port=0, threads=threads)
-    print(server.effective_port, flush=True)
-    server.run()
 
 
 WORDS = ["backup", "firewall", "gallery", "invoice", "theme", "search", "cache", "forms"]
@@ -128,3 +103,323 @@ def load_products(session, count: int, rng) -> list[int]:
         ],
     )
     return ids
+
+
+# --- the bare route, the server and the load driver shared by every script ---------------
+#
+# Every script measures the project's routes against a *bare Pyramid route* served by the
+# same waitress server in the same run: a Configurator with one route and one view
+# returning a small dict through the ``json`` renderer, and nothing else (no tweens, no
+# database, no sessions). ``/bench/bare`` is dispatched to it before the project's app
+# sees the request; everything else goes to the real app. The routes take turns in short
+# rounds, so that load from other programs on the machine hits all of them alike, and the
+# scripts report each route's throughput as a ratio of the bare route's.
+
+BARE_PATH = "/bench/bare"
+
+
+def bare_app():
+    """The bare Pyramid JSON route: the floor the project's routes are measured against."""
+    from pyramid.config import Configurator
+
+    config = Configurator()
+    config.add_route("bare", BARE_PATH)
+    config.add_view(lambda request: {"status": "ok"}, route_name="bare", renderer="json")
+    return config.make_wsgi_app()
+
+
+def with_bare_route(app):
+    """One WSGI app: ``/bench/bare`` to :func:`bare_app`, everything else to ``app``."""
+    bare = bare_app()
+
+    def dispatch(environ, start_response):
+        if environ.get("PATH_INFO") == BARE_PATH:
+            return bare(environ, start_response)
+        return app(environ, start_response)
+
+    return dispatch
+
+
+def serve_wsgi(app, threads: int, processes: int = 1, port: int = 0) -> None:
+    """Serve ``app`` on loopback with waitress (``threads`` each) in ``processes``
+    processes sharing one listening socket (the kernel hands each connection to one of
+    them): prints the port, then serves until killed. With more than one process this is
+    the pre-fork model of gunicorn's workers, with waitress as the worker."""
+    import logging
+    import signal
+    import socket
+
+    from waitress.server import create_server
+
+    # "Task queue depth is N" is expected when the clients outnumber idle threads.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(1024)
+    print(sock.getsockname()[1], flush=True)
+    children = []
+    for _ in range(processes - 1):
+        pid = os.fork()
+        if pid == 0:
+            children = []
+            break
+        children.append(pid)
+
+    def stop(signum, frame):
+        for pid in children:
+            os.kill(pid, signal.SIGTERM)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    server = create_server(app, sockets=[sock], threads=threads, connection_limit=1000)
+    server.run()
+
+
+def production_logging(path: str) -> None:
+    """Log as production.ini does (``cmsshop`` at INFO: one line per request, through
+    cmsshop.logs.SafeFormatter), into ``path`` instead of the terminal: the request log's
+    cost is part of what is measured."""
+    import logging.config
+
+    logging.config.fileConfig(os.path.join(ROOT, "production.ini"), disable_existing_loggers=False)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(open(path, "a"))  # noqa: SIM115 - lives as long as the process
+
+
+def zipf_sampler(count: int, s: float = 1.0):
+    """``sample(rng)``: an index in ``range(count)``, rank r drawn with weight 1/r**s --
+    how visits spread over a shop's products (a few popular, a long tail)."""
+    import bisect
+    import itertools
+
+    cumulative = list(itertools.accumulate(1 / (rank**s) for rank in range(1, count + 1)))
+    total = cumulative[-1]
+    return lambda rng: bisect.bisect_left(cumulative, rng.random() * total)
+
+
+def start_server(script: str, args: list[str]):
+    """Run ``script`` with ``args`` (its ``--serve`` mode) in a child process; returns
+    (process, port) once it printed its port."""
+    import subprocess
+
+    process = subprocess.Popen(
+        [sys.executable, os.path.abspath(script), *args], stdout=subprocess.PIPE, text=True
+    )
+    line = process.stdout.readline()
+    if not line.strip().isdigit():
+        process.kill()
+        sys.exit("the server did not start (see its output above)")
+    return process, int(line)
+
+
+def stop_server(process) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except Exception:  # noqa: BLE001 - a stuck server must not keep the bench alive
+        process.kill()
+
+
+def http_request(method: str, path: str, body: bytes = b"", headers: dict | None = None):
+    """The bytes of one keep-alive HTTP/1.1 request."""
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
+    for name, value in (headers or {}).items():
+        lines.append(f"{name}: {value}")
+    if body or method in ("POST", "PUT", "PATCH"):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class Route:
+    """A route to measure: ``requests(rng, n)`` makes ``n`` request byte strings (made
+    before the clock starts, so the clients' own work does not take CPU from the server);
+    ``target`` is the minimum throughput as a fraction of the bare route's, ``p99_ms``
+    the maximum 99th percentile latency (None: reported, not enforced)."""
+
+    def __init__(self, name, requests, target=None, p99_ms=None, expect=(200,)):
+        self.name, self.requests, self.target, self.p99_ms = name, requests, target, p99_ms
+        self.expect = expect
+
+
+def get_route(name, paths, **kwargs) -> Route:
+    """A GET route; ``paths(rng)`` gives one path."""
+    return Route(name, lambda rng, n: [http_request("GET", paths(rng)) for _ in range(n)], **kwargs)
+
+
+BARE = get_route("bare Pyramid route (GET /bench/bare)", lambda rng: BARE_PATH)
+
+
+def _read_response(sock, buffer: bytearray) -> tuple[int, bytearray]:
+    """Read one response from ``sock`` (Content-Length framing); returns (status, rest)."""
+    while True:
+        end = buffer.find(b"\r\n\r\n")
+        if end >= 0:
+            break
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        buffer += chunk
+    head = bytes(buffer[:end]).lower()
+    status = int(head[9:12])
+    at = head.find(b"content-length:")
+    length = int(head[at + 15 : head.find(b"\r\n", at)]) if at >= 0 else 0
+    total = end + 4 + length
+    while len(buffer) < total:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        buffer += chunk
+    return status, buffer[total:]
+
+
+def _client_process(port, route, seconds, connections, seed, per_connection, pipe):
+    """One client process: ``connections`` threads with a keep-alive socket each."""
+    import random
+    import socket
+    import threading
+
+    rng = random.Random(seed)
+    batches = [route.requests(rng, per_connection) for _ in range(connections)]
+    results = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(connections)
+
+    def loop(batch):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        latencies, bad, buffer, i = [], 0, bytearray(), 0
+        barrier.wait()
+        clock = time.perf_counter
+        deadline = clock() + seconds
+        while clock() < deadline:
+            if i == len(batch):
+                batch.extend(route.requests(rng, 50))
+            request = batch[i]
+            i += 1
+            started = clock()
+            sock.sendall(request)
+            status, buffer = _read_response(sock, buffer)
+            latencies.append(clock() - started)
+            if status not in route.expect:
+                bad += 1
+        sock.close()
+        with lock:
+            results.append((bad, latencies))
+
+    threads = [threading.Thread(target=loop, args=(batch,)) for batch in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    pipe.send((sum(r[0] for r in results), [x for r in results for x in r[1]]))
+    pipe.close()
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its children (Linux /proc), or NaN."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def run_load(port, route, seconds, clients, processes=2, seed=0):
+    """Load on one route for ``seconds`` from ``processes`` client processes with
+    ``clients`` keep-alive connections in all; returns (errors, latencies)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    per_process = [clients // processes + (i < clients % processes) for i in range(processes)]
+    per_connection = max(50, int(seconds * 6000 / max(1, clients)))
+    workers = []
+    for i, count in enumerate(per_process):
+        if not count:
+            continue
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_client_process,
+            args=(port, route, seconds, count, seed * 1000 + i, per_connection, send),
+        )
+        process.start()
+        workers.append((process, receive))
+    errors, latencies = 0, []
+    for process, receive in workers:
+        bad, mine = receive.recv()
+        process.join()
+        errors += bad
+        latencies.extend(mine)
+    return errors, latencies
+
+
+def measure(port, routes, *, seconds, rounds, clients, warmup=1.0, server_pid=None, processes=2):
+    """Every route (the bare one first) in ``rounds`` alternating rounds of
+    ``seconds / rounds`` each, after a warm-up per route; returns one result per route."""
+    import statistics
+
+    totals = {id(route): [0, [], 0.0] for route in routes}
+    for i, route in enumerate(routes):
+        run_load(port, route, warmup, clients, processes, seed=i)
+    for r in range(rounds):
+        for i, route in enumerate(routes):
+            cpu = process_cpu_seconds(server_pid) if server_pid else float("nan")
+            errors, latencies = run_load(
+                port, route, seconds / rounds, clients, processes, seed=100 * r + i + 1
+            )
+            total = totals[id(route)]
+            total[0] += errors
+            total[1].extend(latencies)
+            if server_pid:
+                total[2] += process_cpu_seconds(server_pid) - cpu
+    results = []
+    for route in routes:
+        errors, latencies, cpu = totals[id(route)]
+        latencies.sort()
+        count = len(latencies)
+        results.append(
+            {
+                "route": route,
+                "requests": count,
+                "errors": errors,
+                "rps": count / seconds,
+                "p50_ms": statistics.median(latencies) * 1000 if count else float("nan"),
+                "p99_ms": latencies[max(0, int(count * 0.99) - 1)] * 1000
+                if count
+                else float("nan"),
+                "cpu_ms": cpu / count * 1000 if count and server_pid else float("nan"),
+            }
+        )
+    return results
+
+
+def report(results, title: str = "") -> bool:
+    """Print the table (ratio to the first, bare, route) and whether every target holds."""
+    bare = results[0]["rps"] or float("nan")
+    ok = True
+    if title:
+        print(title)
+    print(
+        f"{'route':44}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'vs bare':>9}"
+        f"{'target':>8}{'errors':>7}  verdict"
+    )
+    for r in results:
+        route = r["route"]
+        ratio = r["rps"] / bare
+        failures = []
+        if route.target is not None and not ratio >= route.target:
+            failures.append(f"< {route.target:.0%} of bare")
+        if route.p99_ms is not None and not r["p99_ms"] < route.p99_ms:
+            failures.append(f"p99 >= {route.p99_ms:g} ms")
+        if r["errors"]:
+            failures.append("errors")
+        ok = ok and not failures
+        target = f"{route.target:.0%}" if route.target is not None else "-"
+        verdict = "FAIL: " + ", ".join(failures) if failures else "ok"
+        print(
+            f"{route.name[:43]:44}{r['rps']:8.0f}{r['p50_ms']:8.1f}{r['p99_ms']:8.1f}"
+            f"{ratio:9.0%}{target:>8}{r['errors']:7d}  {verdict}"
+        )
+    return ok

@@ -17,15 +17,11 @@ benchmark. Not part of the test suite; a run takes about a minute.
 from __future__ import annotations
 
 import argparse
-import http.client
 import os
 import random
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from urllib.parse import urlencode
 
@@ -33,10 +29,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchlib import (  # noqa: E402 - bench/benchlib.py, beside this script
+    BARE,
     WORDS,
+    Route,
+    get_route,
     load_products,
+    measure,
     migrate_fresh,
-    serve_app,
+    production_logging,
+    report,
+    serve_wsgi,
+    start_server,
+    stop_server,
+    with_bare_route,
+    zipf_sampler,
 )
 
 PRODUCTS = 10_000
@@ -51,8 +57,10 @@ def migrate(url: str, reset: bool) -> None:
     migrate_fresh(url, reset).dispose()
 
 
-def load(url: str) -> None:
-    """Bulk inserts (Core executemany): loading must not take longer than measuring."""
+def load(url: str, fresh: bool = True) -> None:
+    """Bulk inserts (Core executemany): loading must not take longer than measuring.
+    ``fresh``: stop if the database already has products. Ends with ANALYZE, as an
+    operator's bulk import should: the planner then knows the tables' sizes."""
     from sqlalchemy import func, insert, select
     from sqlalchemy.orm import Session
 
@@ -65,7 +73,7 @@ def load(url: str) -> None:
     rng = random.Random(42)
     now = utcnow()
     with Session(engine) as session:
-        if session.scalar(select(func.count()).select_from(Product)):
+        if fresh and session.scalar(select(func.count()).select_from(Product)):
             sys.exit("the database already has products: use an empty one (or --reset)")
         load_products(session, PRODUCTS, rng)
         body = "## Steps\n\n1. Download\n2. Install\n\n```sh\nmake install\n```\n" * 3
@@ -87,77 +95,91 @@ def load(url: str) -> None:
             ],
         )
         session.commit()
+    with engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE")
+        conn.commit()
     engine.dispose()
 
 
 # --- server ------------------------------------------------------------------------------
 
 
-def serve(url: str, storage: str, threads: int) -> None:
-    """Child process: the real app on a free loopback port; prints the port."""
-    serve_app(url, storage, threads, modules="store docs")
+def serve(url: str, storage: str, threads: int, processes: int) -> None:
+    """Child process: the real app beside the bare route on a free loopback port."""
+    import secrets
+
+    from cmsshop.config import configure
+
+    if os.environ.get("BENCH_LOG", "1") == "1":
+        production_logging(os.path.join(storage, "server.log"))
+    app = configure(
+        {
+            "cmsshop.environment": "benchmark",
+            "cmsshop.database_url": url,
+            "cmsshop.secret": secrets.token_urlsafe(48),
+            "cmsshop.modules": "store docs",
+            "cmsshop.storage_dir": storage,
+        }
+    ).make_wsgi_app()
+    serve_wsgi(with_bare_route(app), threads, processes)
 
 
-# --- clients -----------------------------------------------------------------------------
+# --- routes ------------------------------------------------------------------------------
+
+TARGET = 0.70  # of the bare route's throughput
+P99_MS = 15.0
 
 
-def drive(port: int, paths, clients: int, seconds: float, warmup: float) -> dict:
-    """``clients`` threads with keep-alive connections requesting ``paths()`` for ``seconds``."""
-    latencies: list[float] = []
-    errors = [0]
-    lock = threading.Lock()
-    start_at = time.perf_counter() + warmup
-    stop_at = start_at + seconds
+HEALTH_TARGET = 0.60
 
-    def client():
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        mine = []
-        failed = 0
-        while True:
-            now = time.perf_counter()
-            if now >= stop_at:
-                break
-            began = time.perf_counter()
-            conn.request("GET", paths())
-            response = conn.getresponse()
-            response.read()
-            took = time.perf_counter() - began
-            if response.status != 200:
-                failed += 1
-            if began >= start_at:
-                mine.append(took)
-        conn.close()
-        with lock:
-            latencies.extend(mine)
-            errors[0] += failed
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    latencies.sort()
-    return {
-        "requests": len(latencies),
-        "rps": len(latencies) / seconds,
-        "p50": statistics.median(latencies) * 1000,
-        "p99": latencies[int(len(latencies) * 0.99) - 1] * 1000,
-        "errors": errors[0],
-    }
+def routes() -> list[Route]:
+    """The bare route, the health route, then the catalogue's public GETs: list pages,
+    products by slug as a shop sees them (a Zipf spread over all 10,000: a few popular,
+    a long tail that the answer cache mostly misses) and searches."""
+    popular = zipf_sampler(PRODUCTS)
+    return [
+        BARE,
+        get_route("GET /api/health", lambda rng: "/api/health", target=HEALTH_TARGET),
+        get_route(
+            "GET /api/store/products?page=1..5",
+            lambda rng: f"/api/store/products?page={rng.randrange(1, 6)}",
+            target=TARGET,
+            p99_ms=P99_MS,
+        ),
+        get_route(
+            "GET /api/store/products/{slug} (Zipf)",
+            lambda rng: f"/api/store/products/product-{popular(rng):05d}",
+            target=TARGET,
+            p99_ms=P99_MS,
+        ),
+        get_route(
+            "GET /api/docs/articles?q=...",
+            lambda rng: "/api/docs/articles?" + urlencode({"q": rng.choice(WORDS)}),
+            target=TARGET,
+            p99_ms=P99_MS,
+        ),
+        get_route(
+            "GET /api/store/products/{slug} (uniform)",
+            lambda rng: f"/api/store/products/product-{rng.randrange(PRODUCTS):05d}",
+        ),
+    ]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--database-url", help="default: a fresh SQLite file in a temp dir")
     parser.add_argument("--reset", action="store_true", help="PostgreSQL: drop the schema first")
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=8, help="keep-alive connections")
     parser.add_argument("--threads", type=int, default=8, help="waitress threads")
+    parser.add_argument("--processes", type=int, default=1, help="server processes")
     parser.add_argument("--seconds", type=float, default=8.0, help="per route")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (SQLite file)")
     parser.add_argument("--serve", nargs=2, metavar=("URL", "STORAGE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve[0], args.serve[1], args.threads)
+        serve(args.serve[0], args.serve[1], args.threads, args.processes)
         return 0
 
     workdir = tempfile.mkdtemp(prefix="cmsshop-catalogue-bench-")
@@ -169,50 +191,30 @@ def main() -> int:
         f"database: {url.split('@')[-1]} -- {PRODUCTS} products (2 prices, 1 release each), "
         f"{ARTICLES} articles, loaded in {time.perf_counter() - began:.1f}s"
     )
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--threads", str(args.threads), "--serve", url, workdir],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    server, port = start_server(
+        __file__,
+        ["--threads", str(args.threads), "--processes", str(args.processes), "--serve", url,
+         workdir],
+    )  # fmt: skip
     try:
-        port = int(server.stdout.readline())
-        rng = random.Random(7)
-        routes = [
-            ("bare: GET /api/health", lambda: "/api/health"),
-            ("GET /api/store/products", lambda: "/api/store/products"),
-            (
-                "GET /api/store/products/{slug}",
-                lambda: f"/api/store/products/product-{rng.randrange(PRODUCTS):05d}",
-            ),
-            (
-                "GET /api/docs/articles?q=...",
-                lambda: "/api/docs/articles?" + urlencode({"q": rng.choice(WORDS)}),
-            ),
-        ]
         print(
-            f"waitress: {args.threads} threads, {args.clients} keep-alive clients, "
-            f"{args.seconds:.0f}s per route after 1s warm-up, {os.cpu_count()} CPUs\n"
+            f"waitress: {args.processes} process(es) x {args.threads} threads, {args.clients} "
+            f"keep-alive clients, {args.seconds:.0f}s per route in {args.rounds} rounds, "
+            f"{os.cpu_count()} CPUs\n"
         )
-        print(f"{'route':34} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'vs bare':>8} {'errors':>7}")
-        bare = None
-        for name, paths in routes:
-            result = drive(port, paths, args.clients, args.seconds, warmup=1.0)
-            bare = bare or result["rps"]
-            print(
-                f"{name:34} {result['rps']:8.0f} {result['p50']:8.1f} {result['p99']:8.1f} "
-                f"{result['rps'] / bare:8.2f} {result['errors']:7d}"
-            )
+        results = measure(
+            port, routes(), seconds=args.seconds, rounds=args.rounds, clients=args.clients
+        )
+        ok = report(results)
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop_server(server)
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     print(
         f"\ntotal run: {time.perf_counter() - began:.0f}s"
         + (f"; data in {workdir}" if args.keep else "")
     )
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

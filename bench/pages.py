@@ -7,7 +7,7 @@
 It creates and migrates a fresh database, loads 200 published products (two prices and a
 release each), serves the real app (the real ``configure()``) with waitress in a separate
 process on a free loopback port, and drives it with concurrent keep-alive clients (see
-bench/catalogue.py, whose client loop it reuses). In the same run it measures
+bench/benchlib.py). In the same run it measures
 ``GET /products`` (the Jinja2 page) and ``GET /api/store/products`` (the JSON list), both
 on random pages of the same size, and prints requests/s, p50/p99 latency and the ratio.
 It exits 1 when the page's throughput is under half the JSON route's. Not part of the
@@ -20,7 +20,6 @@ import argparse
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,8 +27,18 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from benchlib import ROOT, load_products, migrate_fresh, serve_app  # noqa: E402 - bench/benchlib.py, beside this script
-from catalogue import drive  # noqa: E402 - the keep-alive client loop of bench/catalogue.py
+from benchlib import (  # noqa: E402 - bench/benchlib.py, beside this script
+    BARE,
+    get_route,
+    load_products,
+    measure,
+    migrate_fresh,
+    report,
+    serve_wsgi,
+    start_server,
+    stop_server,
+    with_bare_route,
+)
 
 PRODUCTS = 200
 PER_PAGE = 20
@@ -49,8 +58,24 @@ def load(url: str) -> None:
 
 
 def serve(url: str, storage: str, threads: int) -> None:
-    """Child process: the real app on a free loopback port; prints the port."""
-    serve_app(url, storage, threads, modules="store")
+    """Child process: the real app beside the bare route on a free loopback port, with
+    the answer cache off: the page and the JSON list then do the same queries, and the
+    ratio is the cost of rendering HTML instead of JSON."""
+    import secrets
+
+    from cmsshop.config import configure
+
+    app = configure(
+        {
+            "cmsshop.environment": "benchmark",
+            "cmsshop.database_url": url,
+            "cmsshop.secret": secrets.token_urlsafe(48),
+            "cmsshop.modules": "store",
+            "cmsshop.storage_dir": storage,
+            "cmsshop.answer_cache_ttl": "0",
+        }
+    ).make_wsgi_app()
+    serve_wsgi(with_bare_route(app), threads)
 
 
 def main() -> int:
@@ -71,55 +96,40 @@ def main() -> int:
     began = time.perf_counter()
     migrate_fresh(url, args.reset).dispose()
     load(url)
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--threads", str(args.threads), "--serve", url, workdir],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
+    pages = PRODUCTS // PER_PAGE
+
+    def query(rng) -> str:
+        return f"?page={rng.randrange(1, pages + 1)}&perPage={PER_PAGE}"
+
+    json_route = get_route(
+        "GET /api/store/products (JSON)", lambda rng: "/api/store/products" + query(rng)
     )
+    page_route = get_route("GET /products (HTML page)", lambda rng: "/products" + query(rng))
+    server, port = start_server(__file__, ["--threads", str(args.threads), "--serve", url, workdir])
     try:
-        port = int(server.stdout.readline())
-        rng = random.Random(7)
-        pages = PRODUCTS // PER_PAGE
-
-        def query() -> str:
-            return f"?page={rng.randrange(1, pages + 1)}&perPage={PER_PAGE}"
-
-        routes = [
-            ("GET /api/store/products (JSON)", lambda: "/api/store/products" + query()),
-            ("GET /products (HTML page)", lambda: "/products" + query()),
-        ]
         print(
             f"database: {url.split('@')[-1]} -- {PRODUCTS} products, {PER_PAGE} a page\n"
             f"waitress: {args.threads} threads, {args.clients} keep-alive clients, "
-            f"{args.seconds:.0f}s per route after 1s warm-up, {os.cpu_count()} CPUs\n"
+            f"{args.seconds:.0f}s per route, {os.cpu_count()} CPUs; answer cache off\n"
         )
-        print(f"{'route':32} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
-        results = []
-        for name, paths in routes:
-            result = drive(port, paths, args.clients, args.seconds, warmup=1.0)
-            results.append(result)
-            print(
-                f"{name:32} {result['rps']:8.0f} {result['p50']:8.1f} {result['p99']:8.1f} "
-                f"{result['errors']:7d}"
-            )
+        results = measure(
+            port, [BARE, json_route, page_route], seconds=args.seconds, rounds=4,
+            clients=args.clients,
+        )  # fmt: skip
+        ok = report(results)
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        stop_server(server)
         shutil.rmtree(workdir, ignore_errors=True)
-    json_result, page_result = results
+    _, json_result, page_result = results
     ratio = page_result["rps"] / json_result["rps"]
     print(
         f"\npage / JSON throughput: {ratio:.2f} (at least {MIN_RATIO:.2f} required); "
         f"total run {time.perf_counter() - began:.0f}s"
     )
-    if json_result["errors"] or page_result["errors"]:
-        print("FAIL: some requests did not answer 200")
-        return 1
     if ratio < MIN_RATIO:
         print("FAIL: the HTML page is more than twice as slow as the JSON route")
         return 1
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 
-import zope.sqlalchemy
 from pyramid_retry import mark_error_retryable
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
+from transaction._transaction import Status as ZopeStatus  # as zope.sqlalchemy imports it
+from zope.sqlalchemy.datamanager import STATUS_ACTIVE, join_transaction, mark_changed
 
 # IntegrityError is retryable on purpose (as in PyPI's warehouse). The services check
 # first and insert second ("is this event already fulfilled? no -> insert the fulfilment
@@ -26,13 +28,18 @@ mark_error_retryable(IntegrityError)
 
 
 def is_retryable_db_error(exc: BaseException) -> bool:
-    """SQLite's "database is locked" / snapshot conflicts settle when the request runs again.
+    """SQLite's "database is locked" / snapshot conflicts settle when the request runs
+    again, and so does a statement on a connection the server had dropped.
 
     (PostgreSQL serialization failures and deadlocks are already tagged retryable by
     zope.sqlalchemy through pyramid_tm.) A lock waited on for the whole busy timeout is
     not a race but a stalled database: running the request again would only multiply the
     wait, so it answers 503 at once.
     """
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True  # a dropped connection (server restart, idle timeout): a fresh one works
+    if getattr(exc, "cmsshop_connection_lost", False):
+        return True  # the same, on a raw DBAPI connection (cmsshop.hotsql)
     if isinstance(exc, OperationalError) and isinstance(exc.orig, sqlite3.OperationalError):
         if getattr(exc, "waited_out", False):
             return False
@@ -89,7 +96,12 @@ def make_engine(
         engine = create_engine(url, **kwargs)
         _fix_pysqlite_transactions(engine, busy_timeout_ms)
         return engine
-    kwargs.setdefault("pool_pre_ping", True)
+    # No pre-ping: it costs a round trip on every checkout, on every request. A connection
+    # the server dropped fails its first statement instead; SQLAlchemy invalidates it (and
+    # the pool's other connections of that age) and the request is retried on a fresh one
+    # (is_retryable_db_error). Recycling connections before an hour passes keeps them under
+    # the idle limits of proxies and firewalls.
+    kwargs.setdefault("pool_recycle", 3600)
     kwargs.setdefault("pool_size", 10)
     kwargs.setdefault("max_overflow", 10)
     connect_args = kwargs.setdefault("connect_args", {})
@@ -199,11 +211,71 @@ def take_write_lock(session: Session) -> None:
     session.info["write_lock"] = True
 
 
+class RequestTransactionEvents:
+    """zope.sqlalchemy's session events, registered once on the request sessions' factory
+    instead of on every session (``zope.sqlalchemy.register(session)`` adds seven
+    listeners per request, a third of a cheap request's time): each session carries its
+    request's transaction manager in ``session.info["tm"]``."""
+
+    def after_begin(self, session, transaction, connection):
+        join_transaction(session, STATUS_ACTIVE, session.info["tm"])
+
+    def after_attach(self, session, instance):
+        join_transaction(session, STATUS_ACTIVE, session.info["tm"])
+
+    def after_flush(self, session, flush_context):
+        mark_changed(session, session.info["tm"])
+
+    def after_bulk_update(self, update_context):
+        mark_changed(update_context.session, update_context.session.info["tm"])
+
+    def after_bulk_delete(self, delete_context):
+        mark_changed(delete_context.session, delete_context.session.info["tm"])
+
+    def before_commit(self, session):
+        assert (
+            session.in_nested_transaction()
+            or session.info["tm"].get().status == ZopeStatus.COMMITTING
+        ), "Transaction must be committed using the transaction manager"
+
+    def do_orm_execute(self, state):
+        if state.is_orm_statement and (state.is_update or state.is_insert or state.is_delete):
+            mark_changed(state.session, state.session.info["tm"])
+
+    def register(self, factory: sessionmaker) -> None:
+        for name in (
+            "after_begin",
+            "after_attach",
+            "after_flush",
+            "after_bulk_update",
+            "after_bulk_delete",
+            "before_commit",
+            "do_orm_execute",
+        ):
+            event.listen(factory, name, getattr(self, name))
+
+
+def make_request_session_factory(engine: Engine) -> sessionmaker:
+    """Sessions joined to a request's transaction manager (``info={"tm": ...}``)."""
+    factory = make_session_factory(engine)
+    RequestTransactionEvents().register(factory)
+    return factory
+
+
 def request_db(request) -> Session:
     """``request.db``: one session per request, committed or aborted by pyramid_tm."""
-    session = request.registry["cmsshop.session_factory"]()
-    zope.sqlalchemy.register(session, transaction_manager=request.tm)
-    return session
+    return request.registry["cmsshop.request_session_factory"](info={"tm": request.tm})
+
+
+# Routes that never touch request.db: pyramid_tm opens no transaction for them.
+NO_TRANSACTION_PATHS = frozenset({"/api/health"})
+
+
+def needs_transaction(request) -> bool:
+    """pyramid_tm's ``tm.activate_hook``: False for :data:`NO_TRANSACTION_PATHS` (the
+    health probe has its own connection; a transaction would be pure overhead on the
+    route load balancers poll)."""
+    return request.environ.get("PATH_INFO") not in NO_TRANSACTION_PATHS
 
 
 def includeme(config) -> None:
@@ -216,15 +288,179 @@ def includeme(config) -> None:
         busy_timeout_ms=settings["cmsshop.db_busy_timeout_ms"],
     )
     config.registry["cmsshop.engine"] = engine
+    config.registry["cmsshop.health_probe"] = HealthProbe(engine, settings["cmsshop.health_fresh"])
     config.registry["cmsshop.session_factory"] = make_session_factory(engine)
+    config.registry["cmsshop.request_session_factory"] = make_request_session_factory(engine)
     config.add_request_method(request_db, "db", reify=True)
 
 
-def ping(engine: Engine) -> None:
-    """Raise if the database cannot read the schema's own table (used by /api/health):
-    a server that answers ``SELECT 1`` while our tables are locked is not healthy."""
-    with engine.connect() as conn:
-        conn.exec_driver_sql("SELECT 1 FROM alembic_version")
+PING_SQL = "SELECT 1 FROM alembic_version"
+
+
+class HealthProbe:
+    """Asks the database to read the schema's own table (``/api/health``): a server
+    that answers ``SELECT 1`` while our tables are locked is not healthy.
+
+    Each server thread probes on a connection of its own, taken from the engine once and
+    detached from the pool (autocommit on PostgreSQL; SQLite's is in autocommit already,
+    see the recipe above): a probe is one statement, without the pool's checkout, BEGIN
+    and reset-on-return ROLLBACK -- two round trips less on every load balancer's poll.
+    The engine's connect and statement timeouts apply as to any connection. A failed
+    probe closes its connection; the thread's next probe opens a new one.
+
+    A probe that succeeded less than ``fresh`` seconds ago (``cmsshop.health_fresh``,
+    0.25 by default) answers for the calls that follow it: a load balancer polling every
+    few seconds always gets a probe of its own, while a flood of health requests (the
+    route needs no login) cannot turn into a flood of database statements.
+    """
+
+    def __init__(self, engine: Engine, fresh: float = 0.0):
+        self.engine, self.fresh = engine, fresh
+        self.local = threading.local()
+        self.succeeded_at = float("-inf")
+        self.connections: set = set()  # every thread's, closed with the engine's pool
+        self.lock = threading.Lock()
+        event.listen(engine, "engine_disposed", lambda engine: self.close())
+
+    def close(self) -> None:
+        with self.lock:
+            connections, self.connections = self.connections, set()
+        for connection in connections:
+            with contextlib.suppress(Exception):
+                connection.close()
+
+    def ping(self) -> None:
+        if time.monotonic() - self.succeeded_at < self.fresh:
+            return
+        try:
+            self._probe()
+        except Exception as exc:
+            if not getattr(exc, "cmsshop_connection_lost", False):
+                raise
+            # A connection the server dropped (restart, idle timeout) fails once: the
+            # second probe, on a new connection, says whether the database is there.
+            self._probe()
+
+    def _probe(self) -> None:
+        connection = getattr(self.local, "connection", None)
+        if connection is None:
+            pooled = self.engine.raw_connection()
+            connection = pooled.driver_connection
+            pooled.detach()
+            if self.engine.dialect.name == "postgresql":
+                connection.rollback()
+                connection.autocommit = True
+            self.local.connection = connection
+            with self.lock:
+                self.connections.add(connection)
+        try:
+            cursor = connection.cursor()
+            cursor.execute(PING_SQL)
+            cursor.fetchall()
+            cursor.close()
+            self.succeeded_at = time.monotonic()
+        except BaseException as exc:
+            exc.cmsshop_connection_lost = getattr(connection, "broken", False)
+            self.succeeded_at = float("-inf")
+            self.local.connection = None
+            with self.lock:
+                self.connections.discard(connection)
+            with contextlib.suppress(Exception):
+                connection.close()
+            raise
+
+
+# Routes that never touch request.db: pyramid_tm opens no transaction for them.
+NO_TRANSACTION_PATHS = frozenset({"/api/health"})
+
+
+def needs_transaction(request) -> bool:
+    """pyramid_tm's ``tm.activate_hook``: False for :data:`NO_TRANSACTION_PATHS` (the
+    health probe has its own connection; a transaction would be pure overhead on the
+    route load balancers poll)."""
+    return request.environ.get("PATH_INFO") not in NO_TRANSACTION_PATHS
+
+
+def includeme(config) -> None:
+    settings = config.get_settings()
+    engine = make_engine(
+        settings["cmsshop.database_url"],
+        connect_timeout=settings["cmsshop.db_connect_timeout"],
+        statement_timeout_ms=settings["cmsshop.db_statement_timeout_ms"],
+        pool_timeout=settings["cmsshop.db_pool_timeout"],
+        busy_timeout_ms=settings["cmsshop.db_busy_timeout_ms"],
+    )
+    config.registry["cmsshop.engine"] = engine
+    config.registry["cmsshop.health_probe"] = HealthProbe(engine, settings["cmsshop.health_fresh"])
+    config.registry["cmsshop.session_factory"] = make_session_factory(engine)
+    config.registry["cmsshop.request_session_factory"] = make_request_session_factory(engine)
+    config.add_request_method(request_db, "db", reify=True)
+
+
+PING_SQL = "SELECT 1 FROM alembic_version"
+
+
+class HealthProbe:
+    """Asks the database to read the schema's own table (``/api/health``): a server
+    that answers ``SELECT 1`` while our tables are locked is not healthy.
+
+    Each server thread probes on a connection of its own, taken from the engine once and
+    detached from the pool (autocommit on PostgreSQL; SQLite's is in autocommit already,
+    see the recipe above): a probe is one statement, without the pool's checkout, BEGIN
+    and reset-on-return ROLLBACK -- two round trips less on every load balancer's poll.
+    The engine's connect and statement timeouts apply as to any connection. A failed
+    probe closes its connection; the thread's next probe opens a new one.
+
+    A probe that succeeded less than ``fresh`` seconds ago (``cmsshop.health_fresh``,
+    0.25 by default) answers for the calls that follow it: a load balancer polling every
+    few seconds always gets a probe of its own, while a flood of health requests (the
+    route needs no login) cannot turn into a flood of database statements.
+    """
+
+    def __init__(self, engine: Engine, fresh: float = 0.0):
+        self.engine, self.fresh = engine, fresh
+        self.local = threading.local()
+        self.succeeded_at = float("-inf")
+        self.connections: set = set()  # every thread's, closed with the engine's pool
+        self.lock = threading.Lock()
+        event.listen(engine, "engine_disposed", lambda engine: self.close())
+
+    def close(self) -> None:
+        with self.lock:
+            connections, self.connections = self.connections, set()
+        for connection in connections:
+            with contextlib.suppress(Exception):
+                connection.close()
+
+    def ping(self) -> None:
+        if time.monotonic() - self.succeeded_at < self.fresh:
+            return
+        connection = getattr(self.local, "connection", None)
+        if connection is None:
+            pooled = self.engine.raw_connection()
+            connection = pooled.driver_connection
+            pooled.detach()
+            if self.engine.dialect.name == "postgresql":
+                connection.rollback()
+                connection.autocommit = True
+            self.local.connection = connection
+            with self.lock:
+                self.connections.add(connection)
+        try:
+            cursor = connection.cursor()
+            cursor.execute(PING_SQL)
+            cursor.fetchall()
+            cursor.close()
+            self.succeeded_at = time.monotonic()
+        except BaseException as exc:
+            exc.cmsshop_connection_lost = getattr(connection, "broken", False)
+            self.succeeded_at = float("-inf")
+            self.local.connection = None
+            with self.lock:
+                self.connections.discard(connection)
+            with contextlib.suppress(Exception):
+                connection.close()
+            raise
 
 
 __all__ = [
@@ -236,5 +472,5 @@ __all__ = [
     "make_engine",
     "own_transaction",
     "take_write_lock",
-    "ping",
+    "HealthProbe",
 ]

@@ -33,6 +33,38 @@ class HotStatement:
         return cursor
 
 
+class HotBatch:
+    """Statements sent together: on PostgreSQL as one simple-protocol query (psycopg's
+    ClientCursor binds the parameters, escaped, on the client), so the batch costs one
+    network round trip whatever its length; on SQLite (in-process) one by one. The
+    statements share one parameter dict. ``run`` gives each statement's rows (None for
+    a statement that returns none)."""
+
+    def __init__(self, *statements: HotStatement | str):
+        self.statements = [HotStatement(s) if isinstance(s, str) else s for s in statements]
+        self.pg_sql = "; ".join(s.sql["postgresql"] for s in self.statements)
+
+    def run(self, conn: Connection | RawTransaction, params: dict[str, Any]) -> list:
+        name, dbapi = driver(conn)
+        results = []
+        if name == "postgresql":
+            import psycopg  # noqa: PLC0415 - PostgreSQL installs only
+
+            with psycopg.ClientCursor(dbapi) as cursor:
+                cursor.execute(self.pg_sql, params)
+                while True:
+                    results.append(cursor.fetchall() if cursor.description else None)
+                    if not cursor.nextset():
+                        break
+            return results
+        for statement in self.statements:
+            cursor = dbapi.cursor()
+            cursor.execute(statement.sql["sqlite"], params)
+            results.append(cursor.fetchall() if cursor.description else None)
+            cursor.close()
+        return results
+
+
 @dataclasses.dataclass(frozen=True)
 class RawTransaction:
     """A pooled DBAPI connection inside a transaction (see :func:`raw_transaction`)."""
@@ -49,6 +81,32 @@ def driver(conn: Connection | RawTransaction) -> tuple[str, Any]:
 
 
 @contextlib.contextmanager
+def raw_autocommit(engine: Engine):
+    """A pooled connection whose every statement commits on its own (no BEGIN, no
+    COMMIT: one round trip a statement). SQLite's connections always are (see the
+    pysqlite recipe in cmsshop.db); a PostgreSQL one is switched for the block."""
+    pooled = engine.raw_connection()
+    conn = RawTransaction(engine.dialect.name, pooled.driver_connection)
+    postgresql = conn.dialect_name == "postgresql"
+    try:
+        if postgresql:
+            conn.dbapi.autocommit = True
+        yield conn
+    except BaseException as exc:
+        if getattr(conn.dbapi, "broken", False):
+            pooled.invalidate()
+            exc.cmsshop_connection_lost = True
+        else:
+            conn.dbapi.rollback()  # a BEGIN the block sent itself (nothing otherwise)
+        raise
+    finally:
+        if postgresql:
+            with contextlib.suppress(Exception):  # a broken one is invalidated anyway
+                conn.dbapi.autocommit = False
+        pooled.close()
+
+
+@contextlib.contextmanager
 def raw_transaction(engine: Engine):
     """A connection from the engine's pool in a transaction of its own: committed when
     the block ends, rolled back if it raises. Skips SQLAlchemy's Connection and
@@ -62,11 +120,17 @@ def raw_transaction(engine: Engine):
             conn.dbapi.execute("BEGIN")
         yield conn
         pooled.commit()
-    except BaseException:
-        pooled.rollback()
+    except BaseException as exc:
+        if getattr(conn.dbapi, "broken", False):
+            # The server dropped the connection (psycopg): out of the pool, and the
+            # request may run again on a fresh one (cmsshop.db.is_retryable_db_error).
+            pooled.invalidate()
+            exc.cmsshop_connection_lost = True
+        else:
+            pooled.rollback()
         raise
     finally:
-        pooled.close()  # back to the pool
+        pooled.close()  # back to the pool (or, invalidated, closed)
 
 
 def from_db_time(value: Any) -> dt.datetime | None:

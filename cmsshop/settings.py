@@ -97,6 +97,8 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.db_statement_timeout_ms": (as_int, 5000, None),
     "cmsshop.db_pool_timeout": (as_int, 5, None),
     "cmsshop.db_busy_timeout_ms": (as_int, 5000, None),
+    # Seconds a successful /api/health database probe answers for the calls after it.
+    "cmsshop.health_fresh": (as_float, 0.25, None),
     "cmsshop.site_name": (as_str, "cmsshop", "CMSSHOP_SITE_NAME"),
     "cmsshop.base_url": (as_str, "http://127.0.0.1:6543", "CMSSHOP_BASE_URL"),
     "cmsshop.modules": (as_list, [], "CMSSHOP_MODULES"),
@@ -119,6 +121,15 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     # sells renewals, fulfilment applies them: core, as both sides read it).
     "cmsshop.license_renewal_grace_days": (as_int, 30, None),
     "cmsshop.demo_data": (as_bool, False, None),
+    # The answer cache of public catalogue and docs answers (cmsshop.cache): seconds an
+    # answer is fresh (0 turns the cache off), seconds a stale one is still served while
+    # one request refreshes it, seconds between checks of the cross-process version, and
+    # its bounds.
+    "cmsshop.answer_cache_ttl": (as_float, 10.0, "CMSSHOP_ANSWER_CACHE_TTL"),
+    "cmsshop.answer_cache_stale": (as_float, 30.0, None),
+    "cmsshop.answer_cache_check_interval": (as_float, 1.0, None),
+    "cmsshop.answer_cache_entries": (as_int, 2000, None),
+    "cmsshop.answer_cache_bytes": (as_int, 32 * 1024 * 1024, None),
     "cmsshop.password_hashing": (as_str, "default", None),
     "retry.attempts": (as_int, 3, None),
     # E-mail (services/mail): the outbox's delivery. smtp for real mail; files writes

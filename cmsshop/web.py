@@ -155,8 +155,8 @@ def current_notice(request) -> str | None:
 
 def add_template_globals(event) -> None:
     request = event.get("request")
-    if request is None:
-        return
+    if request is None or not str(event.get("renderer_name", "")).endswith(".html"):
+        return  # JSON answers use none of them (and must not pay for request.user)
     settings = request.registry.settings
     event.setdefault("site_name", settings.get("cmsshop.site_name") or "cmsshop")
     event.setdefault("enabled_modules", settings["cmsshop.modules"])

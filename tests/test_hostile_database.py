@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import secrets
 import time
 import urllib.parse
 
@@ -72,7 +73,11 @@ def sqlite_write_locked(database_url: str):
 
 @requires_postgresql
 def test_frozen_postgresql_answers_503_quickly_and_openapi_keeps_working(make_app, engine):
-    app = make_app(**{"cmsshop.db_statement_timeout_ms": str(TIMEOUT_MS)})
+    # health_fresh 0: the health call right after the freeze probes again (by default a
+    # probe answers for the calls of the next quarter second).
+    app = make_app(
+        **{"cmsshop.db_statement_timeout_ms": str(TIMEOUT_MS), "cmsshop.health_fresh": "0"}
+    )
     with serve(app) as url:
         assert get(url, "/api/health")[0] == 200
         with postgresql_frozen(engine):
@@ -165,3 +170,43 @@ def test_openapi_and_health_do_not_need_a_request_session(app):
     client = new_client(app)
     client.get("/api/openapi.json", status=200)
     assert checkouts == []
+
+
+def terminate_other_backends(engine) -> int:
+    """Drop every other connection to this database (a PostgreSQL restart, a proxy's idle
+    timeout), then let the test's own engine reconnect lazily."""
+    with engine.connect() as conn:
+        killed = conn.exec_driver_sql(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).scalar()
+    engine.dispose()
+    return killed
+
+
+@requires_postgresql
+def test_dropped_connections_are_replaced_without_a_pre_ping(app, engine, dbsession):
+    """No pre-ping on checkout: a request whose pooled connection the server dropped
+    fails its first statement and is retried on a fresh connection -- the client sees
+    nothing. The ORM path (bootstrap), the raw path (licensing validate) and the health
+    probe's own connection all recover."""
+    from test_licensing import call_body, make_license, make_product, post, runtime
+
+    license = make_license(dbsession, make_product(dbsession, "site-guard-pro"))
+    client, product_runtime = new_client(app), runtime(app)
+    body = call_body(license)
+    assert post(product_runtime, "activate", body).status_code == 201
+    for _ in range(2):
+        assert client.get("/api/bootstrap").status_code == 200
+        assert (
+            post(product_runtime, "validate", {**body, "nonce": secrets.token_hex(8)}).status_code
+            == 200
+        )
+        assert client.get("/api/health").status_code == 200
+        assert terminate_other_backends(engine) > 0
+    time.sleep(0.3)  # past the health probe's quarter second
+    assert client.get("/api/bootstrap").status_code == 200
+    assert (
+        post(product_runtime, "validate", {**body, "nonce": secrets.token_hex(8)}).status_code
+        == 200
+    )

@@ -156,7 +156,7 @@ def test_a_webhook_whose_commit_fails_leaves_no_receipt(
 ):
     """The request's commit itself fails (after the receipt was queued): nothing of the
     fulfilment stays, the receipt neither; the provider's next delivery does it all once."""
-    factory = card_app.registry["cmsshop.session_factory"]
+    factory = card_app.registry["cmsshop.request_session_factory"]  # request.db
 
     def fail_commit(session):
         # Only the transaction that queued the receipt (it sees its own row; the event

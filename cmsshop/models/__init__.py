@@ -2,7 +2,7 @@
 whichever feature modules are switched on. One module per feature, as in services/:
 
     accounts   User, UserSession, AccountToken
-    catalogue  Currency, Product, ProductPrice, Release, Article
+    catalogue  Currency, Product, ProductPrice, Release, Article, ContentVersion
     commerce   Order, OrderItem, OrderNote, Fulfilment, Invoice, InvoiceCounter, Entitlement
     payments   PaymentEvent (the provider event log), PaymentSetting
     licensing  License, Activation, LicenseNonce, LicenseAuditEntry
@@ -20,6 +20,7 @@ from cmsshop.models.catalogue import (
     RELEASE_CHANNELS,
     VERSION_SCHEMES,
     Article,
+    ContentVersion,
     Currency,
     Product,
     ProductPrice,
@@ -53,6 +54,7 @@ from cmsshop.models.ratelimit import RateCounter
 from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket, TicketMessage
 
 __all__ = [
+    "ContentVersion",
     "DELIVERY_MODES",
     "ENTITLEMENT_STATUSES",
     "ITEM_KINDS",

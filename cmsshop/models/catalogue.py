@@ -159,3 +159,19 @@ class Article(Base):
     published_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class ContentVersion(Base):
+    """A counter every catalogue or docs write bumps in its own transaction (one row,
+    ``public``): processes compare it to empty their answer caches (cmsshop.cache)."""
+
+    __tablename__ = "content_versions"
+
+    name: Mapped[str] = mapped_column(String(20), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+# What the public catalogue and docs answers are made of: a write to any of them
+# invalidates the answer cache.
+PUBLIC_CONTENT = (Currency, Product, ProductPrice, Release, Article)
+CONTENT_TABLES = frozenset(cls.__tablename__ for cls in PUBLIC_CONTENT)

@@ -78,6 +78,33 @@ class UnknownPolicy(KeyError):
     pass
 
 
+class Counting:
+    """One upsert of every check's counter (``run``) and the decision its rows give."""
+
+    def __init__(self, limiter: RateLimiter, checks: Sequence[Check], now: int, step: int):
+        self.now = now
+        self.params: dict[str, Any] = {}
+        self.planned = []
+        for i, (name, subject) in enumerate(checks):
+            policy = limiter.policy(name)
+            key = policy.key(subject)
+            start, retry_after = policy.window_of(now)
+            self.params.update({f"key{i}": key, f"start{i}": start, f"step{i}": step})
+            self.planned.append((key, policy, retry_after))
+        self.statement = _upsert(len(checks))
+
+    def run(self, conn: Connection | RawTransaction):
+        return self.statement.run(conn, self.params)
+
+    def decide(self, rows) -> RateDecision | None:
+        """The first refusal among the counted rows (key, count), or None."""
+        counts = dict(rows)
+        for key, policy, retry_after in self.planned:
+            if counts[key] > policy.limit:
+                return RateDecision(False, counts[key], policy.limit, retry_after)
+        return None
+
+
 class RateLimiter:
     """Named policies over the ``rate_counters`` table of one engine."""
 
@@ -108,24 +135,18 @@ class RateLimiter:
     ) -> RateDecision | None:
         """Count one event for every check on ``conn`` (in its transaction); the first
         refusal, or None. Subjects of one call must give different keys."""
-        now_i = int(now if now is not None else time.time())
-        params: dict[str, Any] = {}
-        planned = []
-        for i, (name, subject) in enumerate(checks):
-            policy = self.policy(name)
-            key = policy.key(subject)
-            start, retry_after = policy.window_of(now_i)
-            params.update({f"key{i}": key, f"start{i}": start, f"step{i}": step})
-            planned.append((key, policy, retry_after))
-        cursor = _upsert(len(checks)).run(conn, params)
-        counts = dict(cursor.fetchall())
+        counting = self.counting(checks, now, step)
+        cursor = counting.run(conn)
+        refusal = counting.decide(cursor.fetchall())
         cursor.close()
         if random.random() < PURGE_PROBABILITY:
-            _PURGE.run(conn, {"before": now_i - 86400}).close()
-        for key, policy, retry_after in planned:
-            if counts[key] > policy.limit:
-                return RateDecision(False, counts[key], policy.limit, retry_after)
-        return None
+            _PURGE.run(conn, {"before": counting.now - 86400}).close()
+        return refusal
+
+    def counting(self, checks: Sequence[Check], now: float | None = None, step: int = 1):
+        """The statement that counts ``checks`` and the rule that reads its rows, for a
+        caller that sends it alongside its own statements (licensing validate)."""
+        return Counting(self, checks, int(now if now is not None else time.time()), step)
 
     def count(
         self, checks: Sequence[Check], now: float | None = None, step: int = 1

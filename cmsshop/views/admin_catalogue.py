@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import colander
 
+from cmsshop.cache import CACHEABLE
 from cmsshop.services.catalogue import text
 from cmsshop.views.common import StrictBool, StrictInt, StrictString, json_with_etag
 
@@ -121,6 +122,7 @@ def cached_json(request, body: dict):
     """A public catalogue or docs answer: JSON with an ETag, cached for
     cmsshop.public_max_age seconds."""
     max_age = request.registry.settings["cmsshop.public_max_age"]
+    request.environ[CACHEABLE] = True  # the same for every visitor: the answer cache may keep it
     return json_with_etag(request, body, max_age=max_age)
 
 

@@ -6,7 +6,6 @@ from pyramid.csrf import get_csrf_token
 from pyramid.view import view_config
 
 from cmsshop import openapi as oa
-from cmsshop.db import ping
 from cmsshop.errors import DatabaseUnavailable, NotFound
 from cmsshop.security import ADMIN
 from cmsshop.services.catalogue.currencies import default_currency
@@ -36,7 +35,7 @@ def bootstrap(request):
 @view_config(route_name="core.health", request_method="GET", renderer="json")
 def health(request):
     try:
-        ping(request.registry["cmsshop.engine"])
+        request.registry["cmsshop.health_probe"].ping()
     except Exception:  # noqa: BLE001 - any failure means "not healthy"
         raise DatabaseUnavailable("The database does not answer.", retry_after=10) from None
     return {"status": "ok", "database": "ok"}

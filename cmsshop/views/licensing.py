@@ -150,7 +150,6 @@ def _record_failure(audit: AuditRecord, request) -> None:
 
 CALLS = {
     "activate": seats.activate,
-    "validate": validation.validate,
     "deactivate": seats.deactivate,
 }
 
@@ -159,13 +158,18 @@ def _call(request, action: str) -> dict:
     audit = AuditRecord(action=action, ip=client_ip(request), request_id=request_id(request))
     request.add_finished_callback(partial(_record_failure, audit))
     data = read_license_request(request)
-    counting.admit_call(request.find_service(RateLimiter), data, audit)
+    limiter = request.find_service(RateLimiter)
     licensing = Licensing(
         request.registry["cmsshop.engine"],
         request.find_service(LeaseSigner),
         request.find_service(LicensingPolicy),
     )
-    result = CALLS[action](licensing, data, audit)
+    if action == "validate":
+        # Counts the call itself, in the round trip of its first lookup.
+        result = validation.validate(licensing, data, audit, limiter)
+    else:
+        counting.admit_call(limiter, data, audit)
+        result = CALLS[action](licensing, data, audit)
     request.response.status = 201 if result.created else 200
     request.response.cache_control = "no-store"
     return license_result_body(result)

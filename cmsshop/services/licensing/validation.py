@@ -1,9 +1,9 @@
 """Validate: the hot path. Runtimes call it on every lease refresh.
 
-It runs on plain connections rather than through the ORM session: one lookup without
-locks, the lease signed, then one short transaction for the nonce, a second look at the
-same row, the ``lastValidatedAt`` touch and the audit row, each a statement built once
-(see cmsshop.hotsql). Rate counts are taken before (services.licensing.counting).
+It runs on plain connections rather than through the ORM session: the rate counts and
+one lookup without locks, the lease signed, then one short transaction for the nonce, a
+second look at the same row, the ``lastValidatedAt`` touch and the audit row, each a
+statement built once (see cmsshop.hotsql), batched on PostgreSQL: three round trips.
 """
 
 from __future__ import annotations
@@ -12,8 +12,18 @@ import datetime as dt
 import random
 from typing import Any
 
-from cmsshop.hotsql import HotStatement, RawTransaction, db_time, from_db_time, raw_transaction
+from cmsshop.errors import RateLimited
+from cmsshop.hotsql import (
+    HotBatch,
+    HotStatement,
+    RawTransaction,
+    db_time,
+    from_db_time,
+    raw_autocommit,
+    raw_transaction,
+)
 from cmsshop.services.licensing import problems
+from cmsshop.services.licensing.counting import call_checks
 from cmsshop.services.licensing.features import features_from_db
 from cmsshop.services.licensing.records import (
     ActivationFacts,
@@ -34,6 +44,7 @@ from cmsshop.services.licensing.steps import (
     one_writer,
     sign_and_commit,
 )
+from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import utcnow
 
 # validate's one read: the license, its product, the installation, the paid seats used
@@ -115,22 +126,59 @@ def _plan(
     return Plan.of(policy, data, now, license, row[4], activation, int(row[11]), "validated")
 
 
-def validate(licensing: Licensing, data: LicenseRequest, audit: AuditRecord) -> LicensingResult:
-    """Check an active installation on its activated domain; refresh ``lastValidatedAt``.
+def validate(
+    licensing: Licensing, data: LicenseRequest, audit: AuditRecord, limiter: RateLimiter
+) -> LicensingResult:
+    """Count the call against the rate limits, check an active installation on its
+    activated domain, and refresh ``lastValidatedAt``.
 
-    Nothing is written unless the lease was signed; no lock is held while signing.
+    Nothing is written but the counts unless the lease was signed; no lock is held while
+    signing. Three round trips on PostgreSQL: the counts with the lookup, then BEGIN
+    with the nonce and the second look, then the touch, the audit row and COMMIT (each
+    a HotBatch).
     """
     engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
     now = utcnow()
-    lookup = {"key": data.license_key, "fp": data.fingerprint_sha256}
-    with raw_transaction(engine) as conn:  # read only
-        plan = _plan(_fetch_one(_VALIDATE_LOOKUP, conn, lookup), policy, data, audit, now)
+    row = _count_and_look_up(engine, limiter, data, audit)
+    plan = _plan(row, policy, data, audit, now)
 
     def commit(planned: Plan, lease: str | None) -> LicensingResult:
+        if engine.dialect.name == "postgresql":
+            with raw_autocommit(engine) as conn:  # BEGIN and COMMIT ride in the batches
+                return _commit(conn, signer, policy, data, audit, now, planned, lease)
         with one_writer(engine), raw_transaction(engine) as conn:
             return _commit(conn, signer, policy, data, audit, now, planned, lease)
 
     return sign_and_commit(signer, policy, plan, commit)
+
+
+_COUNT_AND_LOOK_UP: dict[int, HotBatch] = {}
+
+
+def _count_and_look_up(engine, limiter: RateLimiter, data: LicenseRequest, audit: AuditRecord):
+    """Count the call (429 ``rate_limited`` past a limit) and read the lookup row: one
+    round trip on PostgreSQL (two statements in one batch, each committing on its own),
+    one short transaction on SQLite. The counts commit whatever the call does next."""
+    audit.describe(data)
+    counting = limiter.counting(call_checks(audit))
+    lookup = {"key": data.license_key, "fp": data.fingerprint_sha256}
+    if engine.dialect.name == "postgresql":
+        batch = _COUNT_AND_LOOK_UP.get(len(counting.planned))
+        if batch is None:
+            batch = HotBatch(counting.statement, _VALIDATE_LOOKUP)
+            _COUNT_AND_LOOK_UP[len(counting.planned)] = batch
+        with raw_autocommit(engine) as conn:
+            rows, looked = batch.run(conn, {**counting.params, **lookup})
+        row = looked[0] if looked else None
+    else:
+        with raw_transaction(engine) as conn:
+            rows = counting.run(conn).fetchall()
+            row = _fetch_one(_VALIDATE_LOOKUP, conn, lookup)
+    audit.counted = True
+    refusal = counting.decide(rows)
+    if refusal is not None:
+        raise RateLimited(refusal.retry_after)
+    return row
 
 
 def _commit(
@@ -153,7 +201,8 @@ def _commit(
     fp = data.fingerprint_sha256
     postgresql = conn.dialect_name == "postgresql"
     if postgresql:
-        row = _fetch_one(_PG_NONCE_AND_LOOKUP, conn, {**nonce_params, "fp": fp})
+        _, found = _PG_BEGIN_NONCE_AND_LOOKUP.run(conn, {**nonce_params, "fp": fp})
+        row = found[0] if found else None
         nonce_row = row[13] if row is not None else None
     else:
         nonce_row = _fetch_one(_KEYED_NONCE, conn, nonce_params)
@@ -162,15 +211,25 @@ def _commit(
     if nonce_row is None:
         raise problems.nonce_reused()
     lease = lease_for(signer, policy, planned, current, lease)
-    if random.random() < NONCE_PURGE_PROBABILITY:
-        _PURGE_NONCES.run(conn, {"cutoff": cutoff}).close()
+    purge = random.random() < NONCE_PURGE_PROBABILITY
     entry = audit.values("validated", 200)
     entry["created_at"] = db_time(conn, entry["created_at"])
     if postgresql:
         entry.update(touched_at=nonce_params["now"], touched_id=current.activation.id)
-        _PG_TOUCH_AND_AUDIT.run(conn, entry).close()
+        batch = _PG_PURGE_TOUCH_AUDIT_COMMIT if purge else _PG_TOUCH_AUDIT_COMMIT
+        batch.run(conn, {**entry, "cutoff": cutoff})
     else:
+        if purge:
+            _PURGE_NONCES.run(conn, {"cutoff": cutoff}).close()
         touch = {"id": current.activation.id, "now": nonce_params["now"]}
         _TOUCH_ACTIVATION.run(conn, touch).close()
         _INSERT_AUDIT.run(conn, entry).close()
     return current.result(lease)
+
+
+# The write transaction on PostgreSQL in two round trips; the block's connection is in
+# autocommit, so BEGIN and COMMIT are statements of the batches (a failure in between
+# rolls back: cmsshop.hotsql.raw_autocommit).
+_PG_BEGIN_NONCE_AND_LOOKUP = HotBatch("BEGIN", _PG_NONCE_AND_LOOKUP)
+_PG_TOUCH_AUDIT_COMMIT = HotBatch(_PG_TOUCH_AND_AUDIT, "COMMIT")
+_PG_PURGE_TOUCH_AUDIT_COMMIT = HotBatch(_PURGE_NONCES, _PG_TOUCH_AND_AUDIT, "COMMIT")

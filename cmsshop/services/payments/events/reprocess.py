@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 import transaction
-import zope.sqlalchemy
 from requests.structures import CaseInsensitiveDict
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
@@ -43,8 +42,7 @@ def run_unit(registry, work: Callable[[Session, Any], DeliveryResult], attempts:
     for attempt in range(attempts):
         tm = transaction.TransactionManager(explicit=True)
         tm.begin()
-        session = registry["cmsshop.session_factory"]()
-        zope.sqlalchemy.register(session, transaction_manager=tm)
+        session = registry["cmsshop.request_session_factory"](info={"tm": tm})
         try:
             result = work(session, tm)
             tm.commit()

@@ -1,0 +1,299 @@
+"""The answer cache: finished public catalogue and docs answers, served above the
+transaction.
+
+A public answer (``cached_json`` in the store and docs views: no user, ETag, max-age)
+is the same for every visitor, so a process keeps the finished response -- status,
+headers, body -- keyed by path, query and ``Accept``. A hit skips the transaction, the
+session, the queries and the JSON work: it costs little more than routing a request.
+
+Freshness, across several processes on one database:
+
+- In the process that writes, at once: every catalogue or docs write (any ORM flush or
+  ORM statement touching a product, price, release, currency or article) bumps the
+  one-row ``content_versions`` counter in the same transaction, and after its commit
+  the process empties its caches.
+- In the other processes, within ``cmsshop.answer_cache_check_interval`` seconds: a
+  request that finds the interval elapsed reads the counter (one primary-key read, once
+  per interval per process, not per request) and empties the cache when it moved.
+- Whatever writes around the ORM (an operator's SQL): an entry is fresh for
+  ``cmsshop.answer_cache_ttl`` seconds. After that, one request refreshes it through
+  the app while the others keep getting the stale copy, for at most
+  ``cmsshop.answer_cache_stale`` more seconds -- a popular page never stampedes.
+
+An answer computed from a snapshot older than the latest invalidation is not stored
+(generation check), so a slow request cannot put back what a write just replaced.
+Bounded in memory: ``cmsshop.answer_cache_entries`` entries and
+``cmsshop.answer_cache_bytes`` bytes, least recently used out first. Conditional
+requests are answered from the entry (304 on a matching ``If-None-Match``).
+``cmsshop.answer_cache_ttl = 0`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+import time
+import weakref
+
+from pyramid.response import Response
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from cmsshop.models.catalogue import CONTENT_TABLES, PUBLIC_CONTENT
+
+# Marks a request whose 200 answer may be kept (set by views.admin_catalogue.cached_json).
+CACHEABLE = "cmsshop.answer_cacheable"
+# Headers the cache never replays: per-request or per-visitor.
+NOT_REPLAYED = {"set-cookie", "x-request-id", "content-length"}
+
+
+@dataclasses.dataclass(slots=True)
+class Entry:
+    headerlist: list[tuple[str, str]]
+    body: bytes
+    etag: str | None
+    fresh_until: float
+    stale_until: float
+
+
+class AnswerCache:
+    """A bounded LRU of finished answers with per-key refresh and a generation counter."""
+
+    def __init__(self, ttl: float, stale: float, max_entries: int, max_bytes: int, clock=None):
+        self.ttl, self.stale = ttl, stale
+        self.max_entries, self.max_bytes = max_entries, max_bytes
+        self.clock = clock or time.monotonic
+        self.entries: collections.OrderedDict[tuple, Entry] = collections.OrderedDict()
+        self.bytes = 0
+        self.generation = 0
+        self.refreshing: set[tuple] = set()
+        self.lock = threading.Lock()
+        _ALL_CACHES.add(self)
+
+    def lookup(self, key: tuple) -> tuple[Entry | None, bool]:
+        """(entry to serve or None, whether this caller must refresh the key)."""
+        now = self.clock()
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None and now >= entry.stale_until:
+                self._drop(key)
+                entry = None
+            if entry is not None:
+                self.entries.move_to_end(key)
+                if now < entry.fresh_until or key in self.refreshing:
+                    return entry, False
+            if key in self.refreshing:
+                return None, False  # another thread computes it: compute too, store nothing
+            self.refreshing.add(key)
+            return None, True
+
+    def store(self, key: tuple, generation: int, entry: Entry | None) -> None:
+        """End a refresh; keep ``entry`` unless the cache was emptied since it began."""
+        with self.lock:
+            self.refreshing.discard(key)
+            if entry is None or generation != self.generation:
+                return
+            size = len(entry.body) + 200
+            if size > self.max_bytes // 8:
+                return  # one answer may not take over the cache
+            if key in self.entries:
+                self._drop(key)
+            self.entries[key] = entry
+            self.bytes += size
+            while len(self.entries) > self.max_entries or self.bytes > self.max_bytes:
+                self._drop(next(iter(self.entries)))
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.bytes = 0
+            self.generation += 1
+
+    def _drop(self, key: tuple) -> None:
+        entry = self.entries.pop(key)
+        self.bytes -= len(entry.body) + 200
+
+
+_ALL_CACHES: weakref.WeakSet[AnswerCache] = weakref.WeakSet()
+
+
+def clear_all() -> None:
+    """Empty every answer cache of this process (after a content write commits)."""
+    for cache in list(_ALL_CACHES):
+        cache.clear()
+
+
+# --- invalidation: the content_versions counter -------------------------------------------
+
+CHANGED = "cmsshop.public_content_changed"
+# An upsert: the row comes back should anything have deleted it.
+BUMP_SQL = (
+    "INSERT INTO content_versions (name, version) VALUES ('public', 1) "
+    "ON CONFLICT (name) DO UPDATE SET version = content_versions.version + 1"
+)
+READ_SQL = "SELECT version FROM content_versions WHERE name = 'public'"
+
+
+def _touches_content(session: Session) -> bool:
+    return any(
+        isinstance(obj, PUBLIC_CONTENT) for obj in (*session.new, *session.dirty, *session.deleted)
+    )
+
+
+@event.listens_for(Session, "before_flush")
+def _note_content_flush(session, flush_context, instances):
+    if not session.info.get(CHANGED) and _touches_content(session):
+        session.info[CHANGED] = "pending"
+
+
+@event.listens_for(Session, "after_flush")
+def _bump_after_flush(session, flush_context):
+    if session.info.get(CHANGED) == "pending":
+        session.info[CHANGED] = "bumped"
+        session.connection().exec_driver_sql(BUMP_SQL)
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _note_content_statement(state):
+    # Bulk ORM statements (update(Product)..., insert(Product) executemany) skip the flush.
+    if not (state.is_insert or state.is_update or state.is_delete):
+        return
+    if state.session.info.get(CHANGED) == "bumped":
+        return
+    table = getattr(getattr(state.statement, "table", None), "name", None)
+    if table in CONTENT_TABLES:
+        state.session.info[CHANGED] = "bumped"
+        state.session.connection().exec_driver_sql(BUMP_SQL)
+
+
+@event.listens_for(Session, "after_commit")
+def _clear_after_commit(session):
+    if session.info.pop(CHANGED, None):
+        clear_all()
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_on_rollback(session):
+    session.info.pop(CHANGED, None)
+
+
+# --- the tween ----------------------------------------------------------------------------
+
+
+class VersionWatch:
+    """Reads the content version at most once per ``interval`` seconds (one thread at a
+    time); empties ``cache`` when another process moved it."""
+
+    def __init__(self, engine, cache: AnswerCache, interval: float, clock=None):
+        self.engine, self.cache, self.interval = engine, cache, interval
+        self.clock = clock or time.monotonic
+        self.seen: int | None = None
+        self.due = 0.0
+        self.lock = threading.Lock()
+
+    def check(self) -> None:
+        if self.clock() < self.due or not self.lock.acquire(blocking=False):
+            return
+        try:
+            self.due = self.clock() + self.interval
+            pooled = self.engine.raw_connection()
+            try:
+                cursor = pooled.driver_connection.cursor()
+                if self.engine.dialect.name == "postgresql":
+                    # The request that checks must not wait long on a locked table.
+                    cursor.execute("SET LOCAL statement_timeout = 250")
+                cursor.execute(READ_SQL)
+                row = cursor.fetchone()
+                cursor.close()
+            finally:
+                pooled.close()  # rolls back (the pool's reset on return)
+            version = row[0] if row else 0
+            if version != self.seen:
+                if self.seen is not None or self.cache.entries:
+                    self.cache.clear()  # what is cached predates this version
+                self.seen = version
+        except Exception:  # noqa: BLE001 - a database hiccup: serve on, the TTL still applies
+            self.cache.clear()
+        finally:
+            self.lock.release()
+
+
+def answer_cache_tween_factory(handler, registry):
+    settings = registry.settings
+    ttl = settings["cmsshop.answer_cache_ttl"]
+    if ttl <= 0:
+        return handler
+    cache = AnswerCache(
+        ttl=ttl,
+        stale=settings["cmsshop.answer_cache_stale"],
+        max_entries=settings["cmsshop.answer_cache_entries"],
+        max_bytes=settings["cmsshop.answer_cache_bytes"],
+    )
+    registry["cmsshop.answer_cache"] = cache
+    watch = VersionWatch(
+        registry["cmsshop.engine"], cache, settings["cmsshop.answer_cache_check_interval"]
+    )
+    from cmsshop.views.errors import headers_are_safe  # the edge check's rule for headers
+
+    def answer_cache_tween(request):
+        environ = request.environ
+        if environ["REQUEST_METHOD"] != "GET" or not environ.get("PATH_INFO", "").startswith(
+            "/api/"
+        ):
+            return handler(request)
+        if cache.entries:  # nothing cached, nothing to invalidate: no database read
+            watch.check()
+        key = (environ["PATH_INFO"], environ.get("QUERY_STRING", ""), environ.get("HTTP_ACCEPT"))
+        entry, refresh = cache.lookup(key)
+        if entry is not None and headers_are_safe(request):
+            return replay(request, entry)
+        if not refresh:
+            return handler(request)
+        generation = cache.generation
+        stored = None
+        try:
+            response = handler(request)
+            if response.status_code == 200 and environ.get(CACHEABLE):
+                if watch.seen is None:
+                    # The first answer of the process: learn the version now and keep
+                    # the next answer, which is computed after it (one read, once).
+                    watch.check()
+                else:
+                    stored = keep(response, cache)
+            return response
+        finally:
+            cache.store(key, generation, stored)
+
+    return answer_cache_tween
+
+
+def keep(response, cache: AnswerCache) -> Entry | None:
+    if "Set-Cookie" in response.headers:
+        return None
+    now = cache.clock()
+    return Entry(
+        headerlist=[(k, v) for k, v in response.headerlist if k.lower() not in NOT_REPLAYED],
+        body=response.body,
+        etag=response.headers.get("ETag"),
+        fresh_until=now + cache.ttl,
+        stale_until=now + cache.ttl + cache.stale,
+    )
+
+
+def replay(request, entry: Entry) -> Response:
+    if entry.etag and request.if_none_match and entry.etag.strip('"') in request.if_none_match:
+        response = Response(status=304, headerlist=list(entry.headerlist))
+        response.content_type = None
+        return response
+    return Response(body=entry.body, headerlist=list(entry.headerlist))
+
+
+def includeme(config) -> None:
+    # Under the request log (hits are logged and get their X-Request-ID), over pyramid_tm
+    # (a hit opens no transaction and checks out no connection).
+    config.add_tween(
+        "cmsshop.cache.answer_cache_tween_factory",
+        under="cmsshop.views.errors.request_log_tween_factory",
+        over="pyramid_tm.tm_tween_factory",
+    )
