@@ -192,6 +192,9 @@ def test_dropped_connections_are_replaced_without_a_pre_ping(app, engine, dbsess
     probe's own connection all recover."""
     from test_licensing import call_body, make_license, make_product, post, runtime
 
+    def fresh(body: dict) -> dict:
+        return {**body, "nonce": secrets.token_hex(8)}
+
     license = make_license(dbsession, make_product(dbsession, "site-guard-pro"))
     client, product_runtime = new_client(app), runtime(app)
     body = call_body(license)
