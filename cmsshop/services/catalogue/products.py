@@ -83,10 +83,15 @@ def _product_statements(public: bool, search: bool) -> ListingStatements:
 
 @functools.cache
 def _find_product_statement(public: bool) -> Select:
-    stmt = select(Product).where(Product.slug == bindparam("slug"))
+    # Public: a row of the card's columns (it reads like a Product, without the cost of
+    # loading an ORM object); admin: the Product itself, to be changed.
     if public:
-        stmt = stmt.where(Product.published.is_(True), Product.archived.is_(False))
-    return stmt
+        return select(*CARD_COLUMNS).where(
+            Product.slug == bindparam("slug"),
+            Product.published.is_(True),
+            Product.archived.is_(False),
+        )
+    return select(Product).where(Product.slug == bindparam("slug"))
 
 
 def list_products(
@@ -104,9 +109,15 @@ def list_products(
 
 
 def find_product(session: Session, slug: str, *, public: bool) -> Product:
+    """The product of ``slug`` (public: a published, not archived one, as a row of
+    CARD_COLUMNS), or 404 ``product_not_found``."""
     product = None
     if is_slug(slug):
-        product = session.scalar(_find_product_statement(public), {"slug": slug})
+        statement, params = _find_product_statement(public), {"slug": slug}
+        if public:
+            product = session.execute(statement, params).first()
+        else:
+            product = session.scalar(statement, params)
     if product is None:
         raise NotFound(f"There is no product {slug!r}.", code="product_not_found")
     return product
