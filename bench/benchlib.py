@@ -142,9 +142,10 @@ def with_bare_route(app):
 
 def serve_wsgi(app, threads: int, processes: int = 1, port: int = 0) -> None:
     """Serve ``app`` on loopback with waitress (``threads`` each) in ``processes``
-    processes sharing one listening socket (the kernel hands each connection to one of
-    them): prints the port, then serves until killed. With more than one process this is
-    the pre-fork model of gunicorn's workers, with waitress as the worker."""
+    processes, each with its own listening socket on the same port (SO_REUSEPORT: the
+    kernel spreads new connections over them): prints the port, then serves until
+    killed. With more than one process this is the pre-fork model of gunicorn's workers,
+    with waitress as the worker."""
     import logging
     import signal
     import socket
@@ -153,18 +154,28 @@ def serve_wsgi(app, threads: int, processes: int = 1, port: int = 0) -> None:
 
     # "Task queue depth is N" is expected when the clients outnumber idle threads.
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    sock.listen(1024)
-    print(sock.getsockname()[1], flush=True)
+
+    def listen(port: int):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(1024)
+        return sock
+
+    sock = listen(port)
+    port = sock.getsockname()[1]
     children = []
     for _ in range(processes - 1):
         pid = os.fork()
         if pid == 0:
             children = []
+            sock.close()
+            sock = listen(port)
             break
         children.append(pid)
+    else:
+        print(port, flush=True)
 
     def stop(signum, frame):
         for pid in children:

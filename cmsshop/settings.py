@@ -128,8 +128,8 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.answer_cache_ttl": (as_float, 10.0, "CMSSHOP_ANSWER_CACHE_TTL"),
     "cmsshop.answer_cache_stale": (as_float, 30.0, None),
     "cmsshop.answer_cache_check_interval": (as_float, 1.0, None),
-    "cmsshop.answer_cache_entries": (as_int, 2000, None),
-    "cmsshop.answer_cache_bytes": (as_int, 32 * 1024 * 1024, None),
+    "cmsshop.answer_cache_entries": (as_int, 10_000, None),
+    "cmsshop.answer_cache_bytes": (as_int, 64 * 1024 * 1024, None),
     "cmsshop.password_hashing": (as_str, "default", None),
     "retry.attempts": (as_int, 3, None),
     # E-mail (services/mail): the outbox's delivery. smtp for real mail; files writes

@@ -115,7 +115,7 @@ def find_product(session: Session, slug: str, *, public: bool) -> Product:
     if is_slug(slug):
         statement, params = _find_product_statement(public), {"slug": slug}
         if public:
-            product = session.execute(statement, params).first()
+            product = session.connection().execute(statement, params).first()
         else:
             product = session.scalar(statement, params)
     if product is None:
@@ -194,9 +194,12 @@ def load_cards(
     if not cards:
         return []
     params = {"ids": list(cards), "currency": currency}
-    for price in session.execute(_price_statement(public, currency is not None), params):
+    # Plain column selects: run on the session's connection, without the ORM's
+    # per-statement machinery (a third of an uncached product page).
+    connection = session.connection()
+    for price in connection.execute(_price_statement(public, currency is not None), params):
         cards[price.product_id].prices.append(price)
-    for release in session.execute(_latest_release_statement(), params):
+    for release in connection.execute(_latest_release_statement(), params):
         cards[release.product_id].latest_release = release
     return [cards[p.id] for p in products]
 
