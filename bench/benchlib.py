@@ -297,8 +297,11 @@ def _client_process(port, route, seconds, connections, seed, per_connection, pip
     lock = threading.Lock()
     barrier = threading.Barrier(connections)
 
-    def loop(batch):
-        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    def loop(batch, source):
+        # Each connection from its own loopback address (127.0.0.0/8 is all loopback):
+        # a shop's runtimes and visitors come from many addresses, and per-address
+        # rate counters should not all be one row.
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=source)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         latencies, bad, buffer, i = [], 0, bytearray(), 0
         barrier.wait()
@@ -319,7 +322,10 @@ def _client_process(port, route, seconds, connections, seed, per_connection, pip
         with lock:
             results.append((bad, latencies))
 
-    threads = [threading.Thread(target=loop, args=(batch,)) for batch in batches]
+    threads = [
+        threading.Thread(target=loop, args=(batch, (f"127.1.{seed % 250}.{i + 1}", 0)))
+        for i, batch in enumerate(batches)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
