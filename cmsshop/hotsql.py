@@ -50,10 +50,14 @@ class HotBatch:
         if name == "postgresql":
             import psycopg  # noqa: PLC0415 - PostgreSQL installs only
 
+            rows_ok = psycopg.pq.ExecStatus.TUPLES_OK
             with psycopg.ClientCursor(dbapi) as cursor:
                 cursor.execute(self.pg_sql, params)
                 while True:
-                    results.append(cursor.fetchall() if cursor.description else None)
+                    # The result's status, not cursor.description (which builds a Column
+                    # object per column on every call: a tenth of a validate).
+                    returned = cursor.pgresult is not None and cursor.pgresult.status == rows_ok
+                    results.append(cursor.fetchall() if returned else None)
                     if not cursor.nextset():
                         break
             return results
