@@ -1,4 +1,5 @@
-"""Shared by the benchmark scripts: a freshly migrated database to measure on."""
+"""Shared by the benchmark scripts: a freshly migrated database to measure on, the bare
+Pyramid route served beside the app, the load driver and the report (see below)."""
 
 from __future__ import annotations
 

@@ -84,6 +84,17 @@ def driver(conn: Connection | RawTransaction) -> tuple[str, Any]:
     return conn.dialect.name, conn.connection.driver_connection
 
 
+def _dropped(pooled, conn: RawTransaction, exc: BaseException) -> bool:
+    """Whether the server dropped the connection (psycopg's ``broken``): then it leaves
+    the pool and ``exc`` is marked so the request may run again on a fresh one
+    (cmsshop.db.is_retryable_db_error)."""
+    if not getattr(conn.dbapi, "broken", False):
+        return False
+    pooled.invalidate()
+    exc.cmsshop_connection_lost = True
+    return True
+
+
 @contextlib.contextmanager
 def raw_autocommit(engine: Engine):
     """A pooled connection whose every statement commits on its own (no BEGIN, no
@@ -97,10 +108,7 @@ def raw_autocommit(engine: Engine):
             conn.dbapi.autocommit = True
         yield conn
     except BaseException as exc:
-        if getattr(conn.dbapi, "broken", False):
-            pooled.invalidate()
-            exc.cmsshop_connection_lost = True
-        else:
+        if not _dropped(pooled, conn, exc):
             conn.dbapi.rollback()  # a BEGIN the block sent itself (nothing otherwise)
         raise
     finally:
@@ -125,12 +133,7 @@ def raw_transaction(engine: Engine):
         yield conn
         pooled.commit()
     except BaseException as exc:
-        if getattr(conn.dbapi, "broken", False):
-            # The server dropped the connection (psycopg): out of the pool, and the
-            # request may run again on a fresh one (cmsshop.db.is_retryable_db_error).
-            pooled.invalidate()
-            exc.cmsshop_connection_lost = True
-        else:
+        if not _dropped(pooled, conn, exc):
             pooled.rollback()
         raise
     finally:

@@ -756,3 +756,26 @@ def test_concurrent_replays_of_one_nonce_one_wins(lic_app, license):
 
 def b64url_json(segment: str) -> dict:
     return json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+
+
+def test_validate_purges_old_rate_windows_like_every_counted_call(
+    client, license, dbsession, monkeypatch
+):
+    """Validate counts its calls in its own statements (cmsshop.services.licensing.
+    validation); it still drops rate windows older than a day now and then."""
+    from sqlalchemy import text
+
+    import cmsshop.services.ratelimit as ratelimit
+
+    assert post(client, "activate", call_body(license)).status_code == 201
+    dbsession.execute(
+        text("INSERT INTO rate_counters (key, window_start, count) VALUES ('old:x', 0, 1)")
+    )
+    dbsession.commit()
+    monkeypatch.setattr(ratelimit, "PURGE_PROBABILITY", 1.0)
+    assert post(client, "validate", call_body(license)).status_code == 200
+    dbsession.rollback()
+    assert (
+        dbsession.execute(text("SELECT count(*) FROM rate_counters WHERE key = 'old:x'")).scalar()
+        == 0
+    )

@@ -139,9 +139,13 @@ class RateLimiter:
         cursor = counting.run(conn)
         refusal = counting.decide(cursor.fetchall())
         cursor.close()
-        if random.random() < PURGE_PROBABILITY:
-            _PURGE.run(conn, {"before": counting.now - 86400}).close()
+        self.maybe_purge(conn, counting.now)
         return refusal
+
+    def maybe_purge(self, conn: Connection | RawTransaction, now: int) -> None:
+        """Now and then (one call in a hundred), drop windows older than a day."""
+        if random.random() < PURGE_PROBABILITY:
+            _PURGE.run(conn, {"before": now - 86400}).close()
 
     def counting(self, checks: Sequence[Check], now: float | None = None, step: int = 1):
         """The statement that counts ``checks`` and the rule that reads its rows, for a

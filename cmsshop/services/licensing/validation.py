@@ -169,10 +169,12 @@ def _count_and_look_up(engine, limiter: RateLimiter, data: LicenseRequest, audit
             _COUNT_AND_LOOK_UP[len(counting.planned)] = batch
         with raw_autocommit(engine) as conn:
             rows, looked = batch.run(conn, {**counting.params, **lookup})
+            limiter.maybe_purge(conn, counting.now)
         row = looked[0] if looked else None
     else:
         with raw_transaction(engine) as conn:
             rows = counting.run(conn).fetchall()
+            limiter.maybe_purge(conn, counting.now)
             row = _fetch_one(_VALIDATE_LOOKUP, conn, lookup)
     audit.counted = True
     refusal = counting.decide(rows)
