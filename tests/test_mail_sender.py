@@ -385,7 +385,7 @@ def test_the_worker_stops_cleanly_on_sigterm_after_the_message_in_flight(
     assert elapsed < 5
     assert smtp_server.message_ids == ids
     assert [row.status for row in rows(dbsession)] == ["sent", "sent"]
-    assert "SIGTERM received" in stderr and "mail worker: stopped" in stderr
+    assert "SIGTERM received" in stderr and "worker: stopped" in stderr
     sent_lines = [line for line in stderr.splitlines() if " sent: account_exists to " in line]
     assert len(sent_lines) == 2
     assert "log in" not in stderr  # no bodies in the log

@@ -56,6 +56,9 @@ class PaymentEvent(Base):
     # The delivery's headers (JSON, cookies and credentials removed): a delivery rejected
     # for a reason since fixed (a wrong secret) is re-verified from them on reprocess.
     headers: Mapped[str | None] = mapped_column(Text)
+    # Queued processing (cmsshop.payments.webhook_processing = queued): when the worker
+    # takes the event (next); NULL once it is final, gave up, or was handled inline.
+    next_attempt_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, index=True)
 
 
 class PaymentSetting(Base):

@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "cmsshop.scripts.payments",
     "cmsshop.scripts.licensing",
     "cmsshop.scripts.mail",
+    "cmsshop.scripts.worker",
 )
 
 

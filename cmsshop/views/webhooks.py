@@ -14,7 +14,7 @@ from cmsshop.views.common import read_body
 
 # Rejected deliveries counted per client address (declared by the webhook machinery).
 
-STATUSES = ["processed", "duplicate", "ignored", "needs_review"]
+STATUSES = ["processed", "duplicate", "ignored", "needs_review", "queued"]
 
 
 def delivery_error(exc: pe.DeliveryError) -> ApiError:

@@ -39,7 +39,7 @@ from cmsshop.services.payments.registry import (
     Simulator,
 )
 from cmsshop.services.payments.settings import DEFAULT_SIGNATURE_TOLERANCE, env_name, ini_name
-from cmsshop.settings import as_bool, as_int, as_list, as_str, declare
+from cmsshop.settings import as_bool, as_float, as_int, as_list, as_str, declare, one_of
 from cmsshop.views import admin_payments, admin_payments_pages, checkout, webhooks
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
@@ -52,6 +52,20 @@ SETTINGS = {
         False,
         "CMSSHOP_PAYMENTS_TRUST_VERIFIED_EVENTS",
     ),
+    # How a verified delivery is acted on: "inline" (confirmed and fulfilled in the
+    # webhook request, answered "processed"), or "queued" (logged and answered "queued"
+    # at once; `cmsshop-admin worker` confirms and fulfils it, retrying with backoff).
+    # Empty: queued in production, inline otherwise.
+    "cmsshop.payments.webhook_processing": (
+        one_of("", "inline", "queued"),
+        "",
+        "CMSSHOP_PAYMENTS_WEBHOOK_PROCESSING",
+    ),
+    # Seconds the worker waits after a pass that found no due payment event.
+    "cmsshop.payments.worker_interval": (as_float, 1.0, None),
+    # Seconds a process keeps the providers' saved settings before reading them again
+    # (a save empties the saving process's copy at once; 0: read on every delivery).
+    "cmsshop.payments.config_ttl": (as_float, 5.0, None),
     # Where the provider sends the buyer back; {order} becomes the order number. Only a
     # webhook ever marks an order paid, never this return.
     "cmsshop.payments.success_url": (as_str, "", None),
@@ -152,6 +166,13 @@ def includeme(config) -> None:
     settings = config.get_settings()
     declare(settings, SETTINGS)
     check_production(settings)
+    if not settings["cmsshop.payments.webhook_processing"]:
+        production = settings["cmsshop.environment"] == "production"
+        settings["cmsshop.payments.webhook_processing"] = "queued" if production else "inline"
+    if settings["cmsshop.payments.config_ttl"] < 0:
+        raise ConfigurationError("cmsshop.payments.config_ttl must be 0 or more")
+    if settings["cmsshop.payments.worker_interval"] < 0.05:
+        raise ConfigurationError("cmsshop.payments.worker_interval must be at least 0.05")
     config.add_rate_policy(
         REJECTED_IP_POLICY,
         settings["cmsshop.webhooks.rejected_per_ip"],

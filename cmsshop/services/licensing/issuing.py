@@ -39,22 +39,29 @@ def issue_license(session: Session, order_item: OrderItem, user_id: int) -> Lice
     product = order_item.product
     if not product.licensed:
         return None
-    now = utcnow()
-    license = License(
-        key=generate_license_key(),
-        order_item_id=order_item.id,
-        user_id=user_id,
-        product_id=product.id,
-        status="active",
-        max_activations=(
+    license = License(**new_license_values(order_item.id, product, user_id, utcnow()))
+    session.add(license)
+    session.flush()
+    return license
+
+
+def new_license_values(
+    order_item_id: int, product: Product, user_id: int, now: dt.datetime
+) -> dict:
+    """The columns of the license a purchase of a licensed ``product`` issues (one
+    fulfilment here, many at once in services/payments/fulfil_batch.py)."""
+    return {
+        "key": generate_license_key(),
+        "order_item_id": order_item_id,
+        "user_id": user_id,
+        "product_id": product.id,
+        "status": "active",
+        "max_activations": (
             product.max_activations
             if product.max_activations is not None
             else DEFAULT_MAX_ACTIVATIONS
         ),
-        expires_at=license_expiry(product, now),
-        features=features_of_product(product),
-        created_at=now,
-    )
-    session.add(license)
-    session.flush()
-    return license
+        "expires_at": license_expiry(product, now),
+        "features": features_of_product(product),
+        "created_at": now,
+    }

@@ -45,6 +45,51 @@ def render_message(template: str, context: dict) -> tuple[str, str]:
     return text, html
 
 
+def outbox_values(
+    settings,
+    *,
+    kind: str,
+    to: str,
+    subject: str,
+    template: str,
+    context: dict,
+    dedupe_key: str,
+    user_id: int | None = None,
+    now=None,
+) -> dict:
+    """The outbox row of a message, rendered (``enqueue`` inserts one; fulfilment of a
+    batch inserts many at once). Templates see ``context`` plus ``site_name`` and
+    ``base_url``."""
+    base_url = settings["cmsshop.base_url"].rstrip("/")
+    site_name = settings.get("cmsshop.site_name") or "cmsshop"
+    text, html = render_message(
+        template, {"site_name": site_name, "base_url": base_url, "subject": subject, **context}
+    )
+    domain = urlsplit(base_url).hostname or "localhost"
+    now = now or utcnow()
+    return {
+        "dedupe_key": dedupe_key[:200],
+        "kind": kind,
+        "user_id": user_id,
+        "to_address": to,
+        "subject": subject[:300],
+        "text_body": text,
+        "html_body": html,
+        "message_id": make_msgid(domain=domain),
+        "status": "pending",
+        "attempts": 0,
+        "next_attempt_at": now,
+        "created_at": now,
+    }
+
+
+def insert_messages(session: Session):
+    """The INSERT of outbox rows that does nothing for a dedupe key already queued."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return insert(OutboxMessage).on_conflict_do_nothing(index_elements=[OutboxMessage.dedupe_key])
+
+
 def enqueue(
     session: Session,
     settings,
@@ -58,34 +103,20 @@ def enqueue(
     user_id: int | None = None,
 ) -> bool:
     """Queue a message in ``session``'s transaction; False if ``dedupe_key`` was queued
-    before (nothing is written then). Templates see ``context`` plus ``site_name`` and
-    ``base_url``."""
-    base_url = settings["cmsshop.base_url"].rstrip("/")
-    site_name = settings.get("cmsshop.site_name") or "cmsshop"
-    text, html = render_message(
-        template, {"site_name": site_name, "base_url": base_url, "subject": subject, **context}
+    before (nothing is written then)."""
+    values = outbox_values(
+        settings,
+        kind=kind,
+        to=to,
+        subject=subject,
+        template=template,
+        context=context,
+        dedupe_key=dedupe_key,
+        user_id=user_id,
     )
-    domain = urlsplit(base_url).hostname or "localhost"
-    now = utcnow()
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     result = session.execute(
-        insert(OutboxMessage)
-        .values(
-            dedupe_key=dedupe_key[:200],
-            kind=kind,
-            user_id=user_id,
-            to_address=to,
-            subject=subject[:300],
-            text_body=text,
-            html_body=html,
-            message_id=make_msgid(domain=domain),
-            status="pending",
-            attempts=0,
-            next_attempt_at=now,
-            created_at=now,
-        )
-        .on_conflict_do_nothing(index_elements=[OutboxMessage.dedupe_key])
+        insert_messages(session)
+        .values(**values)
         # RETURNING, not rowcount: through the ORM session, psycopg reports a rowcount
         # of -1 for this INSERT on PostgreSQL, so "queued" read as "already queued".
         .returning(OutboxMessage.id)

@@ -125,23 +125,38 @@ def confirmation_problems(order: Order, confirmation: Confirmation) -> list[str]
 # --- fulfilment ----------------------------------------------------------------------------
 
 
-def next_invoice_number(session: Session, year: int) -> tuple[int, str]:
-    """The next gap-free number of ``year``: the counter row is incremented in this
-    transaction (and locked until it ends), so a rollback gives the number back."""
+def take_invoice_numbers(session: Session, year: int, count: int = 1) -> int:
+    """The first of ``count`` consecutive gap-free sequences of ``year``, taken in one
+    statement: the counter row is created or incremented (and so locked until this
+    transaction ends: a rollback gives the numbers back)."""
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    session.execute(
+    last = session.execute(
         insert(InvoiceCounter)
-        .values(year=year, last_sequence=0)
-        .on_conflict_do_nothing(index_elements=[InvoiceCounter.year])
-    )
-    sequence = session.execute(
-        update(InvoiceCounter)
-        .where(InvoiceCounter.year == year)
-        .values(last_sequence=InvoiceCounter.last_sequence + 1)
+        .values(year=year, last_sequence=count)
+        .on_conflict_do_update(
+            index_elements=[InvoiceCounter.year],
+            set_={"last_sequence": InvoiceCounter.last_sequence + count},
+        )
         .returning(InvoiceCounter.last_sequence)
     ).scalar_one()
-    return sequence, f"INV-{year}-{sequence:06d}"
+    return last - count + 1
+
+
+def invoice_number(year: int, sequence: int) -> str:
+    return f"INV-{year}-{sequence:06d}"
+
+
+def invoice_lines(items) -> list[dict]:
+    return [
+        {"product": item.product_slug, "name": item.name, "amount": item.amount} for item in items
+    ]
+
+
+def next_invoice_number(session: Session, year: int) -> tuple[int, str]:
+    """The next gap-free number of ``year`` (see take_invoice_numbers)."""
+    sequence = take_invoice_numbers(session, year)
+    return sequence, invoice_number(year, sequence)
 
 
 def write_invoice(session: Session, order: Order) -> Invoice:
@@ -158,10 +173,7 @@ def write_invoice(session: Session, order: Order) -> Invoice:
         issued_at=now,
         currency=order.currency,
         total=order.total,
-        lines=[
-            {"product": item.product_slug, "name": item.name, "amount": item.amount}
-            for item in order.items
-        ],
+        lines=invoice_lines(order.items),
     )
     session.add(invoice)
     return invoice

@@ -37,17 +37,22 @@ def prepare_receipt(session: Session, order: Order) -> Receipt:
     """The receipt of a fulfilled ``order`` whose licenses are issued (flushed)."""
     user = session.get(User, order.user_id)
     currency = session.get(Currency, order.currency)
+    item_ids = [item.id for item in order.items]
+    licenses = {
+        license.order_item_id: license.key
+        for license in session.scalars(select(License).where(License.order_item_id.in_(item_ids)))
+    }
+    return build_receipt(order, user, currency, licenses)
+
+
+def build_receipt(order: Order, user: User, currency: Currency | None, licenses: dict) -> Receipt:
+    """The receipt of ``order`` for ``user``; ``licenses``: key by order item id."""
 
     def money(amount: int) -> str:
         if currency is None:  # a currency row is a foreign key target; never missing
             return f"{amount} {order.currency}"
         return format_amount(amount, currency.symbol, currency.decimals)
 
-    item_ids = [item.id for item in order.items]
-    licenses = {
-        license.order_item_id: license.key
-        for license in session.scalars(select(License).where(License.order_item_id.in_(item_ids)))
-    }
     paid_at = order.paid_at or order.created_at
     return Receipt(
         order_id=order.id,
@@ -68,26 +73,29 @@ def prepare_receipt(session: Session, order: Order) -> Receipt:
     )
 
 
-def queue_receipt(
-    session: Session, settings: Mapping[str, Any], receipt: Receipt, invoice_number: str
-) -> bool:
-    """Queue ``receipt`` with its invoice number; False if this order's was queued."""
+def receipt_message(settings: Mapping[str, Any], receipt: Receipt, invoice_number: str) -> dict:
+    """``enqueue``'s arguments for ``receipt`` with its invoice number."""
     base_url = settings["cmsshop.base_url"].rstrip("/")
     order_number = receipt.context["order_number"]
-    return enqueue(
-        session,
-        settings,
-        kind="receipt",
-        to=receipt.to,
-        subject=f"Your receipt for order {order_number}",
-        template="receipt",
-        context={
+    return {
+        "kind": "receipt",
+        "to": receipt.to,
+        "subject": f"Your receipt for order {order_number}",
+        "template": "receipt",
+        "context": {
             **receipt.context,
             "invoice_number": invoice_number,
             "invoice_url": f"{base_url}/account/invoices/{invoice_number}",
             "downloads_url": f"{base_url}/account/downloads",
             "licenses_url": f"{base_url}/account/licenses",
         },
-        dedupe_key=receipt_dedupe_key(receipt.order_id),
-        user_id=receipt.user_id,
-    )
+        "dedupe_key": receipt_dedupe_key(receipt.order_id),
+        "user_id": receipt.user_id,
+    }
+
+
+def queue_receipt(
+    session: Session, settings: Mapping[str, Any], receipt: Receipt, invoice_number: str
+) -> bool:
+    """Queue ``receipt`` with its invoice number; False if this order's was queued."""
+    return enqueue(session, settings, **receipt_message(settings, receipt, invoice_number))

@@ -10,6 +10,12 @@ Secrets are encrypted at rest with Fernet (AES-128-CBC + HMAC-SHA256, from
 ``cryptography``) under a key derived by HKDF-SHA256 from ``cmsshop.secret``. Changing the
 server secret makes saved secrets unreadable: they are then treated as unset (the ini
 default applies) and logged, and an admin saves them again.
+
+Webhook deliveries and the queue worker read the config through a per-process cache
+(``ConfigCache``): at most one database read per provider every
+``cmsshop.payments.config_ttl`` seconds (5 by default). A commit that writes
+``payment_settings`` empties the caches of its own process at once; other processes see
+the change when their entry expires. Admin views always read afresh (they pass a session).
 """
 
 from __future__ import annotations
@@ -20,13 +26,16 @@ import functools
 import json
 import logging
 import re
+import threading
+import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from cmsshop.db import own_transaction
@@ -137,14 +146,14 @@ def provider_config(
 ) -> dict[str, Any]:
     """The config mapping handed to the provider (see the module docstring).
 
-    Without ``session`` the saved values are read in a short session of their own, so a
-    webhook reads nothing through request.db before its first write (on SQLite a read
-    snapshot taken earlier could not be upgraded to a write after our own commits).
+    Without ``session`` the saved values come from the process's ``ConfigCache``, read
+    when stale in a short session of their own, so a webhook reads nothing through
+    request.db before its first write (on SQLite a read snapshot taken earlier could not
+    be upgraded to a write after our own commits).
     """
     settings = registry.settings
     if session is None:
-        with own_transaction(registry) as own:
-            values, _ = effective_values(own, settings, spec)
+        values = config_cache(registry).values(spec.name, lambda: _read_values(registry, spec))
     else:
         values, _ = effective_values(session, settings, spec)
     for name in spec.extra_settings:
@@ -155,6 +164,87 @@ def provider_config(
         )
     values["signatureTolerance"] = tolerance
     return values
+
+
+def _read_values(registry, spec: ProviderSpec) -> dict[str, Any]:
+    with own_transaction(registry) as own:
+        values, _ = effective_values(own, registry.settings, spec)
+    return values
+
+
+# --- the per-process cache of deliveries' config ------------------------------------------
+
+_ALL_CONFIG_CACHES: weakref.WeakSet[ConfigCache] = weakref.WeakSet()
+_WROTE_SETTINGS = "cmsshop.payment_settings_written"
+
+
+class ConfigCache:
+    """Each provider's effective values, kept ``ttl`` seconds (0: never kept)."""
+
+    def __init__(self, ttl: float, clock=time.monotonic):
+        self.ttl, self.clock = ttl, clock
+        self.entries: dict[str, tuple[float, dict[str, Any]]] = {}
+        # Bumped by clear(): a read that started before a write committed is not kept.
+        self.generation = 0
+        self.lock = threading.Lock()
+        _ALL_CONFIG_CACHES.add(self)
+
+    def values(self, provider: str, read) -> dict[str, Any]:
+        """A copy of ``provider``'s values, from ``read()`` when missing or expired."""
+        entry = self.entries.get(provider)
+        if entry is None or entry[0] <= self.clock():
+            generation, expires = self.generation, self.clock() + self.ttl
+            fresh = read()
+            if self.ttl > 0:
+                with self.lock:
+                    if generation == self.generation:
+                        self.entries[provider] = (expires, fresh)
+            return dict(fresh)
+        return dict(entry[1])
+
+    def clear(self) -> None:
+        with self.lock:
+            self.generation += 1
+            self.entries.clear()
+
+
+def config_cache(registry) -> ConfigCache:
+    cache = registry.get("cmsshop.payments.config_cache")
+    if cache is None:
+        ttl = float(registry.settings.get("cmsshop.payments.config_ttl", 5.0))
+        cache = registry.setdefault("cmsshop.payments.config_cache", ConfigCache(ttl))
+    return cache
+
+
+def clear_config_caches() -> None:
+    for cache in list(_ALL_CONFIG_CACHES):
+        cache.clear()
+
+
+@event.listens_for(Session, "before_flush")
+def _note_settings_flush(session, flush_context, instances):
+    changed = (*session.new, *session.dirty, *session.deleted)
+    if any(isinstance(obj, PaymentSetting) for obj in changed):
+        session.info[_WROTE_SETTINGS] = True
+
+
+@event.listens_for(Session, "do_orm_execute")
+def _note_settings_statement(state):
+    if state.is_insert or state.is_update or state.is_delete:
+        table = getattr(getattr(state.statement, "table", None), "name", None)
+        if table == PaymentSetting.__tablename__:
+            state.session.info[_WROTE_SETTINGS] = True
+
+
+@event.listens_for(Session, "after_commit")
+def _clear_after_settings_commit(session):
+    if session.info.pop(_WROTE_SETTINGS, None):
+        clear_config_caches()
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_settings_on_rollback(session):
+    session.info.pop(_WROTE_SETTINGS, None)
 
 
 @dataclasses.dataclass(frozen=True)

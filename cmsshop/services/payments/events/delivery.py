@@ -71,6 +71,12 @@ def receive_delivery(
         log.warning("%s event unprocessable: %s", spec.name, problem)
         record_unprocessable(registry, event, headers, problem)
         raise UnprocessableEvent(problem)
+    if is_queued(registry):
+        # Logged (committed) before the answer; the worker confirms and acts (queue.py).
+        logged, _ = log_event(registry, event, headers, queue=True)
+        if logged.status in FINAL_STATUSES:
+            return DeliveryResult("duplicate", logged.id, note=f"event already {logged.status}")
+        return DeliveryResult("queued", logged.id)
     lookup = None
     if action is not None and action.action != pb.IGNORE:
         lookup = functools.partial(find_order, registry, spec.name, action)
@@ -183,6 +189,11 @@ def find_order(
     return OrderRef(
         order.id, order.number, order.status, fulfilled, order.provider, order.provider_checkout_id
     )
+
+
+def is_queued(registry) -> bool:
+    """Deliveries are logged and answered at once; the worker acts on them."""
+    return registry.settings.get("cmsshop.payments.webhook_processing") == "queued"
 
 
 def trusts_verified_events(registry) -> bool:

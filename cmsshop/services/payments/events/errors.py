@@ -67,7 +67,8 @@ class UnprocessableEvent(DeliveryError):
 
 @dataclasses.dataclass(frozen=True)
 class DeliveryResult:
-    """``status``: processed / duplicate / ignored / needs_review (the response's)."""
+    """``status``: processed / duplicate / ignored / needs_review, or queued (logged for
+    the worker; cmsshop.payments.webhook_processing = queued): the response's."""
 
     status: str
     event_log_id: int | None = None

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from cmsshop.db import own_transaction
 from cmsshop.errors import RateLimited
+from cmsshop.hotsql import HotStatement, db_time, raw_autocommit
 from cmsshop.models import PaymentEvent
 from cmsshop.services.payments.base import PaymentProvider, VerifiedEvent
 from cmsshop.services.payments.events.errors import OrderRef
@@ -26,7 +27,7 @@ from cmsshop.util import utcnow
 
 log = logging.getLogger(__name__)
 
-FINAL_STATUSES = ("processed", "duplicate", "ignored")
+FINAL_STATUSES = ("processed", "duplicate", "ignored")  # also spelled out in QUEUE_EVENT
 MAX_ERROR = 2000
 # Never stored: they authenticate someone, they do not describe the delivery.
 DROPPED_HEADERS = {"cookie", "authorization", "proxy-authorization", "x-csrf-token"}
@@ -99,13 +100,21 @@ def log_event(
     event: VerifiedEvent,
     headers: Mapping[str, str],
     lookup: Callable[[Session], OrderRef | None] | None = None,
+    *,
+    queue: bool = False,
 ) -> tuple[LoggedEvent, OrderRef | None]:
     """Insert the verified event as ``received``, or count one more delivery of it.
 
     ``lookup`` (finding the event's order, a read) runs in the same short transaction,
     after the log row is written, unless the event is already final: one round of
     connection, BEGIN and COMMIT less per delivery.
+
+    ``queue``: the event is due for the worker now (events.queue), and so is a
+    redelivery of one not final yet (a final one is left as it is).
     """
+    now = utcnow()
+    if queue:
+        return _queue_event(registry, event, headers, now), None
     with own_transaction(registry) as session:
         insert = _insert_for(session)
         stmt = (
@@ -114,7 +123,7 @@ def log_event(
                 provider=event.provider,
                 event_id=event.event_id,
                 event_type=event.event_type[:100],
-                received_at=utcnow(),
+                received_at=now,
                 payload_sha256=hashlib.sha256(event.raw).hexdigest(),
                 payload=safe_text(event.raw),
                 status="received",
@@ -132,6 +141,41 @@ def log_event(
         if lookup is not None and row.status not in FINAL_STATUSES:
             ref = lookup(session)
     return LoggedEvent(row.id, row.status, row.attempts), ref
+
+
+# The queued delivery's only statement, committed on its own (one round trip): a new
+# event is due for the worker now; a redelivery counts an attempt and, unless the event
+# is final (FINAL_STATUSES, spelled out), makes it due now again.
+QUEUE_EVENT = HotStatement(
+    "INSERT INTO payment_events (provider, event_id, event_type, received_at,"
+    " payload_sha256, payload, status, attempts, headers, next_attempt_at)"
+    " VALUES (:provider, :event_id, :event_type, :now, :sha256, :payload, 'received', 1,"
+    " :headers, :now)"
+    " ON CONFLICT (provider, event_id) DO UPDATE SET"
+    " attempts = payment_events.attempts + 1,"
+    " next_attempt_at = CASE WHEN payment_events.status IN ('processed', 'duplicate', 'ignored')"
+    " THEN payment_events.next_attempt_at ELSE excluded.next_attempt_at END"
+    " RETURNING id, status, attempts"
+)
+
+
+def _queue_event(registry, event: VerifiedEvent, headers: Mapping[str, str], now) -> LoggedEvent:
+    with raw_autocommit(registry["cmsshop.engine"]) as conn:
+        cursor = QUEUE_EVENT.run(
+            conn,
+            {
+                "provider": event.provider,
+                "event_id": event.event_id,
+                "event_type": event.event_type[:100],
+                "now": db_time(conn, now),
+                "sha256": hashlib.sha256(event.raw).hexdigest(),
+                "payload": safe_text(event.raw),
+                "headers": storable_headers(headers),
+            },
+        )
+        row = cursor.fetchone()
+        cursor.close()
+    return LoggedEvent(*row)
 
 
 def rejected_summary(
@@ -254,6 +298,7 @@ def set_outcome(
         "status": status,
         "last_error": safe_text(note, MAX_ERROR) if note else None,
         "processed_at": utcnow(),
+        "next_attempt_at": None,  # final: nothing left for the worker
     }
     if order_number:
         values["order_number"] = order_number[:32]

@@ -1,0 +1,125 @@
+"""cmsshop-admin ``worker`` and ``process-payments``: the background work of a shop.
+
+``worker`` runs until SIGTERM or SIGINT, which it obeys after the item in flight (a
+message is recorded as sent or failed first, an event's unit of work commits or rolls
+back first, so stopping never leaves either to be done twice). It
+
+- acts on queued payment events (services/payments/events/queue.py) whenever a webhook
+  module is on: a pass right after a busy one, else every
+  ``cmsshop.payments.worker_interval`` seconds (1 by default);
+- delivers the mail outbox every ``cmsshop.mail.worker_interval`` seconds (5), in
+  slices of MAIL_SLICE messages: a backlog is sent slice after slice while no payment
+  event is due, and a slice per interval while payments keep it busy.
+
+Run it as a service next to the web server, as many as you like (they share the work
+through the database). ``process-payments`` makes one pass over the due payment events
+and prints the outcomes.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+
+from cmsshop.services.mail.delivery import make_mail_backend
+from cmsshop.services.mail.sender import send_due
+from cmsshop.services.payments.events.queue import process_due_events
+from cmsshop.services.payments.registry import PaymentProviders
+
+log = logging.getLogger("cmsshop.worker")
+
+# Payments first: mail goes out in slices of this many messages when no payment event is
+# due, and one slice every mail interval however busy the payments are.
+MAIL_SLICE = 20
+
+
+def enabled_providers(env) -> PaymentProviders | None:
+    """The payment providers, or None when no webhook module is on."""
+    try:
+        providers = env["request"].find_service(PaymentProviders)
+    except LookupError:
+        return None
+    return providers if providers.names() else None
+
+
+def cmd_process_payments(env, args) -> int:
+    providers = enabled_providers(env)
+    if providers is None:
+        print("no webhook module is enabled (cmsshop.modules)", file=sys.stderr)
+        return 2
+    outcomes = process_due_events(env["registry"], providers, limit=args.limit)
+    print(f"payments: {dict(sorted(outcomes.items()))}")
+    return 0
+
+
+def cmd_worker(env, args) -> int:
+    registry = env["registry"]
+    settings = registry.settings
+    stopping = threading.Event()
+
+    def stop(signum, frame):
+        log.info(
+            "worker: %s received, stopping after the item in flight", signal.Signals(signum).name
+        )
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    providers = enabled_providers(env)
+    mail_interval = settings["cmsshop.mail.worker_interval"]
+    poll = settings.get("cmsshop.payments.worker_interval", 1.0) if providers else mail_interval
+    backend = make_mail_backend(settings)
+    log.info(
+        "worker: mail with the %s backend every %s s; payment events %s",
+        settings["cmsshop.mail.backend"],
+        mail_interval,
+        f"every {poll} s" if providers else "off (no webhook module)",
+    )
+    last_mail, more_mail = -mail_interval, False
+    while not stopping.is_set():
+        busy = False
+        if providers is not None:
+            try:
+                outcomes = process_due_events(registry, providers, stop=stopping.is_set)
+                if outcomes:
+                    busy = True
+                    log.info("worker: payment events %s", dict(sorted(outcomes.items())))
+            except Exception:
+                # The database restarting...: the events stay due and are taken again.
+                log.exception("worker: a pass over payment events failed")
+        now = time.monotonic()
+        starving = now >= last_mail + mail_interval
+        if (more_mail and not busy) or starving:
+            last_mail, more_mail = now, False
+            try:
+                report = send_due(
+                    registry["cmsshop.engine"],
+                    backend,
+                    settings,
+                    limit=MAIL_SLICE,
+                    stop=stopping.is_set,
+                )
+                more_mail = report.attempted >= MAIL_SLICE
+            except Exception:
+                # A full disk...: the next pass tries again; the messages are still queued.
+                log.exception("worker: a pass over the outbox failed")
+        if not busy and not more_mail:
+            wait = min(poll, last_mail + mail_interval - time.monotonic())
+            stopping.wait(max(0.0, wait))
+    log.info("worker: stopped")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "worker",
+        help="act on queued payment events and deliver mail continuously (stops on SIGTERM)",
+    )
+    p.set_defaults(handler=cmd_worker)
+
+    p = sub.add_parser("process-payments", help="act on the due queued payment events once")
+    p.add_argument("--limit", type=int, default=50, help="at most this many events")
+    p.set_defaults(handler=cmd_process_payments)
