@@ -360,7 +360,6 @@ def main() -> int:
         "cmsshop.cardprovider.webhook_secrets": SECRET,
         "cmsshop.payments.trust_verified_events": "true",
         "cmsshop.payments.webhook_processing": args.processing,
-        "cmsshop.mail.worker_interval": os.environ.get("MAILI", "5"),
     }
     engine = make_engine(url)
     server, base = start_server(settings, args.threads)

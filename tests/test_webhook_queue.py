@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 import webtest
-from conftest import ROOT
+from conftest import ROOT, new_client
 from fakes.shop import counts, event_row, make_order, order_status
 from fakes.stripe_api import SECRET, delivery, event, intent_object, session_object
 from sqlalchemy import select, text, update
@@ -34,7 +34,7 @@ from cmsshop.models import (
 from cmsshop.services.payments.events import queue
 from cmsshop.services.payments.registry import REGISTRY_KEY
 from cmsshop.services.payments.settings import ConfigCache, encrypt_value
-from cmsshop.util import utcnow
+from cmsshop.util import isoformat_z, utcnow
 
 pytest_plugins = ["fakes.payment_fixtures"]
 
@@ -62,6 +62,7 @@ def work(app, limit: int = queue.BATCH) -> Counter:
 
 def make_due(dbsession, event_id: str) -> None:
     """Time passes: the event's retry (or lease) is due now."""
+    dbsession.commit()  # ends the read snapshot (SQLite WAL)
     dbsession.execute(
         update(PaymentEvent)
         .where(PaymentEvent.event_id == event_id)
@@ -126,7 +127,7 @@ def test_redeliveries_before_the_worker_runs_fulfil_once(
 
 
 def test_a_provider_outage_is_retried_later_and_nothing_is_marked_paid(
-    queued_app, post, fake_stripe, order, dbsession
+    queued_app, post, fake_stripe, order, dbsession, admin
 ):
     session = fake_stripe.add_session(session_object(order.number, order.total))
     payload = event("checkout.session.completed", session)
@@ -141,6 +142,11 @@ def test_a_provider_outage_is_retried_later_and_nothing_is_marked_paid(
     assert row.next_attempt_at < utcnow() + dt.timedelta(seconds=6)
     assert order_status(dbsession, order.number) == "pending"
     assert work(queued_app) == {}  # not due yet
+    operator = new_client(queued_app)
+    operator.login(admin.email)
+    shown = operator.get(f"/api/admin/payment-events?order={order.number}").json["items"]
+    assert [e["status"] for e in shown] == ["confirm_failed"]
+    assert shown[0]["nextAttemptAt"] == isoformat_z(row.next_attempt_at)
 
     fake_stripe.fail_with = None
     make_due(dbsession, payload["id"])

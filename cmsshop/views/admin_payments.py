@@ -47,6 +47,8 @@ def event_summary(row: PaymentEvent) -> dict:
         "receivedAt": isoformat_z(row.received_at),
         "processedAt": isoformat_z(row.processed_at),
         "lastError": row.last_error,
+        # Queued processing: when the worker takes it (again); null when it will not.
+        "nextAttemptAt": isoformat_z(row.next_attempt_at),
     }
 
 
@@ -290,6 +292,7 @@ EVENT_SUMMARY = {
         "receivedAt",
         "processedAt",
         "lastError",
+        "nextAttemptAt",
     ],
     "properties": {
         "id": {"type": "integer"},
@@ -302,6 +305,7 @@ EVENT_SUMMARY = {
         "receivedAt": {"type": "string", "format": "date-time"},
         "processedAt": {"type": ["string", "null"], "format": "date-time"},
         "lastError": {"type": ["string", "null"]},
+        "nextAttemptAt": {"type": ["string", "null"], "format": "date-time"},
     },
 }
 EVENT_DETAIL = {
