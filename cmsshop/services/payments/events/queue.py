@@ -64,7 +64,7 @@ RETRY_MAX = dt.timedelta(hours=1)
 GIVE_UP_AFTER = dt.timedelta(days=3)
 BATCH = 100
 # Provider confirmations of one pass made at once (each is one HTTPS call).
-CONFIRM_CALLS = 8
+CONFIRM_CALLS = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,7 +220,7 @@ def process_due_events(
     if trusts_verified_events(registry):  # development: no provider call to wait on
         confirmed = [confirm(due) for due in leased]
     else:
-        with ThreadPoolExecutor(max_workers=CONFIRM_CALLS) as pool:
+        with ThreadPoolExecutor(max_workers=min(CONFIRM_CALLS, len(leased))) as pool:
             confirmed = list(pool.map(confirm, leased))
     done, left = fulfil_batch(registry, [c for c in confirmed if c is not None])
     if done:
