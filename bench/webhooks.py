@@ -428,9 +428,7 @@ def main() -> int:
                 "cmsshop.cardprovider.api_base": provider.url,
             }
         )
-        print(
-            f"payments confirmed by a provider API answering in {args.provider_latency:.0f} ms"
-        )
+        print(f"payments confirmed by a provider API answering in {args.provider_latency:.0f} ms")
     engine = make_engine(url)
     server, base = start_server(settings, args.threads)
     workers = start_workers(settings, tmp, args.workers) if args.processing == "queued" else []
