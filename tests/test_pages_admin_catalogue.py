@@ -210,6 +210,38 @@ def test_dashboard_counts_and_revenue_per_currency(admin_pages, catalogue, custo
     assert html.find("a", attrs={"aria-current": "page"}).get_text(strip=True) == "Dashboard"
 
 
+def test_the_dashboard_shows_payments_waiting_for_the_worker(admin_pages, dbsession):
+    assert admin_pages.get("/admin").html.find(id="payment-queue") is None
+    now = utcnow()
+    for i, (status, due) in enumerate(
+        [
+            ("received", now),  # just queued: waiting, not late
+            ("confirm_failed", now + dt.timedelta(seconds=30)),  # a retry ahead
+            ("received", now - dt.timedelta(minutes=5)),  # no worker took it
+            ("processed", None),  # done: not waiting
+        ]
+    ):
+        dbsession.add(
+            PaymentEvent(
+                provider="cardprovider",
+                event_id=f"evt_q{i}",
+                event_type="checkout.session.completed",
+                received_at=now - dt.timedelta(minutes=10 - i),
+                payload_sha256="0" * 64,
+                payload="{}",
+                status=status,
+                next_attempt_at=due,
+            )
+        )
+    dbsession.commit()
+    card = admin_pages.get("/admin").html.find(id="payment-queue")
+    assert card.find(class_="figure").get_text(strip=True) == "3"
+    oldest = (now - dt.timedelta(minutes=10)).strftime("%Y-%m-%d %H:%M")
+    assert f"The oldest arrived {oldest} UTC." in card.get_text(" ", strip=True)
+    alert = card.find(attrs={"role": "alert"}).get_text(" ", strip=True)
+    assert alert.startswith("1 should have been taken") and "worker" in alert
+
+
 def test_the_dashboard_works_with_every_module_off(make_app, admin):
     app = make_app(**{"cmsshop.modules": ""})
     response = logged_in(app, admin.email).get("/admin")

@@ -1,7 +1,7 @@
 """The admin dashboard's figures: sales today and this month, and what waits for staff.
 
 Each figure is one set-based statement (GROUP BY or a conditional sum), so the dashboard
-costs four statements whatever the number of orders, events or tickets. Every table
+costs five statements whatever the number of orders, events or tickets. Every table
 exists whatever modules are on (models/__init__ lists them all), so the figures of a
 module that is off are simply zero. Days and months are UTC.
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
+from cmsshop.hotsql import from_db_time
 from cmsshop.models import Currency, Order, PaymentEvent, SupportTicket
 
 # Orders an admin has to look at: not paid yet, or held for review.
@@ -21,6 +22,7 @@ WAITING_ORDER_STATUSES = ("pending", "needs_review")
 # Payment events that did not go through (models.payments.EVENT_STATUSES): an unexpected
 # error, a provider API that failed to confirm, a delivery refused (bad signature...).
 FAILED_EVENT_STATUSES = ("error", "confirm_failed", "rejected")
+FINAL_EVENT_STATUSES = ("processed", "duplicate", "ignored")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,21 @@ class Sales:
     revenue_month: int
 
 
+# A queued payment event due for longer than this was not taken by any worker: the
+# dashboard says so (is `cmsshop-admin worker` running?).
+WORKER_LATE = dt.timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Queue:
+    """Payment events waiting for the worker (queued processing): how many, how many of
+    them are overdue (due for longer than WORKER_LATE), and the oldest one's receipt."""
+
+    waiting: int = 0
+    overdue: int = 0
+    oldest: dt.datetime | None = None
+
+
 @dataclass(frozen=True)
 class Overview:
     day_start: dt.datetime
@@ -45,6 +62,7 @@ class Overview:
     waiting_orders: dict[str, int] = field(default_factory=dict)
     failed_events: dict[str, int] = field(default_factory=dict)
     open_tickets: int = 0
+    queue: Queue = field(default_factory=Queue)
 
     @property
     def orders_today(self) -> int:
@@ -99,6 +117,22 @@ def _counts_by_status(session: Session, model, statuses: tuple[str, ...]) -> dic
     return {status: int(found.get(status, 0)) for status in statuses}
 
 
+def payment_queue(session: Session, now: dt.datetime) -> Queue:
+    """The queued payment events not final yet; one statement."""
+    late = PaymentEvent.next_attempt_at < now - WORKER_LATE
+    waiting, overdue, oldest = session.execute(
+        select(
+            func.count(),
+            func.sum(case((late, 1), else_=0)),
+            func.min(PaymentEvent.received_at),
+        ).where(
+            PaymentEvent.next_attempt_at.is_not(None),
+            PaymentEvent.status.not_in(FINAL_EVENT_STATUSES),
+        )
+    ).one()
+    return Queue(int(waiting or 0), int(overdue or 0), from_db_time(oldest))
+
+
 def overview(session: Session, now: dt.datetime) -> Overview:
     """The dashboard at ``now``."""
     day_start, month_start = utc_periods(now)
@@ -109,4 +143,5 @@ def overview(session: Session, now: dt.datetime) -> Overview:
         waiting_orders=_counts_by_status(session, Order, WAITING_ORDER_STATUSES),
         failed_events=_counts_by_status(session, PaymentEvent, FAILED_EVENT_STATUSES),
         open_tickets=_counts_by_status(session, SupportTicket, ("open",))["open"],
+        queue=payment_queue(session, now),
     )
