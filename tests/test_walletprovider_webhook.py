@@ -694,3 +694,43 @@ def test_simulate_payment_pays_through_the_real_route(
     assert "-> 200" in out.out and '"processed"' in out.out
     assert order_status(dbsession, order.number) == "paid"
     assert ca_bundle.exists()
+
+
+def test_queued_approval_and_capture_go_through_the_worker(
+    make_app, wallet_settings, pki, cert_url, paypal, order, dbsession
+):
+    """Queued processing, the second provider: the approval and the capture's COMPLETED
+    event are both answered 'queued'; the worker asks the capture once and then
+    fulfils once, through the same state machine."""
+    from cmsshop.services.payments.events.queue import process_due_events
+    from cmsshop.services.payments.registry import REGISTRY_KEY
+
+    app = make_app(**wallet_settings, **{"cmsshop.payments.webhook_processing": "queued"})
+    client = webtest.TestApp(app)
+
+    def post(payload):
+        body = body_of(payload)
+        return client.post(ROUTE, body, headers=signed(pki, cert_url, body), status=200).json
+
+    def work():
+        return process_due_events(app.registry, app.registry[REGISTRY_KEY])
+
+    paypal_order = order.provider_checkout_id
+    paypal.add_order(paypal_order, order.number, "68.00")
+    approved = order_approved_event(paypal_order, order.number, "68.00")
+    assert post(approved) == {"received": True, "status": "queued"}
+    assert paypal.captures == {}  # nothing asked of PayPal in the request
+    assert work() == {"processed": 1}
+    assert len(paypal.captures_of(paypal_order)) == 1
+    assert order_status(dbsession, order.number) == "pending"
+
+    capture_id = next(iter(paypal.captures))
+    completed = capture_event(capture_id, order.number, "68.00")
+    completed["resource"]["supplementary_data"]["related_ids"]["order_id"] = paypal_order
+    assert post(completed)["status"] == "queued"
+    assert post(completed)["status"] == "queued"  # redelivered before the worker ran
+    assert work() == {"processed": 1}
+    assert order_status(dbsession, order.number) == "paid"
+    assert counts(dbsession)["fulfilments"] == 1
+    assert post(completed)["status"] == "duplicate"
+    assert work() == {}
