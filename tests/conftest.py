@@ -256,3 +256,41 @@ requires_postgresql = pytest.mark.skipif(
     not is_postgresql(os.environ.get("CMSSHOP_TEST_DATABASE_URL", "sqlite://")),
     reason="needs PostgreSQL (set CMSSHOP_TEST_DATABASE_URL)",
 )
+
+
+def write_admin_ini(path, settings: dict) -> str:
+    """An ini for cmsshop-admin (``[app:main]`` with ``settings``, alembic, logging at
+    INFO to stderr through SafeFormatter); returns its path."""
+    lines = "\n".join(f"{key} = {value}" for key, value in settings.items())
+    path.write_text(
+        f"""[app:main]
+use = egg:cmsshop
+{lines}
+
+[alembic]
+script_location = {ROOT}/alembic
+
+[loggers]
+keys = root
+
+[handlers]
+keys = console
+
+[formatters]
+keys = generic
+
+[logger_root]
+level = INFO
+handlers = console
+
+[handler_console]
+class = StreamHandler
+args = (sys.stderr,)
+formatter = generic
+
+[formatter_generic]
+class = cmsshop.logs.SafeFormatter
+format = %(levelname)s [%(name)s] %(message)s
+"""
+    )
+    return str(path)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import webtest
-from conftest import PASSWORD, ROOT, requires_postgresql
+from conftest import PASSWORD, ROOT, requires_postgresql, write_admin_ini
 from pyramid.exceptions import ConfigurationError
 from sqlalchemy import select, update
 
@@ -243,50 +243,23 @@ def test_the_smtp_password_comes_from_the_environment_and_is_never_logged():
 @pytest.fixture
 def mail_ini(tmp_path, database_url, storage_dir, smtp_server):
     """An ini for cmsshop-admin on the test database, delivering to the fake server."""
-    path = tmp_path / "mail.ini"
     smtp = smtp_server.settings()
-    path.write_text(
-        f"""[app:main]
-use = egg:cmsshop
-cmsshop.environment = development
-cmsshop.database_url = {database_url}
-cmsshop.secret = test-secret-0123456789-abcdefghijklmnopqrstuvwxyz
-cmsshop.storage_dir = {storage_dir}
-cmsshop.password_hashing = cheapest
-cmsshop.mail.backend = smtp
-cmsshop.mail.smtp_host = {smtp["cmsshop.mail.smtp_host"]}
-cmsshop.mail.smtp_port = {smtp["cmsshop.mail.smtp_port"]}
-cmsshop.mail.smtp_security = none
-cmsshop.mail.smtp_timeout = 5
-cmsshop.mail.worker_interval = 0.2
-
-[alembic]
-script_location = {ROOT}/alembic
-
-[loggers]
-keys = root
-
-[handlers]
-keys = console
-
-[formatters]
-keys = generic
-
-[logger_root]
-level = INFO
-handlers = console
-
-[handler_console]
-class = StreamHandler
-args = (sys.stderr,)
-formatter = generic
-
-[formatter_generic]
-class = cmsshop.logs.SafeFormatter
-format = %(levelname)s [%(name)s] %(message)s
-"""
+    return write_admin_ini(
+        tmp_path / "mail.ini",
+        {
+            "cmsshop.environment": "development",
+            "cmsshop.database_url": database_url,
+            "cmsshop.secret": "test-secret-0123456789-abcdefghijklmnopqrstuvwxyz",
+            "cmsshop.storage_dir": storage_dir,
+            "cmsshop.password_hashing": "cheapest",
+            "cmsshop.mail.backend": "smtp",
+            "cmsshop.mail.smtp_host": smtp["cmsshop.mail.smtp_host"],
+            "cmsshop.mail.smtp_port": smtp["cmsshop.mail.smtp_port"],
+            "cmsshop.mail.smtp_security": "none",
+            "cmsshop.mail.smtp_timeout": 5,
+            "cmsshop.mail.worker_interval": 0.2,
+        },
     )
-    return str(path)
 
 
 def start_admin(ini: str, *args: str) -> subprocess.Popen:

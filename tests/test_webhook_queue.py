@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 import webtest
-from conftest import ROOT, new_client
+from conftest import ROOT, new_client, write_admin_ini
 from fakes.shop import counts, event_row, make_order, order_status
 from fakes.stripe_api import SECRET, delivery, event, intent_object, session_object
 from sqlalchemy import select, text, update
@@ -260,45 +260,9 @@ def test_a_bad_processing_mode_stops_start_up(make_app, card_settings):
 # --- the worker command ---------------------------------------------------------------------
 
 
-def write_ini(path, settings: dict) -> str:
-    lines = "\n".join(f"{key} = {value}" for key, value in settings.items())
-    path.write_text(
-        f"""[app:main]
-use = egg:cmsshop
-{lines}
-
-[alembic]
-script_location = {ROOT}/alembic
-
-[loggers]
-keys = root
-
-[handlers]
-keys = console
-
-[formatters]
-keys = generic
-
-[logger_root]
-level = INFO
-handlers = console
-
-[handler_console]
-class = StreamHandler
-args = (sys.stderr,)
-formatter = generic
-
-[formatter_generic]
-class = cmsshop.logs.SafeFormatter
-format = %(levelname)s [%(name)s] %(message)s
-"""
-    )
-    return str(path)
-
-
 @pytest.fixture
 def worker_ini(tmp_path, settings, card_settings):
-    return write_ini(
+    return write_admin_ini(
         tmp_path / "worker.ini",
         {
             **{k: v for k, v in settings.items() if k != "cmsshop.modules"},

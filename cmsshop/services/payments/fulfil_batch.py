@@ -18,8 +18,8 @@ paid, entitlements, licenses, invoices, receipts and the events' outcomes -- as
 executemany statements, about a dozen for the whole batch instead of some twenty per
 payment. The batch's invoice numbers are taken in one statement right before the last
 three writes, so the year's counter row stays locked for those and the COMMIT only; a
-rollback gives them back, as for one fulfilment. Any database error rolls the whole
-batch back and leaves every event to the per-event path.
+rollback gives them back, as for one fulfilment. Any error rolls the whole batch back
+and leaves every event to the per-event path.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, selectinload
 
 from cmsshop.models import (
@@ -82,9 +81,13 @@ def fulfil_batch(registry, confirmed: list[Confirmed]) -> tuple[list[int], list[
         done, left = _fulfil(session, registry.settings, confirmed)
         session.commit()
         return done, left
-    except SQLAlchemyError:
+    except Exception:  # noqa: BLE001 - the per-event path is the reference; it decides
         session.rollback()
-        log.warning("a batch of %s fulfilments rolled back; per event instead", len(confirmed))
+        log.warning(
+            "a batch of %s fulfilments rolled back; per event instead",
+            len(confirmed),
+            exc_info=True,
+        )
         return [], list(confirmed)
     finally:
         session.close()
