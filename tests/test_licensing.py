@@ -779,3 +779,19 @@ def test_validate_purges_old_rate_windows_like_every_counted_call(
         dbsession.execute(text("SELECT count(*) FROM rate_counters WHERE key = 'old:x'")).scalar()
         == 0
     )
+
+
+def test_generated_keys_use_every_letter_at_every_place_and_never_repeat():
+    from cmsshop.util import READABLE_ALPHABET
+
+    keys = [generate_license_key() for _ in range(3000)]
+    assert len(set(keys)) == len(keys)
+    for key in keys[:50]:
+        groups = key.split("-")
+        assert [len(g) for g in groups] == [5] * 5
+        assert set("".join(groups)) <= set(READABLE_ALPHABET)
+    chars = ["".join(key.split("-")) for key in keys]
+    # 125 random bits, five a letter: each of the 25 places takes all 32 letters (the
+    # chance that one of them misses a letter in 3,000 keys is below 1e-38).
+    for place in range(25):
+        assert {c[place] for c in chars} == set(READABLE_ALPHABET), place

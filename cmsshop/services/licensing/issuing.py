@@ -16,8 +16,11 @@ DEFAULT_MAX_ACTIVATIONS = 1
 
 
 def generate_license_key() -> str:
-    """``XXXXX-XXXXX-XXXXX-XXXXX-XXXXX``: 25 characters of a 32-letter alphabet, 125 bits."""
-    chars = "".join(secrets.choice(READABLE_ALPHABET) for _ in range(25))
+    """``XXXXX-XXXXX-XXXXX-XXXXX-XXXXX``: 25 characters of a 32-letter alphabet, 125 bits
+    from the OS's CSPRNG, five bits a character (32 = 2**5: uniform, like secrets.choice,
+    at a tenth of its cost)."""
+    bits = secrets.randbits(125)
+    chars = "".join(READABLE_ALPHABET[(bits >> (5 * i)) & 31] for i in range(25))
     return "-".join(chars[i : i + 5] for i in range(0, 25, 5))
 
 

@@ -17,9 +17,10 @@ same helpers (``move``, ``new_license_values``, ``invoice_lines``, ``build_recei
 paid, entitlements, licenses, invoices, receipts and the events' outcomes -- as
 executemany statements, about a dozen for the whole batch instead of some twenty per
 payment. The batch's invoice numbers are taken in one statement right before the last
-three writes, so the year's counter row stays locked for those and the COMMIT only; a
-rollback gives them back, as for one fulfilment. Any error rolls the whole batch back
-and leaves every event to the per-event path.
+two writes (the invoices, and the receipts that quote their numbers), so the year's
+counter row stays locked for those and the COMMIT only -- three round trips for the
+whole batch; a rollback gives the numbers back, as for one fulfilment. Any error rolls
+the whole batch back and leaves every event to the per-event path.
 """
 
 from __future__ import annotations
@@ -209,7 +210,21 @@ def _fulfil(
         for _, order in plain
     ]
 
-    # Gap-free numbers for the whole batch, then only the last writes and the COMMIT.
+    session.connection().execute(
+        update(PaymentEvent.__table__)
+        .where(PaymentEvent.__table__.c.id == bindparam("row_id"))
+        .values(
+            status="processed",
+            last_error=None,
+            processed_at=now,
+            order_number=bindparam("number"),
+            next_attempt_at=None,
+        ),
+        [{"row_id": event.row_id, "number": order.number} for event, order in plain],
+    )
+
+    # Gap-free numbers for the whole batch, then only the invoices, the receipts and the
+    # COMMIT: the year's counter row stays locked for those three round trips.
     first = take_invoice_numbers(session, now.year, len(plain))
     numbers = [invoice_number(now.year, first + i) for i in range(len(plain))]
     session.execute(
@@ -235,17 +250,5 @@ def _fulfil(
             outbox_values(settings, **receipt_message(settings, receipt, numbers[i]), now=now)
             for i, receipt in enumerate(receipts)
         ],
-    )
-    session.connection().execute(
-        update(PaymentEvent.__table__)
-        .where(PaymentEvent.__table__.c.id == bindparam("row_id"))
-        .values(
-            status="processed",
-            last_error=None,
-            processed_at=now,
-            order_number=bindparam("number"),
-            next_attempt_at=None,
-        ),
-        [{"row_id": event.row_id, "number": order.number} for event, order in plain],
     )
     return [event.row_id for event, _ in plain], left
