@@ -16,13 +16,13 @@ from sqlalchemy.orm import Session
 
 from cmsshop.hotsql import from_db_time
 from cmsshop.models import Currency, Order, PaymentEvent, SupportTicket
+from cmsshop.services.payments.events.log import FINAL_STATUSES
 
 # Orders an admin has to look at: not paid yet, or held for review.
 WAITING_ORDER_STATUSES = ("pending", "needs_review")
 # Payment events that did not go through (models.payments.EVENT_STATUSES): an unexpected
 # error, a provider API that failed to confirm, a delivery refused (bad signature...).
 FAILED_EVENT_STATUSES = ("error", "confirm_failed", "rejected")
-FINAL_EVENT_STATUSES = ("processed", "duplicate", "ignored")
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def payment_queue(session: Session, now: dt.datetime) -> Queue:
             func.min(PaymentEvent.received_at),
         ).where(
             PaymentEvent.next_attempt_at.is_not(None),
-            PaymentEvent.status.not_in(FINAL_EVENT_STATUSES),
+            PaymentEvent.status.not_in(FINAL_STATUSES),
         )
     ).one()
     return Queue(int(waiting or 0), int(overdue or 0), from_db_time(oldest))

@@ -90,30 +90,10 @@ def insert_messages(session: Session):
     return insert(OutboxMessage).on_conflict_do_nothing(index_elements=[OutboxMessage.dedupe_key])
 
 
-def enqueue(
-    session: Session,
-    settings,
-    *,
-    kind: str,
-    to: str,
-    subject: str,
-    template: str,
-    context: dict,
-    dedupe_key: str,
-    user_id: int | None = None,
-) -> bool:
-    """Queue a message in ``session``'s transaction; False if ``dedupe_key`` was queued
-    before (nothing is written then)."""
-    values = outbox_values(
-        settings,
-        kind=kind,
-        to=to,
-        subject=subject,
-        template=template,
-        context=context,
-        dedupe_key=dedupe_key,
-        user_id=user_id,
-    )
+def enqueue(session: Session, settings, **message) -> bool:
+    """Queue a message in ``session``'s transaction; False if its ``dedupe_key`` was
+    queued before (nothing is written then). ``message``: ``outbox_values``' keywords."""
+    values = outbox_values(settings, **message)
     result = session.execute(
         insert_messages(session)
         .values(**values)
