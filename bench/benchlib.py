@@ -129,13 +129,32 @@ def bare_app():
     return config.make_wsgi_app()
 
 
+CACHE_PATH = "/bench/cache"
+
+
 def with_bare_route(app):
-    """One WSGI app: ``/bench/bare`` to :func:`bare_app`, everything else to ``app``."""
+    """One WSGI app: ``/bench/bare`` to :func:`bare_app`, ``/bench/cache`` to the answer
+    cache's hit and miss counts (this process's), everything else to ``app``."""
+    import json
+
     bare = bare_app()
+    registry = getattr(app, "registry", None)
+
+    def cache_counts(environ, start_response):
+        cache = registry.get("cmsshop.answer_cache") if registry is not None else None
+        counts = {"hits": cache.hits, "misses": cache.misses} if cache else {}
+        body = json.dumps(counts).encode()
+        start_response(
+            "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        )
+        return [body]
 
     def dispatch(environ, start_response):
-        if environ.get("PATH_INFO") == BARE_PATH:
+        path = environ.get("PATH_INFO")
+        if path == BARE_PATH:
             return bare(environ, start_response)
+        if path == CACHE_PATH:
+            return cache_counts(environ, start_response)
         return app(environ, start_response)
 
     return dispatch
@@ -250,9 +269,11 @@ class Route:
     ``target`` is the minimum throughput as a fraction of the bare route's, ``p99_ms``
     the maximum 99th percentile latency (None: reported, not enforced)."""
 
-    def __init__(self, name, requests, target=None, p99_ms=None, expect=(200,)):
+    def __init__(self, name, requests, target=None, p99_ms=None, expect=(200,), visit=()):
         self.name, self.requests, self.target, self.p99_ms = name, requests, target, p99_ms
         self.expect = expect
+        # Paths requested once before the rounds (a warm answer cache: see catalogue.py).
+        self.visit = visit
 
 
 def get_route(name, paths, **kwargs) -> Route:
@@ -373,17 +394,61 @@ def run_load(port, route, seconds, clients, processes=2, seed=0):
     return errors, latencies
 
 
-def measure(port, routes, *, seconds, rounds, clients, warmup=1.0, server_pid=None, processes=2):
+def cache_counts(port) -> dict:
+    """The server's answer-cache counts (one server process; {} without a cache)."""
+    import http.client
+    import json
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", CACHE_PATH)
+        return json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+
+
+def visit(port, paths, clients: int) -> None:
+    """Request every path once, over ``clients`` keep-alive connections."""
+    import http.client
+    import threading
+
+    paths = list(paths)
+
+    def client(mine):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        for path in mine:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"visit {path}: {response.status}")
+        connection.close()
+
+    threads = [threading.Thread(target=client, args=(paths[i::clients],)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def measure(
+    port, routes, *, seconds, rounds, clients, warmup=1.0, server_pid=None, processes=2,
+    server_processes=1,
+):  # fmt: skip
     """Every route (the bare one first) in ``rounds`` alternating rounds of
     ``seconds / rounds`` each, after a warm-up per route; returns one result per route."""
     import statistics
 
-    totals = {id(route): [0, [], 0.0] for route in routes}
+    totals = {id(route): [0, [], 0.0, 0, 0] for route in routes}
     for i, route in enumerate(routes):
+        visit(port, route.visit, clients)
         run_load(port, route, warmup, clients, processes, seed=i)
     for r in range(rounds):
         for i, route in enumerate(routes):
             cpu = process_cpu_seconds(server_pid) if server_pid else float("nan")
+            # Answer-cache counts: one server process's (with several, each connection's
+            # counts come from whichever process took it).
+            counts = cache_counts(port) if server_processes == 1 else {}
             errors, latencies = run_load(
                 port, route, seconds / rounds, clients, processes, seed=100 * r + i + 1
             )
@@ -392,9 +457,13 @@ def measure(port, routes, *, seconds, rounds, clients, warmup=1.0, server_pid=No
             total[1].extend(latencies)
             if server_pid:
                 total[2] += process_cpu_seconds(server_pid) - cpu
+            after = cache_counts(port) if counts else {}
+            if after:
+                total[3] += after["hits"] - counts["hits"]
+                total[4] += after["misses"] - counts["misses"]
     results = []
     for route in routes:
-        errors, latencies, cpu = totals[id(route)]
+        errors, latencies, cpu, hits, misses = totals[id(route)]
         latencies.sort()
         count = len(latencies)
         results.append(
@@ -408,6 +477,9 @@ def measure(port, routes, *, seconds, rounds, clients, warmup=1.0, server_pid=No
                 if count
                 else float("nan"),
                 "cpu_ms": cpu / count * 1000 if count and server_pid else float("nan"),
+                # Share of the route's requests answered from the answer cache (None: not
+                # cached, or several server processes).
+                "hit_share": hits / (hits + misses) if hits + misses else None,
             }
         )
     return results
@@ -421,7 +493,7 @@ def report(results, title: str = "") -> bool:
         print(title)
     print(
         f"{'route':44}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'vs bare':>9}"
-        f"{'target':>8}{'errors':>7}  verdict"
+        f"{'target':>8}{'errors':>7}{'cached':>8}  verdict"
     )
     for r in results:
         route = r["route"]
@@ -436,8 +508,10 @@ def report(results, title: str = "") -> bool:
         ok = ok and not failures
         target = f"{route.target:.0%}" if route.target is not None else "-"
         verdict = "FAIL: " + ", ".join(failures) if failures else "ok"
+        share = r.get("hit_share")
+        cached = "-" if share is None else f"{share:.0%}"
         print(
             f"{route.name[:43]:44}{r['rps']:8.0f}{r['p50_ms']:8.1f}{r['p99_ms']:8.1f}"
-            f"{ratio:9.0%}{target:>8}{r['errors']:7d}  {verdict}"
+            f"{ratio:9.0%}{target:>8}{r['errors']:7d}{cached:>8}  {verdict}"
         )
     return ok

@@ -213,6 +213,7 @@ def main(argv=None) -> int:
             rounds=args.rounds,
             clients=args.connections,
             warmup=2.0,
+            server_processes=args.processes,
             server_pid=server.pid if args.processes == 1 else None,
         )
         ok = report(results)

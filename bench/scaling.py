@@ -92,8 +92,9 @@ def main() -> int:
         )
         try:
             results = measure(
-                port, routes, seconds=args.seconds, rounds=args.rounds, clients=args.connections
-            )
+                port, routes, seconds=args.seconds, rounds=args.rounds, clients=args.connections,
+                server_processes=processes,
+            )  # fmt: skip
         finally:
             stop_server(server)
         throughput[processes] = {r["route"].name: r for r in results}

@@ -6,17 +6,19 @@ is the same for every visitor, so a process keeps the finished response -- statu
 headers, body -- keyed by path, query and ``Accept``. A hit skips the transaction, the
 session, the queries and the JSON work: it costs little more than routing a request.
 
-Freshness, across several processes on one database:
+Freshness, across several processes on one database, rests on one counter: the
+``public`` row of ``content_versions``, which triggers on the content tables (products,
+prices, releases, currencies, articles; migration 0017) bump on every insert, update or
+delete in the writing transaction -- through the app, the ORM's bulk statements or an
+operator's SQL alike.
 
-- In the process that writes, at once: every catalogue or docs write (any ORM flush or
-  ORM statement touching a product, price, release, currency or article) bumps the
-  one-row ``content_versions`` counter in the same transaction, and after its commit
-  the process empties its caches.
-- In the other processes, within ``cmsshop.answer_cache_check_interval`` seconds: a
+- In the process that writes, at once: a session that wrote content empties the
+  process's caches right after its commit.
+- In the other processes, within ``cmsshop.answer_cache_check_interval`` seconds (1): a
   request that finds the interval elapsed reads the counter (one primary-key read, once
   per interval per process, not per request) and empties the cache when it moved.
-- Whatever writes around the ORM (an operator's SQL): an entry is fresh for
-  ``cmsshop.answer_cache_ttl`` seconds. After that, one request refreshes it through
+- An entry is fresh for ``cmsshop.answer_cache_ttl`` seconds (300), a safety net only:
+  the counter already covers every write. After that, one request refreshes it through
   the app while the others keep getting the stale copy, for at most
   ``cmsshop.answer_cache_stale`` more seconds -- a popular page never stampedes.
 
@@ -25,7 +27,8 @@ An answer computed from a snapshot older than the latest invalidation is not sto
 Bounded in memory: ``cmsshop.answer_cache_entries`` entries and
 ``cmsshop.answer_cache_bytes`` bytes, least recently used out first. Conditional
 requests are answered from the entry (304 on a matching ``If-None-Match``).
-``cmsshop.answer_cache_ttl = 0`` turns the cache off.
+``cmsshop.answer_cache_ttl = 0`` turns the cache off. ``hits`` and ``misses`` count the
+lookups (for the benchmarks and an operator's curiosity).
 """
 
 from __future__ import annotations
@@ -56,6 +59,12 @@ class Entry:
     fresh_until: float
     stale_until: float
 
+    @property
+    def size(self) -> int:
+        """Bytes counted against ``max_bytes``: the body, the headers, and about what
+        Python's objects around them take."""
+        return len(self.body) + sum(len(k) + len(v) + 130 for k, v in self.headerlist) + 400
+
 
 class AnswerCache:
     """A bounded LRU of finished answers with per-key refresh and a generation counter."""
@@ -68,6 +77,7 @@ class AnswerCache:
         self.bytes = 0
         self.generation = 0
         self.refreshing: set[tuple] = set()
+        self.hits = self.misses = 0
         self.lock = threading.Lock()
         _ALL_CACHES.add(self)
 
@@ -82,7 +92,9 @@ class AnswerCache:
             if entry is not None:
                 self.entries.move_to_end(key)
                 if now < entry.fresh_until or key in self.refreshing:
+                    self.hits += 1
                     return entry, False
+            self.misses += 1
             if key in self.refreshing:
                 return None, False  # another thread computes it: compute too, store nothing
             self.refreshing.add(key)
@@ -94,7 +106,7 @@ class AnswerCache:
             self.refreshing.discard(key)
             if entry is None or generation != self.generation:
                 return
-            size = len(entry.body) + 200
+            size = entry.size
             if size > self.max_bytes // 8:
                 return  # one answer may not take over the cache
             if key in self.entries:
@@ -112,7 +124,7 @@ class AnswerCache:
 
     def _drop(self, key: tuple) -> None:
         entry = self.entries.pop(key)
-        self.bytes -= len(entry.body) + 200
+        self.bytes -= entry.size
 
 
 _ALL_CACHES: weakref.WeakSet[AnswerCache] = weakref.WeakSet()
@@ -127,11 +139,9 @@ def clear_all() -> None:
 # --- invalidation: the content_versions counter -------------------------------------------
 
 CHANGED = "cmsshop.public_content_changed"
-# An upsert: the row comes back should anything have deleted it.
-BUMP_SQL = (
-    "INSERT INTO content_versions (name, version) VALUES ('public', 1) "
-    "ON CONFLICT (name) DO UPDATE SET version = content_versions.version + 1"
-)
+# The counter itself is bumped by the database: triggers on the content tables
+# (migration 0017), for every write, whoever makes it. The session only notes that this
+# process wrote content, so that it empties its own caches right after the commit.
 READ_SQL = "SELECT version FROM content_versions WHERE name = 'public'"
 
 
@@ -144,14 +154,7 @@ def _touches_content(session: Session) -> bool:
 @event.listens_for(Session, "before_flush")
 def _note_content_flush(session, flush_context, instances):
     if not session.info.get(CHANGED) and _touches_content(session):
-        session.info[CHANGED] = "pending"
-
-
-@event.listens_for(Session, "after_flush")
-def _bump_after_flush(session, flush_context):
-    if session.info.get(CHANGED) == "pending":
-        session.info[CHANGED] = "bumped"
-        session.connection().exec_driver_sql(BUMP_SQL)
+        session.info[CHANGED] = True
 
 
 @event.listens_for(Session, "do_orm_execute")
@@ -159,12 +162,9 @@ def _note_content_statement(state):
     # Bulk ORM statements (update(Product)..., insert(Product) executemany) skip the flush.
     if not (state.is_insert or state.is_update or state.is_delete):
         return
-    if state.session.info.get(CHANGED) == "bumped":
-        return
     table = getattr(getattr(state.statement, "table", None), "name", None)
     if table in CONTENT_TABLES:
-        state.session.info[CHANGED] = "bumped"
-        state.session.connection().exec_driver_sql(BUMP_SQL)
+        state.session.info[CHANGED] = True
 
 
 @event.listens_for(Session, "after_commit")

@@ -125,10 +125,10 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     # answer is fresh (0 turns the cache off), seconds a stale one is still served while
     # one request refreshes it, seconds between checks of the cross-process version, and
     # its bounds.
-    "cmsshop.answer_cache_ttl": (as_float, 10.0, "CMSSHOP_ANSWER_CACHE_TTL"),
+    "cmsshop.answer_cache_ttl": (as_float, 300.0, "CMSSHOP_ANSWER_CACHE_TTL"),
     "cmsshop.answer_cache_stale": (as_float, 30.0, None),
     "cmsshop.answer_cache_check_interval": (as_float, 1.0, None),
-    "cmsshop.answer_cache_entries": (as_int, 10_000, None),
+    "cmsshop.answer_cache_entries": (as_int, 50_000, None),
     "cmsshop.answer_cache_bytes": (as_int, 64 * 1024 * 1024, None),
     "cmsshop.password_hashing": (as_str, "default", None),
     "retry.attempts": (as_int, 3, None),
