@@ -25,6 +25,8 @@ def configure(settings: dict | None = None) -> Configurator:
     settings.setdefault("tm.activate_hook", "cmsshop.db.needs_transaction")
 
     config = Configurator(settings=settings)
+    # Route matching that skips the routes a path cannot match (before any route).
+    config.include("cmsshop.routing")
     config.add_renderer("json", JSON())
     # The transaction manager, before anything that uses request.db.
     config.include("pyramid_tm")

@@ -172,7 +172,9 @@ def _count_and_look_up(engine, limiter: RateLimiter, data: LicenseRequest, audit
             limiter.maybe_purge(conn, counting.now)
         row = looked[0] if looked else None
     else:
-        with raw_transaction(engine) as conn:
+        # The counts are a write: wait for this process's other writers on the lock, not
+        # in SQLite's busy handler (its sleeps made a third of the wall time idle).
+        with one_writer(engine), raw_transaction(engine) as conn:
             rows = counting.run(conn).fetchall()
             limiter.maybe_purge(conn, counting.now)
             row = _fetch_one(_VALIDATE_LOOKUP, conn, lookup)
