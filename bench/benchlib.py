@@ -366,6 +366,25 @@ def process_cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
+def database_cpu_seconds() -> float:
+    """User + system CPU time of every local PostgreSQL process (Linux /proc; 0 without
+    one): with the server and PostgreSQL on one machine, what each call costs the
+    database."""
+    total = 0.0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                head, tail = fh.read().rsplit(")", 1)
+        except OSError:
+            continue
+        if head.endswith("(postgres"):
+            fields = tail.split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_load(port, route, seconds, clients, processes=2, seed=0):
     """Load on one route for ``seconds`` from ``processes`` client processes with
     ``clients`` keep-alive connections in all; returns (errors, latencies)."""
@@ -439,13 +458,14 @@ def measure(
     ``seconds / rounds`` each, after a warm-up per route; returns one result per route."""
     import statistics
 
-    totals = {id(route): [0, [], 0.0, 0, 0] for route in routes}
+    totals = {id(route): [0, [], 0.0, 0, 0, 0.0] for route in routes}
     for i, route in enumerate(routes):
         visit(port, route.visit, clients)
         run_load(port, route, warmup, clients, processes, seed=i)
     for r in range(rounds):
         for i, route in enumerate(routes):
             cpu = process_cpu_seconds(server_pid) if server_pid else float("nan")
+            database_cpu = database_cpu_seconds() if server_pid else float("nan")
             # Answer-cache counts: one server process's (with several, each connection's
             # counts come from whichever process took it).
             counts = cache_counts(port) if server_processes == 1 else {}
@@ -457,13 +477,14 @@ def measure(
             total[1].extend(latencies)
             if server_pid:
                 total[2] += process_cpu_seconds(server_pid) - cpu
+                total[5] += database_cpu_seconds() - database_cpu
             after = cache_counts(port) if counts else {}
             if after:
                 total[3] += after["hits"] - counts["hits"]
                 total[4] += after["misses"] - counts["misses"]
     results = []
     for route in routes:
-        errors, latencies, cpu, hits, misses = totals[id(route)]
+        errors, latencies, cpu, hits, misses, database_cpu = totals[id(route)]
         latencies.sort()
         count = len(latencies)
         results.append(
@@ -477,6 +498,9 @@ def measure(
                 if count
                 else float("nan"),
                 "cpu_ms": cpu / count * 1000 if count and server_pid else float("nan"),
+                "database_cpu_ms": database_cpu / count * 1000
+                if count and server_pid
+                else float("nan"),
                 # Share of the route's requests answered from the answer cache (None: not
                 # cached, or several server processes).
                 "hit_share": hits / (hits + misses) if hits + misses else None,

@@ -221,6 +221,12 @@ def main(argv=None) -> int:
         stop_server(server)
     for r in results:
         print(f"server CPU per request, {r['route'].name}: {r['cpu_ms']:.2f} ms")
+    if url.startswith("postgresql"):
+        validate = results[-1]
+        print(
+            f"PostgreSQL CPU per request (its local processes), {validate['route'].name}: "
+            f"{validate['database_cpu_ms']:.2f} ms"
+        )
     return 0 if ok else 1
 
 

@@ -106,6 +106,11 @@ def make_engine(
     kwargs.setdefault("max_overflow", 10)
     connect_args = kwargs.setdefault("connect_args", {})
     connect_args.setdefault("connect_timeout", connect_timeout)
+    # psycopg prepares a query it saw five times on a connection, and sends DEALLOCATE
+    # ALL after any rollback once it has: with the pool rolling back on return, its own
+    # statements rarely lived long, and it would drop the ones cmsshop.hotsql PREPAREs
+    # for the hot paths. The hot paths prepare explicitly; psycopg does not.
+    connect_args.setdefault("prepare_threshold", None)
     if statement_timeout_ms:
         # Also bounds waits for row and table locks: a statement stuck behind a lock is
         # cancelled (QueryCanceled, an OperationalError) rather than waiting forever.

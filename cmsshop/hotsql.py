@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import hashlib
 import re
+import weakref
 from typing import Any
 
 from sqlalchemy.engine import Connection, Engine
@@ -33,16 +35,45 @@ class HotStatement:
         return cursor
 
 
+_TRANSACTION_CONTROL = {"BEGIN", "COMMIT", "ROLLBACK"}
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+# The batch statements PREPAREd on each PostgreSQL connection (by the DBAPI connection;
+# prepared statements live as long as the server session and survive a rollback).
+_PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
 class HotBatch:
     """Statements sent together: on PostgreSQL as one simple-protocol query (psycopg's
     ClientCursor binds the parameters, escaped, on the client), so the batch costs one
     network round trip whatever its length; on SQLite (in-process) one by one. The
     statements share one parameter dict. ``run`` gives each statement's rows (None for
-    a statement that returns none)."""
+    a statement that returns none).
+
+    On PostgreSQL each statement is ``PREPARE``d on a connection the first time a batch
+    runs there (one extra round trip, once per connection), and the batch sends
+    ``EXECUTE name(args)``: PostgreSQL then plans it once per connection, not on every
+    call (planning the validate lookup cost PostgreSQL three times executing it). The
+    batch is still one message, so the server never waits for the rest of it.
+    ``BEGIN``/``COMMIT`` are sent as they are.
+    """
 
     def __init__(self, *statements: HotStatement | str):
         self.statements = [HotStatement(s) if isinstance(s, str) else s for s in statements]
-        self.pg_sql = "; ".join(s.sql["postgresql"] for s in self.statements)
+        self.prepare: list[tuple[str, str]] = []  # (name, PREPARE ...)
+        parts = []
+        for statement in self.statements:
+            sql = statement.sql["postgresql"]
+            if sql.strip().upper() in _TRANSACTION_CONTROL:
+                parts.append(sql)
+                continue
+            names = list(dict.fromkeys(_PLACEHOLDER.findall(sql)))
+            numbers = {n: f"${i}" for i, n in enumerate(names, 1)}
+            numbered = _PLACEHOLDER.sub(lambda m, numbers=numbers: numbers[m.group(1)], sql)
+            name = "cmsshop_" + hashlib.sha256(numbered.encode()).hexdigest()[:20]
+            self.prepare.append((name, f"PREPARE {name} AS {numbered}"))
+            args = ", ".join(f"%({n})s" for n in names)
+            parts.append(f"EXECUTE {name}({args})" if names else f"EXECUTE {name}")
+        self.pg_sql = "; ".join(parts)
 
     def run(self, conn: Connection | RawTransaction, params: dict[str, Any]) -> list:
         name, dbapi = driver(conn)
@@ -50,9 +81,26 @@ class HotBatch:
         if name == "postgresql":
             import psycopg  # noqa: PLC0415 - PostgreSQL installs only
 
+            prepared = _PREPARED.get(dbapi)
+            if prepared is None:
+                prepared = _PREPARED[dbapi] = set()
+            for statement_name, sql in self.prepare:
+                if statement_name not in prepared:
+                    with dbapi.cursor() as cursor:
+                        cursor.execute(sql)  # no parameters: sent as it is
+                    prepared.add(statement_name)
             rows_ok = psycopg.pq.ExecStatus.TUPLES_OK
             with psycopg.ClientCursor(dbapi) as cursor:
-                cursor.execute(self.pg_sql, params)
+                try:
+                    cursor.execute(self.pg_sql, params)
+                except psycopg.errors.InvalidSqlStatementName as exc:
+                    # Someone dropped the session's prepared statements (DEALLOCATE ALL,
+                    # DISCARD ALL, a pooler handing over another session): the batch
+                    # failed whole (one implicit transaction, or the caller's, which
+                    # rolls back). Prepare afresh when the request runs again.
+                    _PREPARED.pop(dbapi, None)
+                    exc.cmsshop_connection_lost = True  # retryable (cmsshop.db)
+                    raise
                 while True:
                     # The result's status, not cursor.description (which builds a Column
                     # object per column on every call: a tenth of a validate).

@@ -781,6 +781,71 @@ def test_validate_purges_old_rate_windows_like_every_counted_call(
     )
 
 
+def test_validate_purges_old_nonces_now_and_then(client, license, dbsession, monkeypatch):
+    """The purge rides in validate's last batch (its own prepared statement on
+    PostgreSQL): old nonces go, the call's own stays."""
+    from sqlalchemy import text
+
+    import cmsshop.services.licensing.validation as validation
+
+    assert post(client, "activate", call_body(license)).status_code == 201
+    license_id = dbsession.execute(
+        text("SELECT id FROM licences WHERE key = :key"), {"key": license.key}
+    ).scalar_one()
+    dbsession.execute(
+        text(
+            "INSERT INTO licence_nonces (licence_id, nonce, seen_at) "
+            "VALUES (:id, 'old-nonce-0000000000', :at)"
+        ),
+        {"id": license_id, "at": dt.datetime(2020, 1, 1, tzinfo=dt.UTC)},
+    )
+    dbsession.commit()
+    monkeypatch.setattr(validation, "NONCE_PURGE_PROBABILITY", 1.0)
+    body = call_body(license)
+    assert post(client, "validate", body).status_code == 200
+    dbsession.rollback()
+    nonces = dbsession.execute(text("SELECT nonce FROM licence_nonces")).scalars().all()
+    assert "old-nonce-0000000000" not in nonces and body["nonce"] in nonces
+    # Replaying the call's nonce is still refused after the purge.
+    assert post(client, "validate", body).status_code == 409
+
+
+def test_validate_plans_its_statements_once_per_connection(client, license, engine):
+    """On PostgreSQL the batches EXECUTE statements PREPAREd once per connection."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's prepared statements")
+    from cmsshop.hotsql import _PREPARED
+
+    assert post(client, "activate", call_body(license)).status_code == 201
+    for _ in range(3):
+        assert post(client, "validate", call_body(license)).status_code == 200
+    names = set().union(*_PREPARED.values())
+    assert len(names) >= 3  # counts and lookup, nonce and lookup, touch and audit
+    # The app's connections really hold them: one of its pooled connections lists them.
+    app_engine = client.app.registry["cmsshop.engine"]
+    with app_engine.connect() as conn:
+        held = set(conn.exec_driver_sql("SELECT name FROM pg_prepared_statements").scalars().all())
+    assert held & names
+
+
+def test_validate_prepares_again_when_the_session_lost_its_statements(client, license, engine):
+    """DEALLOCATE ALL (an operator, a pooler) between two calls: the next call fails
+    whole on its first attempt and succeeds on the retry, which prepares afresh."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's prepared statements")
+    assert post(client, "activate", call_body(license)).status_code == 201
+    assert post(client, "validate", call_body(license)).status_code == 200
+    app_engine = client.app.registry["cmsshop.engine"]
+    idle = [app_engine.raw_connection() for _ in range(app_engine.pool.checkedin())]
+    for pooled in idle:
+        pooled.driver_connection.execute("DEALLOCATE ALL")
+    for pooled in idle:
+        pooled.close()
+    body = call_body(license)
+    assert post(client, "validate", body).status_code == 200
+    assert post(client, "validate", body).status_code == 409  # its nonce, stored once
+
+
 def test_generated_keys_use_every_letter_at_every_place_and_never_repeat():
     from cmsshop.util import READABLE_ALPHABET
 
