@@ -7,7 +7,7 @@ operator's SQL, a bulk import) reached the processes' answer caches only when th
 entries expired. Triggers on the five public content tables bump it for every insert,
 update and delete, whoever writes: the version is the whole truth and an answer can stay
 cached until it moves. PostgreSQL: one statement-level trigger per table and event (one
-bump per statement); SQLite: row-level triggers (all it has).
+bump per statement), TRUNCATE included; SQLite: row-level triggers (all it has).
 
 SQLite's batch mode (``op.batch_alter_table``) recreates a table and drops its triggers:
 a later migration that alters one of these tables with it must create them again
@@ -23,6 +23,7 @@ depends_on = None
 
 TABLES = ("currencies", "products", "product_prices", "releases", "articles")
 EVENTS = ("insert", "update", "delete")
+PG_EVENTS = (*EVENTS, "truncate")
 BUMP = (
     "INSERT INTO content_versions (name, version) VALUES ('public', 1) "
     "ON CONFLICT (name) DO UPDATE SET version = content_versions.version + 1"
@@ -37,7 +38,7 @@ def create_triggers(tables=TABLES) -> None:
             f"LANGUAGE plpgsql AS $$ BEGIN {BUMP}; RETURN NULL; END $$"
         )
     for table in tables:
-        for event in EVENTS:
+        for event in PG_EVENTS if postgresql else EVENTS:
             name = f"{table}_{event}_bumps_content_version"
             if postgresql:
                 op.execute(
@@ -58,7 +59,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     postgresql = op.get_bind().dialect.name == "postgresql"
     for table in TABLES:
-        for event in EVENTS:
+        for event in PG_EVENTS if postgresql else EVENTS:
             name = f"{table}_{event}_bumps_content_version"
             op.execute(f"DROP TRIGGER {name} ON {table}" if postgresql else f"DROP TRIGGER {name}")
     if postgresql:
