@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 from typing import Any
 
@@ -63,8 +64,8 @@ class LicenseRequest:
     fingerprint: str
     nonce: str
 
-    @property
-    def fingerprint_sha256(self) -> str:
+    @functools.cached_property
+    def fingerprint_sha256(self) -> str:  # (asked five times a validate: hashed once)
         return fingerprint_hash(self.fingerprint)
 
 
