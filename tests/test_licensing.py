@@ -810,6 +810,63 @@ def test_validate_purges_old_nonces_now_and_then(client, license, dbsession, mon
     assert post(client, "validate", body).status_code == 409
 
 
+def _checkouts(app) -> list:
+    """Record each pool checkout of the app's engine (one per transaction on the hot path)."""
+    from sqlalchemy import event
+
+    seen: list = []
+    event.listen(app.registry["cmsshop.engine"], "checkout", lambda *args: seen.append(1))
+    return seen
+
+
+def test_sqlite_validate_with_a_local_signer_is_one_transaction(make_lic_app, license, engine):
+    """SQLite and a signer in this process: counts, lookup, lease, nonce, touch and
+    audit in one transaction; a refused call keeps its count, writes nothing else."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's one-transaction validate")
+    app = make_lic_app(**{"cmsshop.license_rate_per_ip": "4/60"})
+    client = runtime(app)
+    post(client, "activate", call_body(license), 201)
+    checkouts = _checkouts(app)
+    body = call_body(license)
+    post(client, "validate", body, 200)
+    assert len(checkouts) == 1
+    # Refusals (a replayed nonce, an unknown installation) count once each...
+    assert_error(post(client, "validate", body, 409), 409, "nonce_reused")
+    other = call_body(license, fingerprint="install-never-activated")
+    assert_error(post(client, "validate", other, 404), 404, "activation_not_found")
+    # ...so the fifth call of the minute is refused before any work.
+    assert_error(post(client, "validate", call_body(license), 429), 429, "rate_limited")
+    app.registry["cmsshop.engine"].dispose()
+    with app.registry["cmsshop.engine"].connect() as conn:
+        nonces = conn.scalar(select(func.count()).select_from(LicenseNonce))
+        outcomes = conn.scalars(select(LicenseAuditEntry.outcome)).all()
+        counted = conn.exec_driver_sql(
+            "SELECT sum(count) FROM rate_counters WHERE key LIKE 'license.ip:%'"
+        ).scalar()
+    assert nonces == 2  # the activation's and the validated call's
+    assert counted == 5
+    assert sorted(outcomes) == sorted(
+        ["activated", "validated", "nonce_reused", "activation_not_found", "rate_limited"]
+    )
+
+
+def test_sqlite_validate_with_a_remote_signer_signs_outside_the_transaction(
+    make_lic_app, license, engine
+):
+    """A remote signer may be slow: its lease is signed between the counting
+    transaction and the writing one, never while SQLite's write lock is held."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's one-transaction validate")
+    with fake_vault() as vault:
+        app = make_lic_app(**remote_settings(vault))
+        client = runtime(app)
+        post(client, "activate", call_body(license), 201)
+        checkouts = _checkouts(app)
+        post(client, "validate", call_body(license), 200)
+    assert len(checkouts) == 2
+
+
 def test_validate_plans_its_statements_once_per_connection(client, license, engine):
     """On PostgreSQL the batches EXECUTE statements PREPAREd once per connection."""
     if engine.dialect.name != "postgresql":

@@ -86,6 +86,11 @@ def _payload(claims: dict[str, Any]) -> bytes:
 class LeaseSigner(ABC):
     """Signs lease claims into a compact JWS and publishes the verifying keys."""
 
+    # Signs in this process, in microseconds and without I/O that can stall (a remote
+    # signer may take up to its deadline): validate on SQLite then signs inside its one
+    # write transaction (services/licensing/validation.py).
+    in_process: bool = False
+
     @abstractmethod
     def sign(self, claims: dict[str, Any]) -> str:
         """The compact JWS of ``claims``; raises SigningUnavailable."""
@@ -202,6 +207,7 @@ class LocalKeySigner(LeaseSigner):
     """
 
     check_interval = 1.0
+    in_process = True
 
     def __init__(self, key_dir: str, autocreate: bool = False, check_interval: float = 1.0):
         self.key_dir = key_dir

@@ -12,7 +12,7 @@ import datetime as dt
 import random
 from typing import Any
 
-from cmsshop.errors import RateLimited
+from cmsshop.errors import ApiError, RateLimited
 from cmsshop.hotsql import (
     HotBatch,
     HotStatement,
@@ -43,6 +43,7 @@ from cmsshop.services.licensing.steps import (
     lease_for,
     one_writer,
     sign_and_commit,
+    sign_lease,
 )
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import utcnow
@@ -139,6 +140,8 @@ def validate(
     """
     engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
     now = utcnow()
+    if engine.dialect.name == "sqlite" and signer.in_process:
+        return _validate_in_one_transaction(licensing, data, audit, limiter, now)
     row = _count_and_look_up(engine, limiter, data, audit)
     plan = _plan(row, policy, data, audit, now)
 
@@ -185,6 +188,75 @@ def _count_and_look_up(engine, limiter: RateLimiter, data: LicenseRequest, audit
     return row
 
 
+def _validate_in_one_transaction(
+    licensing: Licensing,
+    data: LicenseRequest,
+    audit: AuditRecord,
+    limiter: RateLimiter,
+    now: dt.datetime,
+) -> LicensingResult:
+    """SQLite with a signer in this process: the whole call in one transaction under the
+    process's writer lock -- the counts, the lookup, the lease, the nonce, the touch
+    and the audit row -- instead of two transactions and a second look.
+
+    SQLite has one writer at a time whatever we do, and signing in-process takes
+    microseconds, so there is nothing to gain by keeping the lock free while signing
+    (the reason sign_and_commit plans, signs and re-reads; a remote signer still goes
+    that way). Nothing but the counts is written unless the lease was signed: the
+    writes of the call come after the signature, and a refusal (429, a 4xx of the
+    license, 503) commits the counts alone before it is raised.
+    """
+    engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
+    audit.describe(data)
+    counting = limiter.counting(call_checks(audit))
+    refusal: Exception | None = None
+    with one_writer(engine), raw_transaction(engine) as conn:
+        rows = counting.run(conn).fetchall()
+        limiter.maybe_purge(conn, counting.now)
+        limited = counting.decide(rows)
+        if limited is not None:
+            refusal = RateLimited(limited.retry_after)
+        else:
+            try:
+                lookup = {"key": data.license_key, "fp": data.fingerprint_sha256}
+                plan = _plan(_fetch_one(_VALIDATE_LOOKUP, conn, lookup), policy, data, audit, now)
+                lease = sign_lease(signer, policy, plan.claims)
+                nonce_params = _nonce_params(conn, policy, data, now)
+                if _fetch_one(_KEYED_NONCE, conn, nonce_params) is None:
+                    raise problems.nonce_reused()
+                _sqlite_touch_and_audit(conn, audit, nonce_params, plan.activation.id)
+                result = plan.result(lease)
+            except ApiError as exc:  # a 4xx of the license or the nonce, 503 signing
+                refusal = exc
+    audit.counted = True  # with the commit: a failure before it leaves the call uncounted
+    if refusal is not None:
+        raise refusal
+    return result
+
+
+def _nonce_params(
+    conn: RawTransaction, policy: LicensingPolicy, data: LicenseRequest, now: dt.datetime
+) -> dict[str, Any]:
+    return {
+        "key": data.license_key,
+        "nonce": data.nonce,
+        "now": db_time(conn, now),
+        "cutoff": db_time(conn, now - dt.timedelta(seconds=policy.nonce_window)),
+    }
+
+
+def _sqlite_touch_and_audit(
+    conn: RawTransaction, audit: AuditRecord, nonce_params: dict[str, Any], activation_id: int
+) -> None:
+    """The writes of a validated call after its nonce (SQLite, one statement each)."""
+    if random.random() < NONCE_PURGE_PROBABILITY:
+        _PURGE_NONCES.run(conn, {"cutoff": nonce_params["cutoff"]}).close()
+    _TOUCH_ACTIVATION.run(conn, {"id": activation_id, "now": nonce_params["now"]}).close()
+    entry = audit.values("validated", 200)
+    entry["created_at"] = db_time(conn, entry["created_at"])
+    _INSERT_AUDIT.run(conn, entry).close()
+
+
 def _commit(
     conn: RawTransaction,
     signer: LeaseSigner,
@@ -195,13 +267,8 @@ def _commit(
     planned: Plan,
     lease: str | None,
 ) -> LicensingResult:
-    cutoff = db_time(conn, now - dt.timedelta(seconds=policy.nonce_window))
-    nonce_params = {
-        "key": data.license_key,
-        "nonce": data.nonce,
-        "now": db_time(conn, now),
-        "cutoff": cutoff,
-    }
+    nonce_params = _nonce_params(conn, policy, data, now)
+    cutoff = nonce_params["cutoff"]
     fp = data.fingerprint_sha256
     postgresql = conn.dialect_name == "postgresql"
     if postgresql:
@@ -215,19 +282,14 @@ def _commit(
     if nonce_row is None:
         raise problems.nonce_reused()
     lease = lease_for(signer, policy, planned, current, lease)
-    purge = random.random() < NONCE_PURGE_PROBABILITY
-    entry = audit.values("validated", 200)
-    entry["created_at"] = db_time(conn, entry["created_at"])
     if postgresql:
+        purge = random.random() < NONCE_PURGE_PROBABILITY
+        entry = audit.values("validated", 200)
         entry.update(touched_at=nonce_params["now"], touched_id=current.activation.id)
         batch = _PG_PURGE_TOUCH_AUDIT_COMMIT if purge else _PG_TOUCH_AUDIT_COMMIT
         batch.run(conn, {**entry, "cutoff": cutoff})
     else:
-        if purge:
-            _PURGE_NONCES.run(conn, {"cutoff": cutoff}).close()
-        touch = {"id": current.activation.id, "now": nonce_params["now"]}
-        _TOUCH_ACTIVATION.run(conn, touch).close()
-        _INSERT_AUDIT.run(conn, entry).close()
+        _sqlite_touch_and_audit(conn, audit, nonce_params, current.activation.id)
     return current.result(lease)
 
 
