@@ -194,6 +194,18 @@ def own_transaction(registry) -> Iterator[Session]:
         session.close()
 
 
+def one_snapshot(session: Session) -> Session:
+    """Make every statement of ``session``'s next transaction read the same snapshot;
+    call it before the first one. PostgreSQL's READ COMMITTED takes a new snapshot per
+    statement, so a plan that reads a row and then counts its siblings can see another
+    transaction's commit in between (a license with no such installation, yet full); a
+    read-only REPEATABLE READ transaction sees one moment and never fails to serialize.
+    A SQLite read transaction already is one snapshot."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    return session
+
+
 def take_write_lock(session: Session) -> None:
     """On SQLite, swap the request's read snapshot for the database write lock, now.
 

@@ -736,6 +736,44 @@ def test_concurrent_activations_for_the_last_seat_exactly_one_wins(lic_app, dbse
     assert count(dbsession, Activation, Activation.active.is_(True)) == 1
 
 
+def test_activate_plans_on_one_snapshot(client, dbsession, product, engine, monkeypatch):
+    """The lock-free plan reads the license, the installation and the seats in use as of
+    one moment. Here another process activates the same installation between the plan's
+    look for it and its count of seats (it happened in a CI run of four racing
+    reinstalls): on PostgreSQL's per-statement snapshots the plan saw no installation but
+    a full license and answered 409; on one snapshot it plans an activation, and under the
+    lock finds the installation already active (200)."""
+    import cmsshop.services.licensing.seats as seats
+    from cmsshop.services.licensing.domains import normalise_domain
+
+    license = make_license(dbsession, product, max_activations=1)
+    body = call_body(license)
+    count_seats = seats.seats_used
+    concurrent: list[bool] = []
+
+    def another_process_activates_first(session, license_id, exclude_id=None):
+        if not concurrent:
+            concurrent.append(True)
+            with engine.begin() as conn:
+                conn.execute(
+                    Activation.__table__.insert().values(
+                        licence_id=license_id,
+                        fingerprint=body["fingerprint"],
+                        fingerprint_sha256=fingerprint_hash(body["fingerprint"]),
+                        domain=normalise_domain(body["domain"]),
+                        environment="production",
+                        active=True,
+                        activated_at=utcnow(),
+                    )
+                )
+        return count_seats(session, license_id, exclude_id)
+
+    monkeypatch.setattr(seats, "seats_used", another_process_activates_first)
+    data = post(client, "activate", body, 200).json
+    assert concurrent and data["license"]["activationsUsed"] == 1
+    assert count(dbsession, Activation) == 1
+
+
 def test_concurrent_reinstalls_share_one_activation(lic_app, dbsession, product):
     license = make_license(dbsession, product, max_activations=1)
     bodies = [call_body(license) for _ in range(4)]

@@ -14,7 +14,7 @@ import datetime as dt
 from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
-from cmsshop.db import take_write_lock
+from cmsshop.db import one_snapshot, take_write_lock
 from cmsshop.errors import NotFound
 from cmsshop.models import Activation, License, LicenseAuditEntry, Product
 from cmsshop.services.licensing import problems
@@ -194,8 +194,11 @@ def _write(session: Session, plan: Plan, data: LicenseRequest) -> None:
 def _change_seat(planner, licensing: Licensing, data: LicenseRequest, audit: AuditRecord):
     engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
     call = SeatCall(policy, data, audit, utcnow())
-    with Session(engine) as session:  # read only: no lock, nothing to commit
-        plan = planner(session, call)
+    # Read only, no lock, nothing to commit; one snapshot, or a commit between the plan's
+    # statements could answer a 4xx no moment ever justified (the lock's re-read below
+    # only runs for plans that want to write).
+    with Session(engine) as session:
+        plan = planner(one_snapshot(session), call)
 
     def commit(planned: Plan, lease: str | None) -> LicensingResult:
         reserved = planned.activation.id if planned.insert else None
