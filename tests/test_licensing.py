@@ -905,6 +905,58 @@ def test_sqlite_validate_with_a_remote_signer_signs_outside_the_transaction(
     assert len(checkouts) == 2
 
 
+def test_postgresql_validate_writes_in_one_statement_unless_the_license_changed(
+    client, license, engine, monkeypatch
+):
+    """PostgreSQL: after the counts and lookup, one statement stores the nonce, touch and
+    audit row only if the license still reads the same; a replayed nonce or a license
+    changed while the lease was signed writes nothing there and takes the general path
+    (409, or a lease signed again for the new state)."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's one-statement write")
+    import cmsshop.services.licensing.validation as validation
+    from cmsshop.services.licensing.signing import LocalKeySigner
+
+    written: list[bool] = []
+    one_statement = validation._pg_commit_if_unchanged
+
+    def spy(*args):
+        written.append(one_statement(*args))
+        return written[-1]
+
+    monkeypatch.setattr(validation, "_pg_commit_if_unchanged", spy)
+    post(client, "activate", call_body(license), 201)
+    body = call_body(license)
+    post(client, "validate", body, 200)
+    assert written == [True]
+    assert_error(post(client, "validate", body, 409), 409, "nonce_reused")
+    assert written == [True, False]
+
+    # The license's flags change while the first lease is being signed.
+    sign = LocalKeySigner.sign
+    changed: list[bool] = []
+
+    def sign_while_an_admin_edits(self, claims):
+        if not changed:
+            changed.append(True)
+            with engine.begin() as conn:
+                conn.execute(
+                    update(License).where(License.id == license.id).values(features=["sso"])
+                )
+        return sign(self, claims)
+
+    monkeypatch.setattr(LocalKeySigner, "sign", sign_while_an_admin_edits)
+    data = post(client, "validate", call_body(license), 200).json
+    assert written == [True, False, False]
+    assert lease_claims(client, data["lease"])[1]["lic"]["features"] == ["sso"]
+    assert data["license"]["features"] == ["sso"]
+    with engine.connect() as conn:
+        outcomes = conn.scalars(select(LicenseAuditEntry.outcome)).all()
+        nonces = conn.scalar(select(func.count()).select_from(LicenseNonce))
+    assert sorted(outcomes) == ["activated", "nonce_reused", "validated", "validated"]
+    assert nonces == 3
+
+
 def test_validate_plans_its_statements_once_per_connection(client, license, engine):
     """On PostgreSQL the batches EXECUTE statements PREPAREd once per connection."""
     if engine.dialect.name != "postgresql":

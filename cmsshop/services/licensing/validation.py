@@ -3,12 +3,16 @@
 It runs on plain connections rather than through the ORM session: the rate counts and
 one lookup without locks, the lease signed, then one short transaction for the nonce, a
 second look at the same row, the ``lastValidatedAt`` touch and the audit row, each a
-statement built once (see cmsshop.hotsql), batched on PostgreSQL: three round trips.
+statement built once (see cmsshop.hotsql). On PostgreSQL that is two round trips: the
+counts with the lookup, then one statement that writes the rest only if the second look
+still gives the same row (three when it does not). On SQLite with a signer in this
+process, the whole call is one transaction.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 from typing import Any
 
@@ -50,15 +54,19 @@ from cmsshop.util import utcnow
 
 # validate's one read: the license, its product, the installation, the paid seats used
 # and the license's feature flags.
-_VALIDATE_LOOKUP = HotStatement(
-    "SELECT l.id, l.status, l.max_activations, l.expires_at, p.slug, a.id, a.domain, "
+_LOOKUP_COLUMNS = (
+    "l.id, l.status, l.max_activations, l.expires_at, p.slug, a.id, a.domain, "
     "a.environment, a.active, a.activated_at, a.deactivated_at, "
     "(SELECT count(*) FROM activations AS s WHERE s.licence_id = l.id AND s.active "
-    "AND s.environment = 'production'), l.features "
+    "AND s.environment = 'production'), l.features"
+)
+_LOOKUP_FROM = (
     "FROM licences AS l JOIN products AS p ON p.id = l.product_id "
     "LEFT OUTER JOIN activations AS a ON a.licence_id = l.id AND a.fingerprint_sha256 = :fp "
     "WHERE l.key = :key"
 )
+_VALIDATE_LOOKUP = HotStatement(f"SELECT {_LOOKUP_COLUMNS} {_LOOKUP_FROM}")  # noqa: S608
+_LOOKUP_WIDTH = 13  # columns of a lookup row
 _PURGE_NONCES = HotStatement("DELETE FROM licence_nonces WHERE seen_at < :cutoff")
 _TOUCH_ACTIVATION = HotStatement("UPDATE activations SET last_validated_at = :now WHERE id = :id")
 _INSERT_AUDIT = HotStatement(
@@ -91,6 +99,57 @@ _PG_TOUCH_AND_AUDIT = HotStatement(
     "WITH t AS (UPDATE activations SET last_validated_at = :touched_at WHERE id = :touched_id) "  # noqa: S608
     + _INSERT_AUDIT.sql["sqlite"]
 )
+
+
+# PostgreSQL, the common case in one statement (data-modifying CTEs, one snapshot): the
+# same lookup again, and only if it gives the very row the lease was signed for (every
+# column passed back as :seen_N; the JSON flags compared as jsonb), the nonce; only if
+# the nonce is new, the touch and the audit row. It answers how many nonces it stored:
+# 0 means it wrote nothing (the nonce was seen, or the license changed), and the call
+# takes the general path, which finds out which.
+_PG_SEEN_COLUMNS = _LOOKUP_COLUMNS.replace("l.features", "CAST(l.features AS jsonb)")
+_PG_SEEN_VALUES = ", ".join(f":seen_{i}" for i in range(_LOOKUP_WIDTH - 1))
+_PG_IF_UNCHANGED_NONCE_TOUCH_AUDIT = HotStatement(
+    f"WITH seen AS (SELECT 1 {_LOOKUP_FROM} AND ({_PG_SEEN_COLUMNS}) IS NOT DISTINCT FROM "  # noqa: S608
+    f"({_PG_SEEN_VALUES}, CAST(:seen_{_LOOKUP_WIDTH - 1} AS jsonb))), "
+    "n AS (INSERT INTO licence_nonces (licence_id, nonce, seen_at) "
+    "SELECT id, :nonce, :now FROM licences WHERE key = :key AND EXISTS (SELECT 1 FROM seen) "
+    "ON CONFLICT (licence_id, nonce) DO UPDATE SET seen_at = excluded.seen_at "
+    "WHERE licence_nonces.seen_at < :cutoff RETURNING id), "
+    "t AS (UPDATE activations SET last_validated_at = :now "
+    "WHERE id = :seen_5 AND EXISTS (SELECT 1 FROM n)), "
+    "w AS (INSERT INTO licence_audit_log (created_at, action, outcome, status, licence_id, "
+    "activation_id, key_hint, product, fingerprint_sha256, domain, environment, ip, "
+    "request_id) SELECT :created_at, :action, :outcome, :status, :license_id, "
+    ":activation_id, :key_hint, :product, :fingerprint_sha256, :domain, :environment, :ip, "
+    ":request_id WHERE EXISTS (SELECT 1 FROM n)) "
+    "SELECT count(*) FROM n"
+)
+_PG_IF_UNCHANGED = HotBatch(_PG_IF_UNCHANGED_NONCE_TOUCH_AUDIT)
+_PG_PURGE_AND_IF_UNCHANGED = HotBatch(_PURGE_NONCES, _PG_IF_UNCHANGED_NONCE_TOUCH_AUDIT)
+
+
+def _pg_commit_if_unchanged(
+    conn: RawTransaction,
+    policy: LicensingPolicy,
+    data: LicenseRequest,
+    audit: AuditRecord,
+    now: dt.datetime,
+    row: tuple,
+) -> bool:
+    """PostgreSQL: write the validated call in one autocommitted round trip if the
+    license still reads as ``row`` (the lookup the lease was signed for); False, having
+    written nothing, otherwise."""
+    params = _nonce_params(conn, policy, data, now)
+    params["fp"] = data.fingerprint_sha256
+    params.update(audit.values("validated", 200))
+    for i, value in enumerate(row):
+        params[f"seen_{i}"] = value
+    flags = row[_LOOKUP_WIDTH - 1]  # parsed by psycopg; sent back as JSON text
+    params[f"seen_{_LOOKUP_WIDTH - 1}"] = None if flags is None else json.dumps(flags)
+    purge = random.random() < NONCE_PURGE_PROBABILITY
+    results = (_PG_PURGE_AND_IF_UNCHANGED if purge else _PG_IF_UNCHANGED).run(conn, params)
+    return results[-1][0][0] == 1
 
 
 def _fetch_one(statement: HotStatement, conn: RawTransaction, params: dict[str, Any]):
@@ -134,9 +193,11 @@ def validate(
     activated domain, and refresh ``lastValidatedAt``.
 
     Nothing is written but the counts unless the lease was signed; no lock is held while
-    signing. Three round trips on PostgreSQL: the counts with the lookup, then BEGIN
-    with the nonce and the second look, then the touch, the audit row and COMMIT (each
-    a HotBatch).
+    signing. On PostgreSQL two round trips: the counts with the lookup, then the nonce,
+    touch and audit row in one statement that writes only if the license still reads the
+    same. If it wrote nothing (a seen nonce, a license changed meanwhile), the general
+    path finds out which: BEGIN with the nonce and the second look, then the touch, the
+    audit row and COMMIT (each a HotBatch), re-signing a changed plan.
     """
     engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
     now = utcnow()
@@ -148,6 +209,12 @@ def validate(
     def commit(planned: Plan, lease: str | None) -> LicensingResult:
         if engine.dialect.name == "postgresql":
             with raw_autocommit(engine) as conn:  # BEGIN and COMMIT ride in the batches
+                if (
+                    lease is not None
+                    and planned is plan
+                    and _pg_commit_if_unchanged(conn, policy, data, audit, now, row)
+                ):
+                    return plan.result(lease)
                 return _commit(conn, signer, policy, data, audit, now, planned, lease)
         with one_writer(engine), raw_transaction(engine) as conn:
             return _commit(conn, signer, policy, data, audit, now, planned, lease)
