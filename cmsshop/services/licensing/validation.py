@@ -116,7 +116,7 @@ _PG_IF_UNCHANGED_NONCE_TOUCH_AUDIT = HotStatement(
     "SELECT id, :nonce, :now FROM licences WHERE key = :key AND EXISTS (SELECT 1 FROM seen) "
     "ON CONFLICT (licence_id, nonce) DO UPDATE SET seen_at = excluded.seen_at "
     "WHERE licence_nonces.seen_at < :cutoff RETURNING id), "
-    "t AS (UPDATE activations SET last_validated_at = :now "
+    "t AS (UPDATE activations SET last_validated_at = :now "  # seen_5: the activation id
     "WHERE id = :seen_5 AND EXISTS (SELECT 1 FROM n)), "
     "w AS (INSERT INTO licence_audit_log (created_at, action, outcome, status, licence_id, "
     "activation_id, key_hint, product, fingerprint_sha256, domain, environment, ip, "
