@@ -245,14 +245,20 @@ def _count_and_look_up(engine, limiter: RateLimiter, data: LicenseRequest, audit
         # The counts are a write: wait for this process's other writers on the lock, not
         # in SQLite's busy handler (its sleeps made a third of the wall time idle).
         with one_writer(engine), raw_transaction(engine) as conn:
-            rows = counting.run(conn).fetchall()
-            limiter.maybe_purge(conn, counting.now)
-            row = _fetch_one(_VALIDATE_LOOKUP, conn, lookup)
+            rows, row = _sqlite_count_and_look_up(conn, limiter, counting, lookup)
     audit.counted = True
     refusal = counting.decide(rows)
     if refusal is not None:
         raise RateLimited(refusal.retry_after)
     return row
+
+
+def _sqlite_count_and_look_up(conn: RawTransaction, limiter: RateLimiter, counting, lookup):
+    """SQLite, in the caller's transaction: the counts' rows (the old windows purged now
+    and then) and the lookup row."""
+    rows = counting.run(conn).fetchall()
+    limiter.maybe_purge(conn, counting.now)
+    return rows, _fetch_one(_VALIDATE_LOOKUP, conn, lookup)
 
 
 def _validate_in_one_transaction(
@@ -276,17 +282,16 @@ def _validate_in_one_transaction(
     engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
     audit.describe(data)
     counting = limiter.counting(call_checks(audit))
+    lookup = {"key": data.license_key, "fp": data.fingerprint_sha256}
     refusal: Exception | None = None
     with one_writer(engine), raw_transaction(engine) as conn:
-        rows = counting.run(conn).fetchall()
-        limiter.maybe_purge(conn, counting.now)
+        rows, row = _sqlite_count_and_look_up(conn, limiter, counting, lookup)
         limited = counting.decide(rows)
         if limited is not None:
             refusal = RateLimited(limited.retry_after)
         else:
             try:
-                lookup = {"key": data.license_key, "fp": data.fingerprint_sha256}
-                plan = _plan(_fetch_one(_VALIDATE_LOOKUP, conn, lookup), policy, data, audit, now)
+                plan = _plan(row, policy, data, audit, now)
                 lease = sign_lease(signer, policy, plan.claims)
                 nonce_params = _nonce_params(conn, policy, data, now)
                 if _fetch_one(_KEYED_NONCE, conn, nonce_params) is None:
