@@ -1,0 +1,231 @@
+"""Benchmark (diagnostic): validate against the least a validate can do, served alike.
+
+    .venv/bin/python bench/validate_floor.py            # SQLite in a temp dir
+
+bench/licensing.py measures validate against the bare route; this script asks where the
+difference goes. Beside the app and the bare route, the same waitress server (8 threads,
+16 keep-alive connections, production logging) serves plain WSGI routes -- no Pyramid,
+no cmsshop code -- that each do a part of what no validate can skip, on the same SQLite
+database, with bodies shaped like validate's:
+
+- ``floor: JSON + sign``: read the body, parse it, sign it with Ed25519 (the
+  ``cryptography`` package), answer JSON. No database.
+- ``floor: + one SQLite write``: the same plus the nonce stored by one autocommitted
+  INSERT on a per-thread connection (SQLite's own write lock and busy handler only).
+- ``floor: + the write under a lock``: the same INSERT in BEGIN .. COMMIT under a
+  process-wide ``threading.Lock``, the way SQLite writers in one process take turns in
+  cmsshop (services/licensing/steps.py, ``one_writer``).
+- ``floor: + the write by a batching writer``: the INSERT handed to one writer thread,
+  which commits whatever calls are queued in one transaction and then answers them
+  (group commit; not how cmsshop writes today).
+
+It prints each route's throughput and the server's CPU per request as a ratio of the
+bare route's, in alternating rounds. No targets: it exits 1 only if a route errs.
+SQLite only; see docs/licensing.md (Performance) for what the numbers showed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/benchlib.py
+FLOOR_SIGN = "/bench/floor/sign"
+FLOOR_WRITE = "/bench/floor/write"
+FLOOR_LOCKED = "/bench/floor/locked-write"
+FLOOR_BATCHED = "/bench/floor/batched-write"
+
+
+def floor_routes(database_path: str):
+    """``{path: WSGI app}`` for the three floors, on the SQLite file at ``database_path``."""
+    import contextlib
+    import queue
+    import sqlite3
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    local = threading.local()
+    writer = threading.Lock()
+    # A nonce seen before is left alone: the rounds' client seeds may repeat across routes.
+    insert = (
+        "INSERT INTO bench_floor_nonces (nonce, seen_at) VALUES (?, datetime('now')) "
+        "ON CONFLICT (nonce) DO NOTHING"
+    )
+
+    def connection():
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = sqlite3.connect(database_path, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=10000")
+        return conn
+
+    def store_alone(nonce):
+        connection().execute(insert, (nonce,))
+
+    def store_under_lock(nonce):
+        conn = connection()
+        with writer:
+            conn.execute("BEGIN")
+            conn.execute(insert, (nonce,))
+            conn.execute("COMMIT")
+
+    # One writer thread: each request queues its nonce and waits; the writer commits
+    # whatever is queued in one transaction, then releases the waiters (group commit).
+    queued: queue.SimpleQueue = queue.SimpleQueue()
+
+    def write_batches():
+        conn = connection()
+        while True:
+            batch = [queued.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    batch.append(queued.get_nowait())
+            conn.execute("BEGIN")
+            for nonce, _ in batch:
+                conn.execute(insert, (nonce,))
+            conn.execute("COMMIT")
+            for _, done in batch:
+                done.release()
+
+    threading.Thread(target=write_batches, daemon=True).start()
+
+    def store_batched(nonce):
+        done = threading.Lock()
+        done.acquire()
+        queued.put((nonce, done))
+        done.acquire()  # released by the writer once the batch is committed
+
+    def route(store):
+        def app(environ, start_response):
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            data = json.loads(body)
+            if store is not None:
+                store(data["nonce"])
+            out = json.dumps({"lease": key.sign(body).hex()}).encode()
+            start_response(
+                "200 OK",
+                [("Content-Type", "application/json"), ("Content-Length", str(len(out)))],
+            )
+            return [out]
+
+        return app
+
+    return {
+        FLOOR_SIGN: route(None),
+        FLOOR_WRITE: route(store_alone),
+        FLOOR_LOCKED: route(store_under_lock),
+        FLOOR_BATCHED: route(store_batched),
+    }
+
+
+def serve(database_url: str, key_dir: str, threads: int, log_path: str) -> None:
+    """Child process: the app, the bare route and the floors on a free loopback port."""
+    from benchlib import production_logging, serve_wsgi, with_bare_route
+    from licensing import bench_settings
+
+    from cmsshop.config import configure
+
+    production_logging(log_path)
+    app = with_bare_route(configure(bench_settings(database_url, key_dir)).make_wsgi_app())
+    floors = floor_routes(database_url.split("///", 1)[1])
+
+    def dispatch(environ, start_response):
+        floor = floors.get(environ.get("PATH_INFO"))
+        return (floor or app)(environ, start_response)
+
+    serve_wsgi(dispatch, threads)
+
+
+def main(argv=None) -> int:
+    from benchlib import BARE, Route, http_request, measure, report, start_server, stop_server
+    from licensing import activated_sample, prepare_database, validate_route
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--licenses", type=int, default=100_000)
+    parser.add_argument("--activated", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per route")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
+    parser.add_argument("--connections", type=int, default=16, help="keep-alive connections")
+    parser.add_argument("--threads", type=int, default=8, help="waitress threads")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", help=argparse.SUPPRESS)
+    parser.add_argument("--key-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--log", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.serve:
+        serve(args.database_url, args.key_dir, args.threads, args.log)
+        return 0
+
+    import sqlite3
+
+    from cmsshop.services.licensing.signing import generate_signing_key
+
+    workdir = tempfile.mkdtemp(prefix="cmsshop-bench-")
+    url = f"sqlite:///{workdir}/bench.sqlite"
+    key_dir = os.path.join(workdir, "keys")
+    generate_signing_key(key_dir)
+    prepare_database(url, args.licenses, args.activated, reset=False)
+    with sqlite3.connect(f"{workdir}/bench.sqlite") as conn:
+        conn.execute("CREATE TABLE bench_floor_nonces (nonce TEXT PRIMARY KEY, seen_at TEXT)")
+    validate = validate_route(activated_sample(url, args.activated))
+
+    def floor(name, path):
+        def requests(rng, n):  # validate's own bodies, to another path
+            return [
+                http_request("POST", path, body, {"Content-Type": "application/json"})
+                for body in (r.split(b"\r\n\r\n", 1)[1] for r in validate.requests(rng, n))
+            ]
+
+        return Route(name, requests)
+
+    routes = [
+        BARE,
+        floor("floor: JSON + sign", FLOOR_SIGN),
+        floor("floor: + one SQLite write", FLOOR_WRITE),
+        floor("floor: + the write under a lock", FLOOR_LOCKED),
+        floor("floor: + the write by a batching writer", FLOOR_BATCHED),
+        Route(validate.name, validate.requests),  # no target here: see bench/licensing.py
+    ]
+    server, port = start_server(
+        __file__,
+        ["--serve", "--database-url", url, "--key-dir", key_dir, "--threads",
+         str(args.threads), "--log", os.path.join(workdir, "server.log")],
+    )  # fmt: skip
+    try:
+        print(
+            f"server: waitress, {args.threads} threads, port {port}; {args.connections} "
+            f"keep-alive connections; {args.seconds:.0f}s per route in {args.rounds} "
+            "alternating rounds; SQLite\n",
+            flush=True,
+        )
+        results = measure(
+            port,
+            routes,
+            seconds=args.seconds,
+            rounds=args.rounds,
+            clients=args.connections,
+            warmup=2.0,
+            server_pid=server.pid,
+        )
+        ok = report(results)
+    finally:
+        stop_server(server)
+    bare_cpu = results[0]["cpu_ms"]
+    for r in results:
+        print(
+            f"server CPU per request, {r['route'].name[:43]:44} {r['cpu_ms']:5.2f} ms "
+            f"({r['cpu_ms'] / bare_cpu:4.1f}x bare)"
+        )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
