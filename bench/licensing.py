@@ -162,18 +162,23 @@ def validate_route(sample: list[dict]):
     return Route("POST /api/license/validate", requests, target=TARGET, p99_ms=P99_MS)
 
 
-def main(argv=None) -> int:
-    from benchlib import BARE, measure, report, start_server, stop_server
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", help="default: SQLite in a temporary directory")
-    parser.add_argument("--reset", action="store_true", help="wipe a non-empty PostgreSQL db")
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    """The database size and the load, shared with bench/validate_floor.py."""
     parser.add_argument("--licenses", type=int, default=100_000)
     parser.add_argument("--activated", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per route")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
     parser.add_argument("--connections", type=int, default=16, help="keep-alive connections")
     parser.add_argument("--threads", type=int, default=8, help="waitress threads")
+
+
+def main(argv=None) -> int:
+    from benchlib import BARE, measure, report, start_server, stop_server
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", help="default: SQLite in a temporary directory")
+    parser.add_argument("--reset", action="store_true", help="wipe a non-empty PostgreSQL db")
+    add_load_arguments(parser)
     parser.add_argument("--processes", type=int, default=1, help="server processes")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--key-dir", help=argparse.SUPPRESS)

@@ -145,15 +145,10 @@ def serve(database_url: str, key_dir: str, threads: int, log_path: str) -> None:
 
 def main(argv=None) -> int:
     from benchlib import BARE, Route, http_request, measure, report, start_server, stop_server
-    from licensing import activated_sample, prepare_database, validate_route
+    from licensing import activated_sample, add_load_arguments, prepare_database, validate_route
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--licenses", type=int, default=100_000)
-    parser.add_argument("--activated", type=int, default=10_000)
-    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per route")
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
-    parser.add_argument("--connections", type=int, default=16, help="keep-alive connections")
-    parser.add_argument("--threads", type=int, default=8, help="waitress threads")
+    add_load_arguments(parser)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
     parser.add_argument("--key-dir", help=argparse.SUPPRESS)
