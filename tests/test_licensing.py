@@ -857,6 +857,24 @@ def _checkouts(app) -> list:
     return seen
 
 
+def _statements(app) -> list[str]:
+    """The SQL text of every statement on SQLite connections checked out from now on."""
+    from sqlalchemy import event
+
+    seen: list[str] = []
+
+    def trace(dbapi_connection, record, proxy):
+        dbapi_connection.set_trace_callback(seen.append)
+
+    def untrace(dbapi_connection, record):
+        dbapi_connection.set_trace_callback(None)
+
+    engine = app.registry["cmsshop.engine"]
+    event.listen(engine, "checkout", trace)
+    event.listen(engine, "checkin", untrace)
+    return seen
+
+
 def test_sqlite_validate_with_a_local_signer_is_one_transaction(make_lic_app, license, engine):
     """SQLite and a signer in this process: counts, lookup, lease, nonce, touch and
     audit in one transaction; a refused call keeps its count, writes nothing else."""
@@ -873,8 +891,12 @@ def test_sqlite_validate_with_a_local_signer_is_one_transaction(make_lic_app, li
     assert_error(post(client, "validate", body, 409), 409, "nonce_reused")
     other = call_body(license, fingerprint="install-never-activated")
     assert_error(post(client, "validate", other, 404), 404, "activation_not_found")
-    # ...so the fifth call of the minute is refused before any work.
+    # ...so the fifth call of the minute is refused before any work: its counts are all
+    # it runs (the refusal path is the one a flood takes).
+    statements = _statements(app)
     assert_error(post(client, "validate", call_body(license), 429), 429, "rate_limited")
+    assert statements and any("rate_counters" in sql for sql in statements)
+    assert not any("FROM licences" in sql for sql in statements), statements
     app.registry["cmsshop.engine"].dispose()
     with app.registry["cmsshop.engine"].connect() as conn:
         nonces = conn.scalar(select(func.count()).select_from(LicenseNonce))

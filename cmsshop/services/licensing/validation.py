@@ -241,24 +241,26 @@ def _count_and_look_up(engine, limiter: RateLimiter, data: LicenseRequest, audit
             rows, looked = batch.run(conn, {**counting.params, **lookup})
             limiter.maybe_purge(conn, counting.now)
         row = looked[0] if looked else None
+        limited = counting.decide(rows)
     else:
         # The counts are a write: wait for this process's other writers on the lock, not
         # in SQLite's busy handler (its sleeps made a third of the wall time idle).
+        # A refused call reads no lookup row: the refusal path is the one a flood takes.
         with one_writer(engine), raw_transaction(engine) as conn:
-            rows, row = _sqlite_count_and_look_up(conn, limiter, counting, lookup)
+            limited = counting.decide(_sqlite_count(conn, limiter, counting))
+            row = _fetch_one(_VALIDATE_LOOKUP, conn, lookup) if limited is None else None
     audit.counted = True
-    refusal = counting.decide(rows)
-    if refusal is not None:
-        raise RateLimited(refusal.retry_after)
+    if limited is not None:
+        raise RateLimited(limited.retry_after)
     return row
 
 
-def _sqlite_count_and_look_up(conn: RawTransaction, limiter: RateLimiter, counting, lookup):
+def _sqlite_count(conn: RawTransaction, limiter: RateLimiter, counting) -> list:
     """SQLite, in the caller's transaction: the counts' rows (the old windows purged now
-    and then) and the lookup row."""
+    and then)."""
     rows = counting.run(conn).fetchall()
     limiter.maybe_purge(conn, counting.now)
-    return rows, _fetch_one(_VALIDATE_LOOKUP, conn, lookup)
+    return rows
 
 
 def _validate_in_one_transaction(
@@ -275,35 +277,48 @@ def _validate_in_one_transaction(
     SQLite has one writer at a time whatever we do, and signing in-process takes
     microseconds, so there is nothing to gain by keeping the lock free while signing
     (the reason sign_and_commit plans, signs and re-reads; a remote signer still goes
-    that way). Nothing but the counts is written unless the lease was signed: the
-    writes of the call come after the signature, and a refusal (429, a 4xx of the
-    license, 503) commits the counts alone before it is raised.
+    that way).
     """
-    engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
-    audit.describe(data)
-    counting = limiter.counting(call_checks(audit))
-    lookup = {"key": data.license_key, "fp": data.fingerprint_sha256}
-    refusal: Exception | None = None
-    with one_writer(engine), raw_transaction(engine) as conn:
-        rows, row = _sqlite_count_and_look_up(conn, limiter, counting, lookup)
-        limited = counting.decide(rows)
-        if limited is not None:
-            refusal = RateLimited(limited.retry_after)
-        else:
-            try:
-                plan = _plan(row, policy, data, audit, now)
-                lease = sign_lease(signer, policy, plan.claims)
-                nonce_params = _nonce_params(conn, policy, data, now)
-                if _fetch_one(_KEYED_NONCE, conn, nonce_params) is None:
-                    raise problems.nonce_reused()
-                _sqlite_touch_and_audit(conn, audit, nonce_params, plan.activation.id)
-                result = plan.result(lease)
-            except ApiError as exc:  # a 4xx of the license or the nonce, 503 signing
-                refusal = exc
+    with one_writer(licensing.engine), raw_transaction(licensing.engine) as conn:
+        result, refusal = validate_in(conn, licensing, data, audit, limiter, now)
     audit.counted = True  # with the commit: a failure before it leaves the call uncounted
     if refusal is not None:
         raise refusal
     return result
+
+
+def validate_in(
+    conn: RawTransaction,
+    licensing: Licensing,
+    data: LicenseRequest,
+    audit: AuditRecord,
+    limiter: RateLimiter,
+    now: dt.datetime,
+) -> tuple[LicensingResult | None, ApiError | None]:
+    """SQLite, in the caller's write transaction: one call's counts, lookup, lease,
+    nonce, touch and audit row; its result or its refusal (429, a 4xx of the license or
+    the nonce, 503 signing), which the caller raises once the transaction committed.
+    Nothing but the counts is written unless the lease was signed: the writes of the
+    call come after the signature, so a refusal commits the counts alone."""
+    policy = licensing.policy
+    audit.describe(data)
+    counting = limiter.counting(call_checks(audit))
+    limited = counting.decide(_sqlite_count(conn, limiter, counting))
+    if limited is not None:
+        return None, RateLimited(limited.retry_after)  # without reading the lookup row
+    try:
+        row = _fetch_one(
+            _VALIDATE_LOOKUP, conn, {"key": data.license_key, "fp": data.fingerprint_sha256}
+        )
+        plan = _plan(row, policy, data, audit, now)
+        lease = sign_lease(licensing.signer, policy, plan.claims)
+        nonce_params = _nonce_params(conn, policy, data, now)
+        if _fetch_one(_KEYED_NONCE, conn, nonce_params) is None:
+            raise problems.nonce_reused()
+        _sqlite_touch_and_audit(conn, audit, nonce_params, plan.activation.id)
+        return plan.result(lease), None
+    except ApiError as exc:  # a 4xx of the license or the nonce, 503 signing
+        return None, exc
 
 
 def _nonce_params(
