@@ -18,6 +18,16 @@ database, with bodies shaped like validate's:
 - ``floor: + the write by a batching writer``: the INSERT handed to one writer thread,
   which commits whatever calls are queued in one transaction and then answers them
   (group commit; not how cmsshop writes today).
+- ``floor: + the write autocommitted, locked``: the lone INSERT of the second floor,
+  taken under the process-wide lock (the lock without a transaction around it).
+
+and, with cmsshop's code but not Pyramid's:
+
+- ``floor: validate's service, no Pyramid``: the body parsed as the view parses a
+  well-formed one, ``validation.validate`` (all of its SQLite work, the lease) and the
+  view's JSON answer; no tweens, routing, renderer or request log.
+- ``floor: service, group commit, no Pyramid``: the same calls run by one thread, every
+  queued call in one transaction with one COMMIT (tried, not adopted).
 
 It prints each route's throughput and the server's CPU per request as a ratio of the
 bare route's, in alternating rounds. No targets: it exits 1 only if a route errs.
@@ -38,10 +48,13 @@ FLOOR_SIGN = "/bench/floor/sign"
 FLOOR_WRITE = "/bench/floor/write"
 FLOOR_LOCKED = "/bench/floor/locked-write"
 FLOOR_BATCHED = "/bench/floor/batched-write"
+FLOOR_LOCKED_ONE = "/bench/floor/locked-autocommit"
+FLOOR_SERVICE = "/bench/floor/validate-service"
+FLOOR_SERVICE_GROUPED = "/bench/floor/validate-service-grouped"
 
 
 def floor_routes(database_path: str):
-    """``{path: WSGI app}`` for the three floors, on the SQLite file at ``database_path``."""
+    """``{path: WSGI app}`` for the five plain floors, on the SQLite file at ``database_path``."""
     import contextlib
     import queue
     import sqlite3
@@ -76,6 +89,11 @@ def floor_routes(database_path: str):
             conn.execute(insert, (nonce,))
             conn.execute("COMMIT")
 
+    def store_alone_under_lock(nonce):
+        conn = connection()
+        with writer:
+            conn.execute(insert, (nonce,))
+
     # One writer thread: each request queues its nonce and waits; the writer commits
     # whatever is queued in one transaction, then releases the waiters (group commit).
     queued: queue.SimpleQueue = queue.SimpleQueue()
@@ -87,20 +105,29 @@ def floor_routes(database_path: str):
             with contextlib.suppress(queue.Empty):
                 while True:
                     batch.append(queued.get_nowait())
-            conn.execute("BEGIN")
-            for nonce, _ in batch:
-                conn.execute(insert, (nonce,))
-            conn.execute("COMMIT")
-            for _, done in batch:
-                done.release()
+            failed = None
+            try:
+                conn.execute("BEGIN")
+                for nonce, _ in batch:
+                    conn.execute(insert, (nonce,))
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:  # every waiter of the batch fails, none hangs
+                failed = exc
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            for _, waiter in batch:
+                waiter[1] = failed
+                waiter[0].release()
 
     threading.Thread(target=write_batches, daemon=True).start()
 
     def store_batched(nonce):
-        done = threading.Lock()
-        done.acquire()
-        queued.put((nonce, done))
-        done.acquire()  # released by the writer once the batch is committed
+        waiter = [threading.Lock(), None]  # [released once the batch ended, its error]
+        waiter[0].acquire()
+        queued.put((nonce, waiter))
+        waiter[0].acquire()
+        if waiter[1] is not None:
+            raise RuntimeError(f"batched write failed: {waiter[1]}")
 
     def route(store):
         def app(environ, start_response):
@@ -122,6 +149,85 @@ def floor_routes(database_path: str):
         FLOOR_WRITE: route(store_alone),
         FLOOR_LOCKED: route(store_under_lock),
         FLOOR_BATCHED: route(store_batched),
+        FLOOR_LOCKED_ONE: route(store_alone_under_lock),
+    }
+
+
+def service_routes(registry):
+    """``{path: WSGI app}`` for validate's own work without Pyramid: the body read as the
+    view reads a well-formed one, the service call and the view's JSON answer -- no
+    tweens, no routing, no renderer, no request log. ``FLOOR_SERVICE`` calls the service
+    as the view does (one SQLite transaction per call under the writer lock);
+    ``FLOOR_SERVICE_GROUPED`` hands the call to one thread that runs every queued call in
+    one transaction (``validation.validate_in`` for each) and answers them after its
+    COMMIT: group commit, tried and not adopted (README, "Not yet at target")."""
+    import contextlib
+    import queue
+
+    from cmsshop.config import SINGLETONS
+    from cmsshop.hotsql import raw_transaction
+    from cmsshop.services.licensing import validation
+    from cmsshop.services.licensing.records import AuditRecord, Licensing, LicensingPolicy
+    from cmsshop.services.licensing.signing import LeaseSigner
+    from cmsshop.services.licensing.steps import one_writer
+    from cmsshop.services.ratelimit import RateLimiter
+    from cmsshop.util import utcnow
+    from cmsshop.views.licensing import license_result_body, well_formed_license_request
+
+    services = {iface: service for (iface, _), service in registry[SINGLETONS].items()}
+    engine = registry["cmsshop.engine"]
+    licensing = Licensing(engine, services[LeaseSigner], services[LicensingPolicy])
+    limiter = services[RateLimiter]
+    queued: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run_batches():
+        while True:
+            batch = [queued.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    batch.append(queued.get_nowait())
+            try:
+                with one_writer(engine), raw_transaction(engine) as conn:
+                    outcomes = [
+                        validation.validate_in(conn, licensing, data, audit, limiter, now)
+                        for data, audit, now, _ in batch
+                    ]
+            except Exception as exc:  # noqa: BLE001 - every waiter of the batch fails
+                outcomes = [(None, exc)] * len(batch)
+            for (*_, waiter), (result, refusal) in zip(batch, outcomes, strict=True):
+                waiter[1] = refusal if refusal is not None else result
+                waiter[0].release()
+
+    threading.Thread(target=run_batches, daemon=True).start()
+
+    def validate_grouped(data, audit):
+        waiter = [threading.Lock(), None]  # [released once the batch ended, its outcome]
+        waiter[0].acquire()
+        queued.put((data, audit, utcnow(), waiter))
+        waiter[0].acquire()
+        if isinstance(waiter[1], Exception):
+            raise waiter[1]
+        return waiter[1]
+
+    def route(call):
+        def app(environ, start_response):
+            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+            data = well_formed_license_request(json.loads(body))
+            audit = AuditRecord(action="validate", ip=environ.get("REMOTE_ADDR", "unknown"))
+            out = json.dumps(license_result_body(call(data, audit))).encode()
+            start_response(
+                "200 OK",
+                [("Content-Type", "application/json"), ("Content-Length", str(len(out)))],
+            )
+            return [out]
+
+        return app
+
+    return {
+        FLOOR_SERVICE: route(
+            lambda data, audit: validation.validate(licensing, data, audit, limiter)
+        ),
+        FLOOR_SERVICE_GROUPED: route(validate_grouped),
     }
 
 
@@ -133,8 +239,10 @@ def serve(database_url: str, key_dir: str, threads: int, log_path: str) -> None:
     from cmsshop.config import configure
 
     production_logging(log_path)
-    app = with_bare_route(configure(bench_settings(database_url, key_dir)).make_wsgi_app())
+    cmsshop = configure(bench_settings(database_url, key_dir)).make_wsgi_app()
+    app = with_bare_route(cmsshop)
     floors = floor_routes(database_url.split("///", 1)[1])
+    floors.update(service_routes(cmsshop.registry))
 
     def dispatch(environ, start_response):
         floor = floors.get(environ.get("PATH_INFO"))
@@ -187,6 +295,9 @@ def main(argv=None) -> int:
         floor("floor: + one SQLite write", FLOOR_WRITE),
         floor("floor: + the write under a lock", FLOOR_LOCKED),
         floor("floor: + the write by a batching writer", FLOOR_BATCHED),
+        floor("floor: + the write autocommitted, locked", FLOOR_LOCKED_ONE),
+        floor("floor: validate's service, no Pyramid", FLOOR_SERVICE),
+        floor("floor: service, group commit, no Pyramid", FLOOR_SERVICE_GROUPED),
         Route(validate.name, validate.requests),  # no target here: see bench/licensing.py
     ]
     server, port = start_server(
