@@ -53,10 +53,62 @@ FLOOR_SERVICE = "/bench/floor/validate-service"
 FLOOR_SERVICE_GROUPED = "/bench/floor/validate-service-grouped"
 
 
-def floor_routes(database_path: str):
-    """``{path: WSGI app}`` for the five plain floors, on the SQLite file at ``database_path``."""
+def json_route(answer):
+    """A WSGI app that reads the request body and answers 200 with the JSON of
+    ``answer(body)``."""
+
+    def app(environ, start_response):
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        out = json.dumps(answer(body)).encode()
+        start_response(
+            "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(out)))]
+        )
+        return [out]
+
+    return app
+
+
+def group_commit(run_batch):
+    """``submit(item)`` for one thread that takes every item queued so far, gets their
+    outcomes from ``run_batch(items)`` (one transaction for all), then releases their
+    callers: ``submit`` returns the item's outcome, or raises it if it is an exception.
+    A batch that fails fails each of its callers; none waits forever."""
     import contextlib
     import queue
+
+    queued: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run_batches():
+        while True:
+            batch = [queued.get()]
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    batch.append(queued.get_nowait())
+            try:
+                outcomes = run_batch([item for item, _ in batch])
+            except Exception as exc:  # noqa: BLE001 - handed to every caller of the batch
+                outcomes = [exc] * len(batch)
+            for (_, waiter), outcome in zip(batch, outcomes, strict=True):
+                waiter[1] = outcome
+                waiter[0].release()
+
+    threading.Thread(target=run_batches, daemon=True).start()
+
+    def submit(item):
+        waiter = [threading.Lock(), None]  # [released once the batch ended, the outcome]
+        waiter[0].acquire()
+        queued.put((item, waiter))
+        waiter[0].acquire()
+        if isinstance(waiter[1], Exception):
+            raise waiter[1]
+        return waiter[1]
+
+    return submit
+
+
+def floor_routes(database_path: str):
+    """``{path: WSGI app}`` for the five plain floors, on the SQLite file at
+    ``database_path``."""
     import sqlite3
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -94,61 +146,31 @@ def floor_routes(database_path: str):
         with writer:
             conn.execute(insert, (nonce,))
 
-    # One writer thread: each request queues its nonce and waits; the writer commits
-    # whatever is queued in one transaction, then releases the waiters (group commit).
-    queued: queue.SimpleQueue = queue.SimpleQueue()
-
-    def write_batches():
+    def store_batch(nonces):  # in group_commit's thread, on a connection of its own
         conn = connection()
-        while True:
-            batch = [queued.get()]
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    batch.append(queued.get_nowait())
-            failed = None
-            try:
-                conn.execute("BEGIN")
-                for nonce, _ in batch:
-                    conn.execute(insert, (nonce,))
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:  # every waiter of the batch fails, none hangs
-                failed = exc
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-            for _, waiter in batch:
-                waiter[1] = failed
-                waiter[0].release()
-
-    threading.Thread(target=write_batches, daemon=True).start()
-
-    def store_batched(nonce):
-        waiter = [threading.Lock(), None]  # [released once the batch ended, its error]
-        waiter[0].acquire()
-        queued.put((nonce, waiter))
-        waiter[0].acquire()
-        if waiter[1] is not None:
-            raise RuntimeError(f"batched write failed: {waiter[1]}")
+        conn.execute("BEGIN")
+        try:
+            for nonce in nonces:
+                conn.execute(insert, (nonce,))
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            conn.execute("ROLLBACK")
+            raise
+        return [None] * len(nonces)
 
     def route(store):
-        def app(environ, start_response):
-            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
-            data = json.loads(body)
+        def answer(body):
             if store is not None:
-                store(data["nonce"])
-            out = json.dumps({"lease": key.sign(body).hex()}).encode()
-            start_response(
-                "200 OK",
-                [("Content-Type", "application/json"), ("Content-Length", str(len(out)))],
-            )
-            return [out]
+                store(json.loads(body)["nonce"])
+            return {"lease": key.sign(body).hex()}
 
-        return app
+        return json_route(answer)
 
     return {
         FLOOR_SIGN: route(None),
         FLOOR_WRITE: route(store_alone),
         FLOOR_LOCKED: route(store_under_lock),
-        FLOOR_BATCHED: route(store_batched),
+        FLOOR_BATCHED: route(group_commit(store_batch)),
         FLOOR_LOCKED_ONE: route(store_alone_under_lock),
     }
 
@@ -161,9 +183,6 @@ def service_routes(registry):
     ``FLOOR_SERVICE_GROUPED`` hands the call to one thread that runs every queued call in
     one transaction (``validation.validate_in`` for each) and answers them after its
     COMMIT: group commit, tried and not adopted (README, "Not yet at target")."""
-    import contextlib
-    import queue
-
     from cmsshop.config import SINGLETONS
     from cmsshop.hotsql import raw_transaction
     from cmsshop.services.licensing import validation
@@ -178,57 +197,30 @@ def service_routes(registry):
     engine = registry["cmsshop.engine"]
     licensing = Licensing(engine, services[LeaseSigner], services[LicensingPolicy])
     limiter = services[RateLimiter]
-    queued: queue.SimpleQueue = queue.SimpleQueue()
 
-    def run_batches():
-        while True:
-            batch = [queued.get()]
-            with contextlib.suppress(queue.Empty):
-                while True:
-                    batch.append(queued.get_nowait())
-            try:
-                with one_writer(engine), raw_transaction(engine) as conn:
-                    outcomes = [
-                        validation.validate_in(conn, licensing, data, audit, limiter, now)
-                        for data, audit, now, _ in batch
-                    ]
-            except Exception as exc:  # noqa: BLE001 - every waiter of the batch fails
-                outcomes = [(None, exc)] * len(batch)
-            for (*_, waiter), (result, refusal) in zip(batch, outcomes, strict=True):
-                waiter[1] = refusal if refusal is not None else result
-                waiter[0].release()
+    def validate_batch(calls):  # each call's result, or its refusal to raise
+        with one_writer(engine), raw_transaction(engine) as conn:
+            outcomes = [
+                validation.validate_in(conn, licensing, data, audit, limiter, now)
+                for data, audit, now in calls
+            ]
+        return [result if refusal is None else refusal for result, refusal in outcomes]
 
-    threading.Thread(target=run_batches, daemon=True).start()
+    submit = group_commit(validate_batch)
 
-    def validate_grouped(data, audit):
-        waiter = [threading.Lock(), None]  # [released once the batch ended, its outcome]
-        waiter[0].acquire()
-        queued.put((data, audit, utcnow(), waiter))
-        waiter[0].acquire()
-        if isinstance(waiter[1], Exception):
-            raise waiter[1]
-        return waiter[1]
-
-    def route(call):
-        def app(environ, start_response):
-            body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    def route(grouped: bool):
+        def answer(body):
             data = well_formed_license_request(json.loads(body))
-            audit = AuditRecord(action="validate", ip=environ.get("REMOTE_ADDR", "unknown"))
-            out = json.dumps(license_result_body(call(data, audit))).encode()
-            start_response(
-                "200 OK",
-                [("Content-Type", "application/json"), ("Content-Length", str(len(out)))],
-            )
-            return [out]
+            audit = AuditRecord(action="validate", ip="127.0.0.1")
+            if grouped:
+                result = submit((data, audit, utcnow()))
+            else:
+                result = validation.validate(licensing, data, audit, limiter)
+            return license_result_body(result)
 
-        return app
+        return json_route(answer)
 
-    return {
-        FLOOR_SERVICE: route(
-            lambda data, audit: validation.validate(licensing, data, audit, limiter)
-        ),
-        FLOOR_SERVICE_GROUPED: route(validate_grouped),
-    }
+    return {FLOOR_SERVICE: route(grouped=False), FLOOR_SERVICE_GROUPED: route(grouped=True)}
 
 
 def serve(database_url: str, key_dir: str, threads: int, log_path: str) -> None:
