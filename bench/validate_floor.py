@@ -206,7 +206,7 @@ def service_routes(registry):
     licensing = Licensing(engine, services[LeaseSigner], services[LicensingPolicy])
     limiter = services[RateLimiter]
 
-    def validate_batch(calls):  # each call's result, or its refusal to raise
+    def validate_queued(calls):  # each call's result, or its refusal to raise
         with one_writer(engine), raw_transaction(engine) as conn:
             outcomes = [
                 validation.validate_in(conn, licensing, data, audit, limiter, now)
@@ -218,8 +218,9 @@ def service_routes(registry):
         with one_writer(engine), raw_transaction(engine) as conn:
             return set_based.validate_batch(conn, licensing, limiter, calls)
 
-    def direct(call):
-        return validation.validate(licensing, *call[:2], limiter)
+    def direct(call):  # as the view calls it
+        data, audit, _ = call
+        return validation.validate(licensing, data, audit, limiter)
 
     def route(submit):
         def answer(body):
@@ -231,7 +232,7 @@ def service_routes(registry):
 
     return {
         FLOOR_SERVICE: route(direct),
-        FLOOR_SERVICE_GROUPED: route(group_commit(validate_batch)),
+        FLOOR_SERVICE_GROUPED: route(group_commit(validate_queued)),
         FLOOR_SERVICE_SET: route(group_commit(validate_set)),
     }
 
