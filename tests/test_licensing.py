@@ -927,6 +927,24 @@ def test_sqlite_validate_with_a_remote_signer_signs_outside_the_transaction(
     assert len(checkouts) == 2
 
 
+def test_sqlite_validate_with_a_remote_signer_refuses_429_before_the_lookup(
+    make_lic_app, license, engine
+):
+    """The two-transaction path: a call past a limit commits its counts and reads no
+    licence row (the refusal path is the one a flood takes)."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's two-transaction validate")
+    with fake_vault() as vault:
+        app = make_lic_app(**remote_settings(vault), **{"cmsshop.license_rate_per_ip": "2/60"})
+        client = runtime(app)
+        post(client, "activate", call_body(license), 201)
+        post(client, "validate", call_body(license), 200)
+        statements = _statements(app)
+        assert_error(post(client, "validate", call_body(license), 429), 429, "rate_limited")
+    assert any("rate_counters" in sql for sql in statements)
+    assert not any("FROM licences" in sql for sql in statements), statements
+
+
 def test_postgresql_validate_writes_in_one_statement_unless_the_license_changed(
     client, license, engine, monkeypatch
 ):
