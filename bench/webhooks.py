@@ -69,12 +69,12 @@ from cmsshop.models import (  # noqa: E402
     ProductPrice,
     User,
 )
+from cmsshop.services.checkout.orders import new_order_number  # noqa: E402
 from cmsshop.services.payments.cardprovider import (  # noqa: E402
     build_event,
     checkout_session_object,
     signed_delivery,
 )
-from cmsshop.services.payments.checkout import new_order_number  # noqa: E402
 
 SECRET = "whsec_benchmark_0123456789abcdef"
 # The targets, on PostgreSQL with 8 senders (SQLite's single writer does not

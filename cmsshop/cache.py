@@ -43,7 +43,7 @@ from pyramid.response import Response
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from cmsshop.models.catalogue import CONTENT_TABLES, PUBLIC_CONTENT
+from cmsshop.models.store import CONTENT_TABLES, PUBLIC_CONTENT
 
 # Marks a request whose 200 answer may be kept (set by views.admin_catalogue.cached_json).
 CACHEABLE = "cmsshop.answer_cacheable"

@@ -19,7 +19,7 @@ from pyramid.csrf import get_csrf_token
 from pyramid.events import BeforeRender
 from pyramid.static import QueryStringCacheBuster
 
-from cmsshop.services.catalogue.currencies import format_amount
+from cmsshop.services.store.currencies import format_amount
 from cmsshop.settings import as_list, declare
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")

@@ -16,8 +16,8 @@ from fakes.shop import make_catalogue, make_order
 from sqlalchemy import select
 
 from cmsshop.models import Entitlement, Invoice, License, Order, Product
-from cmsshop.services.catalogue.releases import ReleaseWriter, add_release
 from cmsshop.services.payments import fulfilment
+from cmsshop.services.store.releases import ReleaseWriter, add_release
 
 RELEASE_BYTES = b"PK\x03\x04 site-guard release 2.0.0\n" * 64
 RUNTIME_IP = "203.0.113.9"

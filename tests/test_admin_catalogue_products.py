@@ -612,7 +612,7 @@ def test_upload_size_limit(make_app, admin, currencies, storage_dir):
 
 def test_release_writer_stops_at_the_limit_and_cleans_up(storage_dir):
     from cmsshop.errors import PayloadTooLarge
-    from cmsshop.services.catalogue.releases import ReleaseWriter
+    from cmsshop.services.store.releases import ReleaseWriter
 
     writer = ReleaseWriter(str(storage_dir), max_bytes=10)
     writer.write(b"12345")

@@ -137,7 +137,7 @@ def test_any_write_to_public_content_bumps_the_version(engine, catalogue):
         "UPDATE product_prices SET amount = amount + 1",
         "DELETE FROM product_prices",
     )
-    from cmsshop.models.catalogue import CONTENT_TABLES
+    from cmsshop.models.store import CONTENT_TABLES
 
     with engine.begin() as conn:
         assert version(conn) > 0  # the fixture's products and prices moved it

@@ -24,7 +24,7 @@ from test_dashboard_helpers import openapi_validator
 
 from cmsshop.models import Entitlement, License, LicenseAuditEntry, Product, Release
 from cmsshop.runtime import LicenseClient, LicenseError, UpdateRejected
-from cmsshop.services.catalogue.releases import ReleaseWriter, add_release
+from cmsshop.services.store.releases import ReleaseWriter, add_release
 
 SITE = "shop.example.com"
 FINGERPRINT = "install-shop-01"

@@ -23,7 +23,7 @@ from cmsshop.models import (
     SupportTicket,
 )
 from cmsshop.services import reports
-from cmsshop.services.catalogue.currencies import major_amount_text, parse_major_amount
+from cmsshop.services.store.currencies import major_amount_text, parse_major_amount
 from cmsshop.util import utcnow
 
 PAGES = [

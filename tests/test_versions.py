@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cmsshop.services.catalogue.versions import BadVersion, is_version, parse_version
+from cmsshop.services.store.versions import BadVersion, is_version, parse_version
 
 PEP440_ASCENDING = [
     "0.9",

@@ -16,16 +16,6 @@ constraints and of the OpenAPI enums.
 """
 
 from cmsshop.models.accounts import ROLES, TOKEN_PURPOSES, AccountToken, User, UserSession
-from cmsshop.models.catalogue import (
-    RELEASE_CHANNELS,
-    VERSION_SCHEMES,
-    Article,
-    ContentVersion,
-    Currency,
-    Product,
-    ProductPrice,
-    Release,
-)
 from cmsshop.models.commerce import (
     ENTITLEMENT_STATUSES,
     ITEM_KINDS,
@@ -51,6 +41,16 @@ from cmsshop.models.mail import MAIL_STATUSES, OutboxMessage
 from cmsshop.models.meta import Base
 from cmsshop.models.payments import EVENT_STATUSES, PaymentEvent, PaymentSetting
 from cmsshop.models.ratelimit import RateCounter
+from cmsshop.models.store import (
+    RELEASE_CHANNELS,
+    VERSION_SCHEMES,
+    Article,
+    ContentVersion,
+    Currency,
+    Product,
+    ProductPrice,
+    Release,
+)
 from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket, TicketMessage
 
 __all__ = [

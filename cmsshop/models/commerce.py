@@ -23,8 +23,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from cmsshop.models.accounts import User
-from cmsshop.models.catalogue import Product
 from cmsshop.models.meta import Base, UTCDateTime, one_of
+from cmsshop.models.store import Product
 from cmsshop.util import utcnow
 
 ORDER_STATUSES = (

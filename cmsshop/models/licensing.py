@@ -24,8 +24,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from cmsshop.models.catalogue import Product
 from cmsshop.models.meta import Base, UTCDateTime, one_of
+from cmsshop.models.store import Product
 from cmsshop.util import utcnow
 
 LICENSE_STATUSES = ("active", "suspended", "revoked", "expired")

@@ -10,7 +10,7 @@ from cmsshop.views import checkout
 
 SETTINGS = {
     # Pending orders created within the last hour a customer may hold; one more
-    # checkout answers 429 (services.payments.checkout explains the count).
+    # checkout answers 429 (services.checkout.orders explains the count).
     "cmsshop.max_pending_orders": (as_int, 10, "CMSSHOP_MAX_PENDING_ORDERS"),
 }
 

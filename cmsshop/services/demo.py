@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from cmsshop.models import Article, Currency, Product, Release, User
 from cmsshop.services.accounts import users as accounts
-from cmsshop.services.catalogue import currencies, products
 from cmsshop.services.docs import articles
+from cmsshop.services.store import currencies, products
 
 DEMO_PASSWORD = "demo-password"
 
@@ -176,7 +176,7 @@ def seed_demo(session: Session, settings: dict, hasher: accounts.PasswordHasher)
 def seed_demo_order(session: Session) -> list[str]:
     """A pending order of the demo customer, ready for ``simulate-payment``."""
     from cmsshop.models import Order
-    from cmsshop.services.payments.checkout import create_demo_order
+    from cmsshop.services.checkout.orders import create_demo_order
 
     customer = accounts.find_user(session, "demo@example.com")
     product = session.scalar(select(Product).where(Product.slug == "site-guard-pro"))

@@ -7,8 +7,8 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.security import ADMIN
-from cmsshop.services.catalogue import text
 from cmsshop.services.docs import articles
+from cmsshop.services.store import text
 from cmsshop.views.admin_catalogue import (
     MAX_MARKDOWN,
     SLUG,

@@ -26,7 +26,7 @@ NOTICES = {
     "article_deleted": "The article is deleted.",
 }
 FORM_FIELDS = ("slug", "title", "summary", "category", "body", "published")
-EDITOR = "admin/articles/edit.html"
+EDITOR = "admin/docs/edit.html"
 
 
 class FormCheckbox(colander.SchemaType):
@@ -113,7 +113,7 @@ def edit_path(article) -> str:
 @view_config(
     route_name="pages.admin_articles",
     request_method="GET",
-    renderer="admin/articles/index.html",
+    renderer="admin/docs/index.html",
     permission=ADMIN,
 )
 def articles_index(request):
@@ -196,7 +196,7 @@ def unpublish_article(request):
 @view_config(
     route_name="pages.admin_article_delete",
     request_method="GET",
-    renderer="admin/articles/delete.html",
+    renderer="admin/docs/delete.html",
     permission=ADMIN,
 )
 def delete_article_page(request):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import colander
 
 from cmsshop.cache import CACHEABLE
-from cmsshop.services.catalogue import text
+from cmsshop.services.store import text
 from cmsshop.views.common import StrictBool, StrictInt, StrictString, json_with_etag
 
 # The longest Markdown source (characters). Even written entirely as 12-byte JSON escapes

@@ -7,7 +7,7 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.security import ADMIN
-from cmsshop.services.catalogue import currencies
+from cmsshop.services.store import currencies
 from cmsshop.views.admin_catalogue import (
     body_schema,
     bool_node,

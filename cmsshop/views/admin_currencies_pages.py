@@ -11,7 +11,7 @@ from pyramid.view import view_config
 
 from cmsshop.errors import ApiError
 from cmsshop.security import ADMIN
-from cmsshop.services.catalogue import currencies
+from cmsshop.services.store import currencies
 from cmsshop.views.admin_catalogue import no_store
 from cmsshop.views.admin_currencies import CurrencyPatchSchema, CurrencySchema
 from cmsshop.views.common import flatten_errors
@@ -60,7 +60,7 @@ def service_errors(exc: ApiError) -> dict[str, str]:
 @view_config(
     route_name="pages.admin_currencies",
     request_method="GET",
-    renderer="admin/currencies/list.html",
+    renderer="admin/store/currencies.html",
     permission=ADMIN,
 )
 def currency_list(request):
@@ -80,7 +80,7 @@ def _form_page(request, currency, form: dict, errors: dict, status: int = 200) -
 @view_config(
     route_name="pages.admin_currency_new",
     request_method="GET",
-    renderer="admin/currencies/edit.html",
+    renderer="admin/store/currency_edit.html",
     permission=ADMIN,
 )
 def new_currency(request):
@@ -90,7 +90,7 @@ def new_currency(request):
 @view_config(
     route_name="pages.admin_currency_new",
     request_method="POST",
-    renderer="admin/currencies/edit.html",
+    renderer="admin/store/currency_edit.html",
     permission=ADMIN,
 )
 def create_currency(request):
@@ -124,7 +124,7 @@ def _stored_form(currency) -> dict:
 @view_config(
     route_name="pages.admin_currency_edit",
     request_method="GET",
-    renderer="admin/currencies/edit.html",
+    renderer="admin/store/currency_edit.html",
     permission=ADMIN,
 )
 def edit_currency(request):
@@ -135,7 +135,7 @@ def edit_currency(request):
 @view_config(
     route_name="pages.admin_currency_edit",
     request_method="POST",
-    renderer="admin/currencies/edit.html",
+    renderer="admin/store/currency_edit.html",
     permission=ADMIN,
 )
 def update_currency(request):

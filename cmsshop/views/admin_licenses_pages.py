@@ -40,7 +40,7 @@ def license_path(key: str) -> str:
 @view_config(
     route_name="pages.admin_licenses",
     request_method="GET",
-    renderer="admin/licenses/index.html",
+    renderer="admin/licensing/index.html",
     permission=ADMIN,
 )
 def licenses_page(request):
@@ -67,7 +67,7 @@ def _detail_page(request, key: str, errors: dict | None = None, form: dict | Non
 @view_config(
     route_name="pages.admin_license",
     request_method="GET",
-    renderer="admin/licenses/detail.html",
+    renderer="admin/licensing/detail.html",
     permission=ADMIN,
 )
 def license_page(request):
@@ -77,7 +77,7 @@ def license_page(request):
 @view_config(
     route_name="pages.admin_license_action",
     request_method="POST",
-    renderer="admin/licenses/detail.html",
+    renderer="admin/licensing/detail.html",
     permission=ADMIN,
 )
 def license_action_submit(request):

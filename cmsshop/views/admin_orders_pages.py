@@ -100,7 +100,7 @@ def order_path(number: str) -> str:
 @view_config(
     route_name="pages.admin_orders",
     request_method="GET",
-    renderer="admin/orders/index.html",
+    renderer="admin/payments/orders.html",
     permission=ADMIN,
 )
 def orders_page(request):
@@ -141,7 +141,7 @@ def _order_page(request, number: str, errors: dict | None = None, form: dict | N
 @view_config(
     route_name="pages.admin_order",
     request_method="GET",
-    renderer="admin/orders/detail.html",
+    renderer="admin/payments/order.html",
     permission=ADMIN,
 )
 def order_page(request):
@@ -151,7 +151,7 @@ def order_page(request):
 @view_config(
     route_name="pages.admin_order_fulfil",
     request_method="POST",
-    renderer="admin/orders/detail.html",
+    renderer="admin/payments/order.html",
     permission=ADMIN,
 )
 def order_fulfil_submit(request):
@@ -174,7 +174,7 @@ def order_fulfil_submit(request):
 @view_config(
     route_name="pages.admin_order_notes",
     request_method="POST",
-    renderer="admin/orders/detail.html",
+    renderer="admin/payments/order.html",
     permission=ADMIN,
 )
 def order_note_submit(request):
@@ -197,7 +197,7 @@ def order_note_submit(request):
 @view_config(
     route_name="pages.admin_customers",
     request_method="GET",
-    renderer="admin/customers/index.html",
+    renderer="admin/accounts/index.html",
     permission=ADMIN,
 )
 def customers_page(request):
@@ -210,7 +210,7 @@ def customers_page(request):
 @view_config(
     route_name="pages.admin_customer",
     request_method="GET",
-    renderer="admin/customers/detail.html",
+    renderer="admin/accounts/detail.html",
     permission=ADMIN,
 )
 def customer_page(request):

@@ -10,7 +10,7 @@ from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
 from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES, Release
 from cmsshop.security import ADMIN
-from cmsshop.services.catalogue import currencies, products, releases, text
+from cmsshop.services.store import currencies, products, releases, text
 from cmsshop.views.admin_catalogue import (
     MAX_MARKDOWN,
     SLUG,
@@ -90,7 +90,7 @@ class ProductSchema(colander.MappingSchema):
     summary = text_node(500, missing="")
     description = text_node(MAX_MARKDOWN, multiline=True, missing="")
     published = bool_node(missing=False)
-    # How release versions compare (services/catalogue/versions.py).
+    # How release versions compare (services/store/versions.py).
     versionScheme = colander.SchemaNode(  # noqa: N815
         StrictString(),
         missing="pep440",

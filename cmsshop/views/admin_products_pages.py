@@ -5,7 +5,7 @@ JSON admin routes in views/admin_products.py.
 
 Prices are typed in major units (``49.00`` for 4900 cents), one field per enabled
 currency (and per currency the product already has a price in): the text is converted
-exactly with the currency's decimals (services.catalogue.currencies.parse_major_amount,
+exactly with the currency's decimals (services.store.currencies.parse_major_amount,
 no float), then validated as the JSON body's integer ``amount``; a blank field means no
 price in that currency.
 """
@@ -19,7 +19,7 @@ from pyramid.view import view_config
 
 from cmsshop.errors import ApiError
 from cmsshop.security import ADMIN
-from cmsshop.services.catalogue import currencies, products, text
+from cmsshop.services.store import currencies, products, text
 from cmsshop.views.admin_catalogue import no_store
 from cmsshop.views.admin_products import ProductSchema, receive_release, service_names
 from cmsshop.views.common import flatten_errors, query_value, read_page_request
@@ -192,7 +192,7 @@ def product_form_values(product, price_currencies: list) -> dict:
 @view_config(
     route_name="pages.admin_products",
     request_method="GET",
-    renderer="admin/products/list.html",
+    renderer="admin/store/products.html",
     permission=ADMIN,
 )
 def product_list(request):
@@ -223,7 +223,7 @@ def _new_page(request, form: dict, errors: dict, status: int = 200) -> dict:
 @view_config(
     route_name="pages.admin_product_new",
     request_method="GET",
-    renderer="admin/products/edit.html",
+    renderer="admin/store/product_edit.html",
     permission=ADMIN,
 )
 def new_product(request):
@@ -233,7 +233,7 @@ def new_product(request):
 @view_config(
     route_name="pages.admin_product_new",
     request_method="POST",
-    renderer="admin/products/edit.html",
+    renderer="admin/store/product_edit.html",
     permission=ADMIN,
 )
 def create_product(request):
@@ -279,7 +279,7 @@ def edit_page(
 @view_config(
     route_name="pages.admin_product_edit",
     request_method="GET",
-    renderer="admin/products/edit.html",
+    renderer="admin/store/product_edit.html",
     permission=ADMIN,
 )
 def edit_product(request):
@@ -289,7 +289,7 @@ def edit_product(request):
 @view_config(
     route_name="pages.admin_product_edit",
     request_method="POST",
-    renderer="admin/products/edit.html",
+    renderer="admin/store/product_edit.html",
     permission=ADMIN,
 )
 def update_product(request):
@@ -342,7 +342,7 @@ UPLOAD_ERROR_FIELDS = {"version_exists": "version", "payload_too_large": "file"}
 @view_config(
     route_name="pages.admin_product_releases",
     request_method="POST",
-    renderer="admin/products/edit.html",
+    renderer="admin/store/product_edit.html",
     permission=ADMIN,
 )
 def upload_release(request):

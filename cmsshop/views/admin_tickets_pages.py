@@ -39,7 +39,7 @@ def queue_status(request) -> str | None:
 @view_config(
     route_name="pages.admin_tickets",
     request_method="GET",
-    renderer="admin/tickets/index.html",
+    renderer="admin/support/index.html",
     permission=ADMIN,
 )
 def queue_page(request):
@@ -70,7 +70,7 @@ def _ticket_page(
 @view_config(
     route_name="pages.admin_ticket",
     request_method="GET",
-    renderer="admin/tickets/ticket.html",
+    renderer="admin/support/ticket.html",
     permission=ADMIN,
 )
 def ticket_page(request):
@@ -80,7 +80,7 @@ def ticket_page(request):
 @view_config(
     route_name="pages.admin_ticket_reply",
     request_method="POST",
-    renderer="admin/tickets/ticket.html",
+    renderer="admin/support/ticket.html",
     permission=ADMIN,
 )
 def reply_submit(request):
@@ -103,7 +103,7 @@ def reply_submit(request):
 @view_config(
     route_name="pages.admin_ticket_status",
     request_method="POST",
-    renderer="admin/tickets/ticket.html",
+    renderer="admin/support/ticket.html",
     permission=ADMIN,
 )
 def status_submit(request):

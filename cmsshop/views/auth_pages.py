@@ -57,12 +57,12 @@ def _form_page(request, errors: dict, form: dict, status: int = 200) -> dict:
     }
 
 
-@view_config(route_name="pages.login", request_method="GET", renderer="auth/login.html")
+@view_config(route_name="pages.login", request_method="GET", renderer="accounts/login.html")
 def login_page(request):
     return _form_page(request, {}, {})
 
 
-@view_config(route_name="pages.login", request_method="POST", renderer="auth/login.html")
+@view_config(route_name="pages.login", request_method="POST", renderer="accounts/login.html")
 def login_submit(request):
     try:
         data = read_form(request, LoginSchema())
@@ -87,12 +87,12 @@ def login_submit(request):
     return see_other(request, _after_login(request))
 
 
-@view_config(route_name="pages.register", request_method="GET", renderer="auth/register.html")
+@view_config(route_name="pages.register", request_method="GET", renderer="accounts/register.html")
 def register_page(request):
     return _form_page(request, {}, {})
 
 
-@view_config(route_name="pages.register", request_method="POST", renderer="auth/register.html")
+@view_config(route_name="pages.register", request_method="POST", renderer="accounts/register.html")
 def register_submit(request):
     if not request.registry.settings["cmsshop.registration_open"]:
         return _form_page(request, {}, {}, 403)
@@ -128,21 +128,27 @@ def logout_submit(request):
     return see_other(request, "/", notice="logged_out")
 
 
-@view_config(route_name="pages.check_email", request_method="GET", renderer="auth/check_email.html")
+@view_config(
+    route_name="pages.check_email", request_method="GET", renderer="accounts/check_email.html"
+)
 def check_email_page(request):
     reason = request.GET.get("reason", "")
     return {"message": CHECK_EMAIL_REASONS.get(reason, CHECK_EMAIL_REASONS["reset"])}
 
 
 @view_config(
-    route_name="pages.forgot_password", request_method="GET", renderer="auth/forgot_password.html"
+    route_name="pages.forgot_password",
+    request_method="GET",
+    renderer="accounts/forgot_password.html",
 )
 def forgot_password_page(request):
     return {"errors": {}, "form": {}}
 
 
 @view_config(
-    route_name="pages.forgot_password", request_method="POST", renderer="auth/forgot_password.html"
+    route_name="pages.forgot_password",
+    request_method="POST",
+    renderer="accounts/forgot_password.html",
 )
 def forgot_password_submit(request):
     try:
@@ -171,7 +177,7 @@ def _query_token(request) -> str:
 
 
 @view_config(
-    route_name="pages.reset_password", request_method="GET", renderer="auth/reset_password.html"
+    route_name="pages.reset_password", request_method="GET", renderer="accounts/reset_password.html"
 )
 def reset_password_page(request):
     token = _query_token(request)
@@ -184,7 +190,9 @@ def reset_password_page(request):
 
 
 @view_config(
-    route_name="pages.reset_password", request_method="POST", renderer="auth/reset_password.html"
+    route_name="pages.reset_password",
+    request_method="POST",
+    renderer="accounts/reset_password.html",
 )
 def reset_password_submit(request):
     page = {"errors": {}, "form": {}, "problem": None, "problem_code": None}
@@ -214,7 +222,7 @@ def _verify_vars(request, token: str) -> dict:
 
 
 @view_config(
-    route_name="pages.verify_email", request_method="GET", renderer="auth/verify_email.html"
+    route_name="pages.verify_email", request_method="GET", renderer="accounts/verify_email.html"
 )
 def verify_email_page(request):
     """A button to press, not the verification itself: mail scanners open links, and a
@@ -228,7 +236,7 @@ def verify_email_page(request):
 
 
 @view_config(
-    route_name="pages.verify_email", request_method="POST", renderer="auth/verify_email.html"
+    route_name="pages.verify_email", request_method="POST", renderer="accounts/verify_email.html"
 )
 def verify_email_submit(request):
     page = _verify_vars(request, "")

@@ -10,7 +10,7 @@ from pyramid.view import view_config
 from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, NotFound, RateLimited, ServiceUnavailable, ValidationFailed
 from cmsshop.security import CUSTOMER
-from cmsshop.services.payments import checkout as co
+from cmsshop.services.checkout import orders as co
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.views.bodies import ORDER_SCHEMA, order_body
 from cmsshop.views.common import StrictMapping, StrictSequence, StrictString, read_json
@@ -79,7 +79,7 @@ def choose_provider(request, name: str | None):
 
 
 def place_order(request, items: list[dict], currency: str | None, provider: str | None):
-    """services.payments.checkout.place_order for the logged-in customer, its refusals
+    """services.checkout.orders.place_order for the logged-in customer, its refusals
     as the API's errors (shared by the JSON route and the checkout page)."""
     spec = choose_provider(request, provider)
     try:

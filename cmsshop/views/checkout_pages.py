@@ -14,8 +14,8 @@ from pyramid.view import view_config
 
 from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.security import CUSTOMER
-from cmsshop.services.catalogue import currencies, text
-from cmsshop.services.payments import checkout as co
+from cmsshop.services.checkout import orders as co
+from cmsshop.services.store import currencies, text
 from cmsshop.views.checkout import (
     CheckoutSchema,
     ItemSchema,

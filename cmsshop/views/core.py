@@ -8,7 +8,7 @@ from pyramid.view import view_config
 from cmsshop import openapi as oa
 from cmsshop.errors import DatabaseUnavailable, NotFound
 from cmsshop.security import ADMIN
-from cmsshop.services.catalogue.currencies import default_currency
+from cmsshop.services.store.currencies import default_currency
 from cmsshop.services.support.codes import find_error_record
 from cmsshop.views.bodies import error_record_body
 

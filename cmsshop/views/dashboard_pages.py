@@ -13,11 +13,11 @@ from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.view import view_config
 
 from cmsshop.security import CUSTOMER
-from cmsshop.services.catalogue.currencies import list_currencies
 from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadTokenSigner
 from cmsshop.services.paging import PageRequest
 from cmsshop.services.payments import license_changes
+from cmsshop.services.store.currencies import list_currencies
 from cmsshop.views.common import parse_path_id, read_page_request
 from cmsshop.views.dashboard import deactivate_own_activation, signed_url_body
 from cmsshop.views.forms import see_other
@@ -52,7 +52,7 @@ def _page(request, template_data: dict) -> dict:
 ACCOUNT_PAGE = {"request_method": "GET", "permission": CUSTOMER}
 
 
-@view_config(route_name="account.overview", renderer="account/overview.html", **ACCOUNT_PAGE)
+@view_config(route_name="account.overview", renderer="dashboard/overview.html", **ACCOUNT_PAGE)
 def overview(request):
     user_id = request.user.id
     one = PageRequest(1, 1)
@@ -72,13 +72,13 @@ def overview(request):
     )
 
 
-@view_config(route_name="account.orders", renderer="account/orders.html", **ACCOUNT_PAGE)
+@view_config(route_name="account.orders", renderer="dashboard/orders.html", **ACCOUNT_PAGE)
 def orders(request):
     page = dashboard.list_orders(request.db, request.user.id, read_page_request(request))
     return _page(request, {"account_section": "orders", "page": page})
 
 
-@view_config(route_name="account.order", renderer="account/order.html", **ACCOUNT_PAGE)
+@view_config(route_name="account.order", renderer="dashboard/order.html", **ACCOUNT_PAGE)
 def order(request):
     found = dashboard.find_order(request.db, request.user.id, request.matchdict["number"])
     return _page(
@@ -91,19 +91,19 @@ def order(request):
     )
 
 
-@view_config(route_name="account.invoices", renderer="account/invoices.html", **ACCOUNT_PAGE)
+@view_config(route_name="account.invoices", renderer="dashboard/invoices.html", **ACCOUNT_PAGE)
 def invoices(request):
     page = dashboard.list_invoices(request.db, request.user.id, read_page_request(request))
     return _page(request, {"account_section": "invoices", "page": page})
 
 
-@view_config(route_name="account.invoice", renderer="account/invoice.html", **ACCOUNT_PAGE)
+@view_config(route_name="account.invoice", renderer="dashboard/invoice.html", **ACCOUNT_PAGE)
 def invoice(request):
     found = dashboard.find_invoice(request.db, request.user.id, request.matchdict["number"])
     return _page(request, {"account_section": "invoices", "invoice": found})
 
 
-@view_config(route_name="account.downloads", renderer="account/downloads.html", **ACCOUNT_PAGE)
+@view_config(route_name="account.downloads", renderer="dashboard/downloads.html", **ACCOUNT_PAGE)
 def downloads(request):
     page = dashboard.list_downloads(request.db, request.user.id, read_page_request(request))
     return _page(request, {"account_section": "downloads", "page": page})
@@ -125,7 +125,7 @@ def download(request):
     return response
 
 
-@view_config(route_name="account.licenses", renderer="account/licenses.html", **ACCOUNT_PAGE)
+@view_config(route_name="account.licenses", renderer="dashboard/licenses.html", **ACCOUNT_PAGE)
 def licenses(request):
     page = dashboard.list_licenses(request.db, request.user.id, read_page_request(request))
     activations = dashboard.active_activations(request.db, [lic.id for lic in page.items])

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyramid.view import view_config
 
 from cmsshop import openapi as oa
-from cmsshop.services.catalogue import text
 from cmsshop.services.docs import articles
+from cmsshop.services.store import text
 from cmsshop.util import isoformat_z
 from cmsshop.views.admin_catalogue import DATE_TIME, IF_NONE_MATCH, cached_json, cached_ok
 from cmsshop.views.common import page_json, query_value, read_page_request

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pyramid.view import view_config
 
-from cmsshop.services.catalogue import text
 from cmsshop.services.docs import articles
+from cmsshop.services.store import text
 from cmsshop.views.common import query_value, read_page_request
 
 

@@ -10,12 +10,12 @@ FEATURED = 6
 LATEST_ARTICLES = 5
 
 
-@view_config(route_name="pages.home", request_method="GET", renderer="home/index.html")
+@view_config(route_name="pages.home", request_method="GET", renderer="core/home.html")
 def home(request):
     modules = request.registry.settings["cmsshop.modules"]
     products, articles = [], []
     if "store" in modules:
-        from cmsshop.services.catalogue import products as catalogue
+        from cmsshop.services.store import products as catalogue
 
         products = catalogue.list_products(request.db, PageRequest(1, FEATURED)).items
     if "docs" in modules:

@@ -128,7 +128,7 @@ def offline_activation_json(request):
 @view_config(
     route_name="account.offline",
     request_method="GET",
-    renderer="account/offline.html",
+    renderer="licensing/offline.html",
     permission=CUSTOMER,
 )
 def offline_page(request, errors: dict | None = None, form: dict | None = None):
@@ -164,7 +164,7 @@ def offline_submit(request):
 def offline_page_response(request, errors: dict, form: dict):
     status = request.response.status
     response = render_to_response(
-        "account/offline.html", offline_page(request, errors, form), request=request
+        "licensing/offline.html", offline_page(request, errors, form), request=request
     )
     response.status = status
     return response

@@ -6,7 +6,7 @@ from pyramid.view import view_config
 
 from cmsshop import openapi as oa
 from cmsshop.models import VERSION_SCHEMES, Currency
-from cmsshop.services.catalogue import currencies, products, text
+from cmsshop.services.store import currencies, products, text
 from cmsshop.util import isoformat_z
 from cmsshop.views.admin_catalogue import DATE_TIME, IF_NONE_MATCH, cached_json, cached_ok
 from cmsshop.views.bodies import RELEASE_SCHEMA, release_body

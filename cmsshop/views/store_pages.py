@@ -7,8 +7,8 @@ import re
 
 from pyramid.view import view_config
 
-from cmsshop.services.catalogue import currencies, products, text
 from cmsshop.services.payments.registry import PaymentProviders
+from cmsshop.services.store import currencies, products, text
 from cmsshop.views.common import query_value, read_page_request
 
 # How the buy form names a provider (its registry name otherwise).

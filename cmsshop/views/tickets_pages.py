@@ -33,7 +33,7 @@ def _refused(request, exc: ApiError) -> dict[str, str]:
 @view_config(
     route_name="pages.account_tickets",
     request_method="GET",
-    renderer="account/tickets/index.html",
+    renderer="support/index.html",
     permission=CUSTOMER,
 )
 def tickets_list(request):
@@ -54,7 +54,7 @@ def _new_ticket_page(request, errors: dict, form: dict, status: int | None = Non
 @view_config(
     route_name="pages.account_ticket_new",
     request_method="GET",
-    renderer="account/tickets/new.html",
+    renderer="support/new.html",
     permission=CUSTOMER,
 )
 def new_ticket_page(request):
@@ -64,7 +64,7 @@ def new_ticket_page(request):
 @view_config(
     route_name="pages.account_ticket_new",
     request_method="POST",
-    renderer="account/tickets/new.html",
+    renderer="support/new.html",
     permission=CUSTOMER,
 )
 def new_ticket_submit(request):
@@ -97,7 +97,7 @@ def _ticket_page(request, ticket, errors: dict, form: dict, status: int | None =
 @view_config(
     route_name="pages.account_ticket",
     request_method="GET",
-    renderer="account/tickets/ticket.html",
+    renderer="support/ticket.html",
     permission=CUSTOMER,
 )
 def ticket_page(request):
@@ -107,7 +107,7 @@ def ticket_page(request):
 @view_config(
     route_name="pages.account_ticket_reply",
     request_method="POST",
-    renderer="account/tickets/ticket.html",
+    renderer="support/ticket.html",
     permission=CUSTOMER,
 )
 def reply_submit(request):

@@ -20,7 +20,7 @@ from cmsshop.models import (
     Product,
     ProductPrice,
 )
-from cmsshop.services.payments.checkout import new_order_number
+from cmsshop.services.checkout.orders import new_order_number
 
 
 def make_catalogue(session) -> dict[str, Product]:

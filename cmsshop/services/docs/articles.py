@@ -10,10 +10,10 @@ from sqlalchemy.orm import Session
 
 from cmsshop.errors import NotFound
 from cmsshop.models import Article
-from cmsshop.services.catalogue.listing import ListingStatements, fetch_listing, listing_statements
-from cmsshop.services.catalogue.text import ensure_slug_free, is_slug
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
+from cmsshop.services.store.listing import ListingStatements, fetch_listing, listing_statements
+from cmsshop.services.store.text import ensure_slug_free, is_slug
 from cmsshop.util import utcnow
 
 # What an article's JSON shows; a row of these reads like an Article (row.slug, ...).

@@ -8,7 +8,7 @@ The rules:
 - an expired license still gets answers, but only sees releases published before its
   expiry: it keeps the updates it paid for, not later ones;
 - channel ``stable`` sees stable releases, ``beta`` sees stable and beta ones;
-- versions compare by the product's scheme (services/catalogue/versions.py), never as
+- versions compare by the product's scheme (services/store/versions.py), never as
   strings or by release date; only a release strictly newer than the runtime's
   ``current_version`` is offered;
 - read only: nothing is written but the audit entry (no nonce is recorded: the answer is
@@ -25,7 +25,6 @@ from sqlalchemy.orm import Session
 
 from cmsshop.errors import ValidationFailed
 from cmsshop.models import Entitlement, License, Product, Release
-from cmsshop.services.catalogue.versions import BadVersion, parse_version
 from cmsshop.services.licensing import problems
 from cmsshop.services.licensing.records import AuditRecord, LicenseRequest
 from cmsshop.services.licensing.steps import (
@@ -33,6 +32,7 @@ from cmsshop.services.licensing.steps import (
     check_license_state,
     find_activation,
 )
+from cmsshop.services.store.versions import BadVersion, parse_version
 from cmsshop.util import utcnow
 
 CHANNELS = {"stable": ("stable",), "beta": ("stable", "beta")}

@@ -15,8 +15,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import Currency, License, Order, User
-from cmsshop.services.catalogue.currencies import format_amount
 from cmsshop.services.mail.outbox import enqueue
+from cmsshop.services.store.currencies import format_amount
 
 
 @dataclasses.dataclass(frozen=True)

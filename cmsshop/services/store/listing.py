@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import Select, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
-from cmsshop.services.catalogue.text import like_pattern
 from cmsshop.services.paging import Page, PageRequest, fetch_page
+from cmsshop.services.store.text import like_pattern
 
 
 @dataclasses.dataclass(frozen=True)

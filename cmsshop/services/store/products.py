@@ -20,11 +20,11 @@ from sqlalchemy.orm import Session
 
 from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.models import Currency, Entitlement, License, OrderItem, Product, ProductPrice, Release
-from cmsshop.services.catalogue.listing import ListingStatements, fetch_listing, listing_statements
-from cmsshop.services.catalogue.text import ensure_slug_free, is_slug
-from cmsshop.services.catalogue.versions import BadVersion, parse_version
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
+from cmsshop.services.store.listing import ListingStatements, fetch_listing, listing_statements
+from cmsshop.services.store.text import ensure_slug_free, is_slug
+from cmsshop.services.store.versions import BadVersion, parse_version
 from cmsshop.util import utcnow
 
 # What a product card shows. A row of these columns reads like a Product (row.slug, ...).

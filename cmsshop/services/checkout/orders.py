@@ -27,7 +27,6 @@ from sqlalchemy.orm import Session, selectinload
 
 from cmsshop.db import own_transaction, take_write_lock
 from cmsshop.models import Currency, Order, OrderItem, Product, User
-from cmsshop.services.catalogue.currencies import default_currency
 from cmsshop.services.payments import license_changes as changes
 from cmsshop.services.payments.base import (
     CheckoutRequest,
@@ -36,6 +35,7 @@ from cmsshop.services.payments.base import (
 )
 from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
+from cmsshop.services.store.currencies import default_currency
 from cmsshop.util import readable_token, utcnow
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,9 @@ from sqlalchemy.orm import Session
 
 from cmsshop.errors import Conflict, PayloadTooLarge, ValidationFailed
 from cmsshop.models import RELEASE_CHANNELS, Product, Release
-from cmsshop.services.catalogue.text import text_problem
-from cmsshop.services.catalogue.versions import BadVersion, parse_version
 from cmsshop.services.docs.markdown import render_markdown
+from cmsshop.services.store.text import text_problem
+from cmsshop.services.store.versions import BadVersion, parse_version
 from cmsshop.util import utcnow
 
 RELEASES_DIR = "releases"
@@ -84,7 +84,7 @@ def check_changelog(changelog: str | None) -> str:
 
 
 def check_version(version: str | None, scheme: str = "pep440") -> str:
-    """A version of the product's scheme (services/catalogue/versions.py), as sent."""
+    """A version of the product's scheme (services/store/versions.py), as sent."""
     if version is None:
         raise ValidationFailed({"version": "required"})
     if not VERSION.match(version):

@@ -46,7 +46,7 @@ class Currency(Base):
     is_default: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
-# How a product's release versions compare (services/catalogue/versions.py).
+# How a product's release versions compare (services/store/versions.py).
 VERSION_SCHEMES = ("pep440", "semver")
 
 
@@ -76,7 +76,7 @@ class Product(Base):
     # Upgrades: a license may move to a product of the same group with a higher tier.
     upgrade_group: Mapped[str | None] = mapped_column(String(50))
     tier: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    # How its release versions compare (services/catalogue/versions.py).
+    # How its release versions compare (services/store/versions.py).
     version_scheme: Mapped[str] = mapped_column(
         String(10), default="pep440", server_default="pep440"
     )
