@@ -163,7 +163,7 @@ def validate_route(sample: list[dict]):
 
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
-    """The database size and the load, shared with bench/validate_floor.py."""
+    """The database size and the load."""
     parser.add_argument("--licenses", type=int, default=100_000)
     parser.add_argument("--activated", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per route")
