@@ -97,7 +97,7 @@ def cmd_seed_demo(env, args) -> int:
 
 def cmd_support_code(env, args) -> int:
     from cmsshop.services.support.codes import find_error_record
-    from cmsshop.views.bodies import error_record_body
+    from cmsshop.views.shared.bodies import error_record_body
 
     request = env["request"]
     with request.tm:

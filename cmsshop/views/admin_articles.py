@@ -9,19 +9,19 @@ from cmsshop import openapi as oa
 from cmsshop.security import ADMIN
 from cmsshop.services.docs import articles
 from cmsshop.services.store import text
-from cmsshop.views.admin_catalogue import (
+from cmsshop.views.docs import article_body, read_article_filters
+from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.json import StrictMapping, page_json, read_json, read_page_request
+from cmsshop.views.shared.schema import (
     MAX_MARKDOWN,
     SLUG,
     body_schema,
     bool_node,
-    no_store,
     optional,
     slug_node,
     text_node,
     text_schema,
 )
-from cmsshop.views.common import StrictMapping, page_json, read_json, read_page_request
-from cmsshop.views.docs import article_body, read_article_filters
 
 MAX_BODY = MAX_MARKDOWN
 

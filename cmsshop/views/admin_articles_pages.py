@@ -13,10 +13,10 @@ from cmsshop.security import ADMIN
 from cmsshop.services.docs import articles
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.views.admin_articles import ArticleSchema
-from cmsshop.views.admin_catalogue import no_store
-from cmsshop.views.common import read_page_request
 from cmsshop.views.docs_pages import read_list_filters
-from cmsshop.views.forms import FormInvalid, field_errors, read_form, see_other
+from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
+from cmsshop.views.shared.json import read_page_request
 
 NOTICES = {
     "article_created": "The article is saved.",

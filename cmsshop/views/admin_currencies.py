@@ -8,15 +8,9 @@ from pyramid.view import view_config
 from cmsshop import openapi as oa
 from cmsshop.security import ADMIN
 from cmsshop.services.store import currencies
-from cmsshop.views.admin_catalogue import (
-    body_schema,
-    bool_node,
-    int_node,
-    no_store,
-    text_node,
-    text_schema,
-)
-from cmsshop.views.common import StrictMapping, StrictString, read_json
+from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.json import StrictMapping, StrictString, read_json
+from cmsshop.views.shared.schema import body_schema, bool_node, int_node, text_node, text_schema
 from cmsshop.views.store import currency_body
 
 

@@ -12,10 +12,10 @@ from pyramid.view import view_config
 from cmsshop.errors import ApiError
 from cmsshop.security import ADMIN
 from cmsshop.services.store import currencies
-from cmsshop.views.admin_catalogue import no_store
 from cmsshop.views.admin_currencies import CurrencyPatchSchema, CurrencySchema
-from cmsshop.views.common import flatten_errors
-from cmsshop.views.forms import FormInvalid, field_errors, posted_value, see_other
+from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.forms import FormInvalid, field_errors, posted_value, see_other
+from cmsshop.views.shared.json import flatten_errors
 
 NOTICES = {
     "currency_created": "The currency was added.",

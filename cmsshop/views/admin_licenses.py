@@ -3,9 +3,6 @@ changes an admin makes by hand -- all thin over cmsshop.services.licensing.admin
 
 from __future__ import annotations
 
-import datetime as dt
-import re
-
 import colander
 from pyramid.view import view_config
 
@@ -16,7 +13,10 @@ from cmsshop.security import ADMIN
 from cmsshop.services.licensing import admin as license_admin
 from cmsshop.services.licensing.features import MAX_FEATURES
 from cmsshop.util import isoformat_z
-from cmsshop.views.common import (
+from cmsshop.views.errors import request_id
+from cmsshop.views.licensing import client_ip
+from cmsshop.views.licensing_openapi import FEATURES
+from cmsshop.views.shared.json import (
     FeatureList,
     StrictInt,
     StrictMapping,
@@ -29,29 +29,9 @@ from cmsshop.views.common import (
     read_page_request,
     validate,
 )
-from cmsshop.views.errors import request_id
-from cmsshop.views.licensing import client_ip
-from cmsshop.views.licensing_openapi import FEATURES
+from cmsshop.views.shared.schema import IsoDate
 
 MAX_KEY_LENGTH = 64
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-
-
-class IsoDate(colander.SchemaType):
-    """A calendar date written ``YYYY-MM-DD`` (a string in JSON, a form or a query)."""
-
-    def deserialize(self, node, cstruct):
-        if cstruct is colander.null:
-            return cstruct
-        if not isinstance(cstruct, str) or not _ISO_DATE.fullmatch(cstruct):
-            raise colander.Invalid(node, "must be a date written YYYY-MM-DD")
-        try:
-            return dt.date.fromisoformat(cstruct)
-        except ValueError:
-            raise colander.Invalid(node, "is not a valid date") from None
-
-    def serialize(self, node, appstruct):
-        return colander.null if appstruct is colander.null else appstruct.isoformat()
 
 
 class LicenseSearchSchema(colander.MappingSchema):

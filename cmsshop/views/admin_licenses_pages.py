@@ -19,8 +19,8 @@ from cmsshop.views.admin_licenses import (
     read_search,
     refusal_error,
 )
-from cmsshop.views.common import read_page_request
-from cmsshop.views.forms import FormInvalid, read_form, see_other
+from cmsshop.views.shared.forms import FormInvalid, read_form, see_other
+from cmsshop.views.shared.json import read_page_request
 
 NOTICES = {
     "license_suspend": "The license is suspended.",

@@ -12,8 +12,8 @@ from cmsshop.models import MAIL_STATUSES, OutboxMessage
 from cmsshop.security import ADMIN
 from cmsshop.services.mail import admin as outbox_admin
 from cmsshop.util import isoformat_z
-from cmsshop.views.admin_catalogue import no_store
-from cmsshop.views.common import (
+from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.json import (
     StrictString,
     page_json,
     parse_path_id,

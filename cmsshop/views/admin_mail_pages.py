@@ -12,15 +12,15 @@ from cmsshop.models import MAIL_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.mail import admin as outbox_admin
 from cmsshop.services.mail.delivery import build_email
-from cmsshop.views.admin_catalogue import no_store
 from cmsshop.views.admin_mail import (
     message_id_of,
     message_not_found,
     read_mail_filters,
     resend_message,
 )
-from cmsshop.views.common import read_page_request
-from cmsshop.views.forms import see_other
+from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.forms import see_other
+from cmsshop.views.shared.json import read_page_request
 
 NOTICES = {
     "mail_resent": "The message is queued again; the sender delivers it on its next pass.",

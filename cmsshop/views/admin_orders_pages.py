@@ -14,9 +14,9 @@ from cmsshop.models import ORDER_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.accounts import customers
 from cmsshop.services.payments import orders_admin
-from cmsshop.views.admin_licenses import IsoDate
 from cmsshop.views.admin_payments import ManualFulfilSchema, fulfil_by_hand
-from cmsshop.views.common import (
+from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
+from cmsshop.views.shared.json import (
     StrictMapping,
     StrictString,
     is_storable_text,
@@ -25,8 +25,7 @@ from cmsshop.views.common import (
     read_page_request,
     validate,
 )
-from cmsshop.views.dashboard import text_validator
-from cmsshop.views.forms import FormInvalid, field_errors, read_form, see_other
+from cmsshop.views.shared.schema import IsoDate, text_validator
 
 NOTICES = {
     "order_fulfilled": "The order is fulfilled: invoice, downloads and licenses exist.",

@@ -11,8 +11,8 @@ from cmsshop.security import ADMIN
 from cmsshop.services import reports
 from cmsshop.services.support.codes import find_error_record
 from cmsshop.util import utcnow
-from cmsshop.views.admin_catalogue import no_store
-from cmsshop.views.common import query_value
+from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.json import query_value
 
 
 @view_config(

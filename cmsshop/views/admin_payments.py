@@ -15,8 +15,8 @@ from cmsshop.services.payments.events import reading, reprocess
 from cmsshop.services.payments.events.errors import DeliveryError
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.util import isoformat_z
-from cmsshop.views.bodies import order_body
-from cmsshop.views.common import (
+from cmsshop.views.shared.bodies import order_body
+from cmsshop.views.shared.json import (
     StrictMapping,
     StrictString,
     page_json,

@@ -17,8 +17,8 @@ from cmsshop.services.payments.events import errors as pe
 from cmsshop.services.payments.events import reading, reprocess
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.views.admin_payments import EventFilterSchema, _event_id
-from cmsshop.views.common import StrictString, query_value, read_page_request, validate
-from cmsshop.views.forms import FormInvalid, read_form, see_other
+from cmsshop.views.shared.forms import FormInvalid, read_form, see_other
+from cmsshop.views.shared.json import StrictString, query_value, read_page_request, validate
 
 NOTICES = {
     "webhook_rotated": "The new webhook setting is saved.",

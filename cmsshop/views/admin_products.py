@@ -11,21 +11,9 @@ from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
 from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES, Release
 from cmsshop.security import ADMIN
 from cmsshop.services.store import currencies, products, releases, text
-from cmsshop.views.admin_catalogue import (
-    MAX_MARKDOWN,
-    SLUG,
-    body_schema,
-    bool_node,
-    int_node,
-    no_store,
-    nullable_int_node,
-    optional,
-    slug_node,
-    text_node,
-    text_schema,
-)
-from cmsshop.views.bodies import release_body
-from cmsshop.views.common import (
+from cmsshop.views.shared.bodies import release_body
+from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.json import (
     FeatureList,
     StrictMapping,
     StrictSequence,
@@ -34,6 +22,18 @@ from cmsshop.views.common import (
     query_value,
     read_json,
     read_page_request,
+)
+from cmsshop.views.shared.schema import (
+    MAX_MARKDOWN,
+    SLUG,
+    body_schema,
+    bool_node,
+    int_node,
+    nullable_int_node,
+    optional,
+    slug_node,
+    text_node,
+    text_schema,
 )
 from cmsshop.views.store import MAX_AMOUNT, product_body
 

@@ -20,10 +20,10 @@ from pyramid.view import view_config
 from cmsshop.errors import ApiError
 from cmsshop.security import ADMIN
 from cmsshop.services.store import currencies, products, text
-from cmsshop.views.admin_catalogue import no_store
 from cmsshop.views.admin_products import ProductSchema, receive_release, service_names
-from cmsshop.views.common import flatten_errors, query_value, read_page_request
-from cmsshop.views.forms import FormInvalid, field_errors, posted_value, see_other
+from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.forms import FormInvalid, field_errors, posted_value, see_other
+from cmsshop.views.shared.json import flatten_errors, query_value, read_page_request
 
 NOTICES = {
     "product_created": "The product was created.",

@@ -10,7 +10,8 @@ from cmsshop.models import TICKET_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.support import tickets
 from cmsshop.util import isoformat_z
-from cmsshop.views.common import (
+from cmsshop.views.dashboard import MESSAGE_LENGTH, TicketNotFound, ticket_body
+from cmsshop.views.shared.json import (
     StrictMapping,
     StrictString,
     page_json,
@@ -19,13 +20,8 @@ from cmsshop.views.common import (
     read_json,
     read_page_request,
 )
-from cmsshop.views.common import validate as validate_data
-from cmsshop.views.dashboard import (
-    MESSAGE_LENGTH,
-    TicketNotFound,
-    text_validator,
-    ticket_body,
-)
+from cmsshop.views.shared.json import validate as validate_data
+from cmsshop.views.shared.schema import text_validator
 
 
 class TicketFilterSchema(colander.MappingSchema):

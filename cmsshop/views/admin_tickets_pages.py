@@ -14,9 +14,9 @@ from cmsshop.views.admin_tickets import (
     TicketStatusSchema,
     any_ticket,
 )
-from cmsshop.views.common import query_value, read_page_request
-from cmsshop.views.common import validate as validate_data
-from cmsshop.views.forms import FormInvalid, read_form, see_other
+from cmsshop.views.shared.forms import FormInvalid, read_form, see_other
+from cmsshop.views.shared.json import query_value, read_page_request
+from cmsshop.views.shared.json import validate as validate_data
 
 NOTICES = {
     "ticket_answered": "Your reply was sent: the customer sees it on their ticket page.",

@@ -13,8 +13,8 @@ from cmsshop.security import end_session, start_session
 from cmsshop.services.accounts import login, tokens
 from cmsshop.services.accounts.users import PasswordHasher
 from cmsshop.services.ratelimit import RateLimiter
-from cmsshop.views.common import StrictMapping, StrictString, read_json
-from cmsshop.views.core import user_body
+from cmsshop.views.shared.bodies import user_body
+from cmsshop.views.shared.json import StrictMapping, StrictString, read_json
 
 EMAIL = colander.All(colander.Email(), colander.Length(max=320))
 NEW_PASSWORD = colander.Length(min=10, max=1024)

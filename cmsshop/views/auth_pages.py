@@ -20,7 +20,7 @@ from cmsshop.views.auth import (
     client_ip,
     end_own_session,
 )
-from cmsshop.views.forms import FormInvalid, field_errors, read_form, safe_next, see_other
+from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, safe_next, see_other
 
 NOTICES = {
     "logged_out": "You are logged out.",

@@ -12,8 +12,8 @@ from cmsshop.errors import ApiError, NotFound, RateLimited, ServiceUnavailable, 
 from cmsshop.security import CUSTOMER
 from cmsshop.services.checkout import orders as co
 from cmsshop.services.payments.registry import PaymentProviders
-from cmsshop.views.bodies import ORDER_SCHEMA, order_body
-from cmsshop.views.common import StrictMapping, StrictSequence, StrictString, read_json
+from cmsshop.views.shared.bodies import ORDER_SCHEMA, order_body
+from cmsshop.views.shared.json import StrictMapping, StrictSequence, StrictString, read_json
 
 SLUG = {"type": "string", "minLength": 1, "maxLength": 100}
 KEY = {"type": "string", "minLength": 1, "maxLength": 64}

@@ -23,8 +23,8 @@ from cmsshop.views.checkout import (
     place_order,
     sandbox_order,
 )
-from cmsshop.views.common import StrictMapping, query_value, validate
-from cmsshop.views.forms import FormInvalid, field_errors, read_form, see_other
+from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
+from cmsshop.views.shared.json import StrictMapping, query_value, validate
 from cmsshop.views.store_pages import product_page_values
 
 ORDER_NUMBER = re.compile(r"^[A-Z0-9-]{1,32}$")

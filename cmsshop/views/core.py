@@ -10,13 +10,7 @@ from cmsshop.errors import DatabaseUnavailable, NotFound
 from cmsshop.security import ADMIN
 from cmsshop.services.store.currencies import default_currency
 from cmsshop.services.support.codes import find_error_record
-from cmsshop.views.bodies import error_record_body
-
-
-def user_body(user) -> dict | None:
-    if user is None:
-        return None
-    return {"id": user.id, "email": user.email, "name": user.name, "role": user.role}
+from cmsshop.views.shared.bodies import error_record_body, user_body
 
 
 @view_config(route_name="core.bootstrap", request_method="GET", renderer="json")

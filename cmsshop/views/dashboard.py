@@ -14,8 +14,9 @@ from cmsshop.services.licensing.records import AuditRecord
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.support import tickets
 from cmsshop.util import isoformat_z
-from cmsshop.views.bodies import order_body, release_body
-from cmsshop.views.common import (
+from cmsshop.views.errors import request_id
+from cmsshop.views.shared.bodies import order_body, release_body
+from cmsshop.views.shared.json import (
     StrictMapping,
     StrictString,
     page_json,
@@ -23,7 +24,7 @@ from cmsshop.views.common import (
     read_json,
     read_page_request,
 )
-from cmsshop.views.errors import request_id
+from cmsshop.views.shared.schema import text_validator
 
 # --- serialisation -----------------------------------------------------------------------
 
@@ -136,24 +137,6 @@ def customer_conversation_body(ticket) -> dict:
 
 
 # --- input -------------------------------------------------------------------------------
-
-
-def text_validator(min_length: int, max_length: int, blank_ok: bool = False):
-    """Length in characters, real Unicode text (no NUL, no lone surrogates), not blank."""
-    length = colander.Length(min=min_length, max=max_length)
-
-    def validator(node, value):
-        length(node, value)
-        if "\x00" in value:
-            raise colander.Invalid(node, "must not contain NUL characters")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise colander.Invalid(node, "must be valid Unicode text") from None
-        if not blank_ok and not value.strip():
-            raise colander.Invalid(node, "must not be blank")
-
-    return validator
 
 
 MESSAGE_LENGTH = (1, 20000)  # a ticket's opening message and every reply

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from cmsshop import openapi as oa
 from cmsshop.models import DELIVERY_MODES, ENTITLEMENT_STATUSES, LICENSE_STATUSES, TICKET_STATUSES
-from cmsshop.views.bodies import (
+from cmsshop.views.shared.bodies import (
     DATE_TIME,
     NULLABLE_DATE_TIME,
     ORDER_LINE_SCHEMA,

@@ -18,9 +18,9 @@ from cmsshop.services.dashboard.downloads import DownloadTokenSigner
 from cmsshop.services.paging import PageRequest
 from cmsshop.services.payments import license_changes
 from cmsshop.services.store.currencies import list_currencies
-from cmsshop.views.common import parse_path_id, read_page_request
 from cmsshop.views.dashboard import deactivate_own_activation, signed_url_body
-from cmsshop.views.forms import see_other
+from cmsshop.views.shared.forms import see_other
+from cmsshop.views.shared.json import parse_path_id, read_page_request
 
 PAGE_ROUTES = {
     "account.overview": "/account",

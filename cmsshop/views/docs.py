@@ -8,8 +8,9 @@ from cmsshop import openapi as oa
 from cmsshop.services.docs import articles
 from cmsshop.services.store import text
 from cmsshop.util import isoformat_z
-from cmsshop.views.admin_catalogue import DATE_TIME, IF_NONE_MATCH, cached_json, cached_ok
-from cmsshop.views.common import page_json, query_value, read_page_request
+from cmsshop.views.shared.caching import IF_NONE_MATCH, cached_json, cached_ok
+from cmsshop.views.shared.json import page_json, query_value, read_page_request
+from cmsshop.views.shared.schema import DATE_TIME
 
 
 def article_body(article, admin: bool = False) -> dict:

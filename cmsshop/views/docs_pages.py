@@ -7,7 +7,7 @@ from pyramid.view import view_config
 
 from cmsshop.services.docs import articles
 from cmsshop.services.store import text
-from cmsshop.views.common import query_value, read_page_request
+from cmsshop.views.shared.json import query_value, read_page_request
 
 
 def read_list_filters(request) -> dict:

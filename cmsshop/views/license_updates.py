@@ -23,7 +23,6 @@ from cmsshop.services.licensing.records import AuditRecord, LicenseRequest
 from cmsshop.services.licensing.updates import UpdateAnswer, UpdateCheck, check_for_update
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import isoformat_z
-from cmsshop.views.common import StrictString, query_value, validate
 from cmsshop.views.errors import request_id
 from cmsshop.views.licensing import (
     NONCE,
@@ -33,6 +32,7 @@ from cmsshop.views.licensing import (
     read_request_data,
 )
 from cmsshop.views.licensing_openapi import LICENSE_REQUEST
+from cmsshop.views.shared.json import StrictString, query_value, validate
 
 FORMATS = ("cmsshop", "wordpress")
 

@@ -30,7 +30,9 @@ from cmsshop.services.licensing.records import (
 from cmsshop.services.licensing.signing import LeaseSigner, SigningUnavailable
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import isoformat_z
-from cmsshop.views.common import (
+from cmsshop.views.errors import request_id
+from cmsshop.views.licensing_openapi import NONCE_PATTERN
+from cmsshop.views.shared.json import (
     StrictMapping,
     StrictString,
     decode_json,
@@ -40,8 +42,6 @@ from cmsshop.views.common import (
     read_body,
     validate,
 )
-from cmsshop.views.errors import request_id
-from cmsshop.views.licensing_openapi import NONCE_PATTERN
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 NONCE = re.compile(NONCE_PATTERN)

@@ -31,9 +31,9 @@ from cmsshop.services.licensing.records import AuditRecord, Licensing, Licensing
 from cmsshop.services.licensing.signing import LeaseSigner
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import isoformat_z
-from cmsshop.views.common import StrictMapping, StrictString, read_json
 from cmsshop.views.errors import request_id
-from cmsshop.views.forms import field_errors, posted_value
+from cmsshop.views.shared.forms import field_errors, posted_value
+from cmsshop.views.shared.json import StrictMapping, StrictString, read_json
 
 LEASE_FILE_FORMAT = "cmsshop-offline-lease"
 

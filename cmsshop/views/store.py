@@ -8,9 +8,10 @@ from cmsshop import openapi as oa
 from cmsshop.models import VERSION_SCHEMES, Currency
 from cmsshop.services.store import currencies, products, text
 from cmsshop.util import isoformat_z
-from cmsshop.views.admin_catalogue import DATE_TIME, IF_NONE_MATCH, cached_json, cached_ok
-from cmsshop.views.bodies import RELEASE_SCHEMA, release_body
-from cmsshop.views.common import page_json, query_value, read_page_request
+from cmsshop.views.shared.bodies import RELEASE_SCHEMA, release_body
+from cmsshop.views.shared.caching import IF_NONE_MATCH, cached_json, cached_ok
+from cmsshop.views.shared.json import page_json, query_value, read_page_request
+from cmsshop.views.shared.schema import DATE_TIME
 
 # --- JSON bodies (shared with the admin views) -------------------------------------------
 

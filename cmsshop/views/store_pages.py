@@ -9,7 +9,7 @@ from pyramid.view import view_config
 
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, products, text
-from cmsshop.views.common import query_value, read_page_request
+from cmsshop.views.shared.json import query_value, read_page_request
 
 # How the buy form names a provider (its registry name otherwise).
 PROVIDER_LABELS = {"cardprovider": "Card", "walletprovider": "PayPal"}

@@ -10,9 +10,15 @@ from cmsshop.errors import ApiError, RateLimited, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.support import tickets
-from cmsshop.views.common import read_page_request
 from cmsshop.views.dashboard import ReplySchema, TicketSchema, own_ticket
-from cmsshop.views.forms import FormInvalid, field_errors, posted_fields, read_form, see_other
+from cmsshop.views.shared.forms import (
+    FormInvalid,
+    field_errors,
+    posted_fields,
+    read_form,
+    see_other,
+)
+from cmsshop.views.shared.json import read_page_request
 from cmsshop.web import format_date
 
 NOTICES = {

@@ -10,7 +10,7 @@ from cmsshop.services.payments.events.delivery import receive_delivery
 from cmsshop.services.payments.events.log import record_rejected
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.ratelimit import RateLimiter
-from cmsshop.views.common import read_body
+from cmsshop.views.shared.json import read_body
 
 # Rejected deliveries counted per client address (declared by the webhook machinery).
 

@@ -15,7 +15,7 @@ import colander
 from pyramid.httpexceptions import HTTPSeeOther
 
 from cmsshop.errors import ApiError, ValidationFailed
-from cmsshop.views.common import flatten_errors
+from cmsshop.views.shared.json import flatten_errors
 
 
 class FormInvalid(Exception):

@@ -10,6 +10,12 @@ from cmsshop.models import ORDER_STATUSES, RELEASE_CHANNELS
 from cmsshop.util import isoformat_z
 
 
+def user_body(user) -> dict | None:
+    if user is None:
+        return None
+    return {"id": user.id, "email": user.email, "name": user.name, "role": user.role}
+
+
 def order_body(order) -> dict:
     """An Order with its items."""
     return {

@@ -1,22 +1,25 @@
-"""Building blocks shared by the catalogue views of the store and docs modules: colander
-nodes for slugs and text, nullable integers, caching and OpenAPI fragments. (Generic
-helpers every view uses -- query strings, paging, JSON bodies -- are in views.common.)
+"""Schema building blocks shared by the edge packages: colander nodes for slugs, text,
+dates and nullable integers, and the OpenAPI fragments that describe them. (Strict JSON
+types, query strings and paging are in views.shared.json.)
 
-No views live here, so neither module scans it; each imports what it needs.
+No views live here, so no module scans it; each imports what it needs.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+
 import colander
 
-from cmsshop.cache import CACHEABLE
 from cmsshop.services.store import text
-from cmsshop.views.common import StrictBool, StrictInt, StrictString, json_with_etag
+from cmsshop.views.shared.json import StrictBool, StrictInt, StrictString
 
 # The longest Markdown source (characters). Even written entirely as 12-byte JSON escapes
 # ("\ud83d\ude00") it stays under the 1 MiB JSON body limit, so a body that its schema
 # allows is never refused as too large.
 MAX_MARKDOWN = 64_000
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 # --- colander ----------------------------------------------------------------------------
 
@@ -118,41 +121,39 @@ def body_schema(properties: dict, required: list[str]) -> dict:
     return schema
 
 
-def cached_json(request, body: dict):
-    """A public catalogue or docs answer: JSON with an ETag, cached for
-    cmsshop.public_max_age seconds."""
-    max_age = request.registry.settings["cmsshop.public_max_age"]
-    request.environ[CACHEABLE] = True  # the same for every visitor: the answer cache may keep it
-    return json_with_etag(request, body, max_age=max_age)
-
-
 DATE_TIME = {"type": "string", "format": "date-time"}
-CACHE_HEADERS = {
-    "ETag": {"schema": {"type": "string"}, "description": "Strong validator of the body"},
-    "Cache-Control": {"schema": {"type": "string"}},
-}
-IF_NONE_MATCH = {
-    "name": "If-None-Match",
-    "in": "header",
-    "required": False,
-    "schema": {"type": "string"},
-    "description": "An ETag from an earlier answer; a match answers 304 with no body.",
-}
 
 
-def cached_ok(schema: dict) -> dict:
-    """200 with ETag/Cache-Control, and the 304 of a matching If-None-Match."""
-    response = {
-        "200": {
-            "description": "OK",
-            "headers": CACHE_HEADERS,
-            "content": {"application/json": {"schema": schema}},
-        },
-        "304": {"description": "Not modified", "headers": CACHE_HEADERS},
-    }
-    return response
+class IsoDate(colander.SchemaType):
+    """A calendar date written ``YYYY-MM-DD`` (a string in JSON, a form or a query)."""
+
+    def deserialize(self, node, cstruct):
+        if cstruct is colander.null:
+            return cstruct
+        if not isinstance(cstruct, str) or not _ISO_DATE.fullmatch(cstruct):
+            raise colander.Invalid(node, "must be a date written YYYY-MM-DD")
+        try:
+            return dt.date.fromisoformat(cstruct)
+        except ValueError:
+            raise colander.Invalid(node, "is not a valid date") from None
+
+    def serialize(self, node, appstruct):
+        return colander.null if appstruct is colander.null else appstruct.isoformat()
 
 
-def no_store(request) -> None:
-    """Admin answers hold drafts: never let a shared cache keep them."""
-    request.response.cache_control = "no-store"
+def text_validator(min_length: int, max_length: int, blank_ok: bool = False):
+    """Length in characters, real Unicode text (no NUL, no lone surrogates), not blank."""
+    length = colander.Length(min=min_length, max=max_length)
+
+    def validator(node, value):
+        length(node, value)
+        if "\x00" in value:
+            raise colander.Invalid(node, "must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise colander.Invalid(node, "must be valid Unicode text") from None
+        if not blank_ok and not value.strip():
+            raise colander.Invalid(node, "must not be blank")
+
+    return validator
