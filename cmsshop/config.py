@@ -54,18 +54,8 @@ def configure(settings: dict | None = None) -> Configurator:
     config.include("cmsshop.security")
     # The web pages' stack: Jinja2, static files with cache-busting, security headers.
     config.include("cmsshop.web")
-    # Core routes that are always on, then the pages that are (home, log in, register).
-    config.include("cmsshop.views.core")
-    config.include("cmsshop.views.auth")
-    config.include("cmsshop.views.home_pages")
-    config.include("cmsshop.views.auth_pages")
-    # The admin console's core pages (dashboard, error lookup): on whatever modules are.
-    config.include("cmsshop.views.admin_pages")
-    # The admin console's orders and customers pages: orders exist whatever modules are on.
-    config.include("cmsshop.views.admin_orders_pages")
-    # The mail outbox's admin pages and JSON routes: mail is core, whatever modules are on.
-    config.include("cmsshop.views.admin_mail_pages")
-    # Feature modules named in cmsshop.modules; 404 stubs for the rest (JSON under /api,
+    # Every route: the always-on modules (core, accounts, mail, admin orders), then the
+    # feature modules named in cmsshop.modules, and 404 stubs for the rest (JSON under /api,
     # an HTML page for their pages).
     config.include("cmsshop.modules")
     config.commit()

@@ -981,7 +981,7 @@ def test_production_imports_never_load_the_development_pki():
     import sys
 
     code = (
-        "import sys, cmsshop.config, cmsshop.modules.webhooks.walletprovider, "
+        "import sys, cmsshop.config, cmsshop.modules.payments.walletprovider, "
         "cmsshop.views.webhooks, cmsshop.views.admin_payments, cmsshop.views.checkout; "
         "print(sorted(m for m in sys.modules if m.startswith('cmsshop.devtools')))"
     )

@@ -393,7 +393,7 @@ def test_production_refuses_to_trust_verified_events():
     # process-wide password hasher to full cost for the rest of the suite).
     from pyramid.exceptions import ConfigurationError
 
-    from cmsshop.modules.webhooks import check_production
+    from cmsshop.modules.payments import check_production
 
     with pytest.raises(ConfigurationError, match="trust_verified_events"):
         check_production(

@@ -1,4 +1,7 @@
-"""Feature modules: validated against a known list, included after the core.
+"""Feature modules: the always-on ones, then those validated against a known list.
+
+Every route of the application is declared here, one module per feature: each holds a
+``ROUTES`` table (name -> pattern, in matching order) and scans its own views package.
 
 As in Kinto's ``kinto.includes``, the ini names plugins and this module decides what
 each name means; a raw setting is never imported as a dotted path. A known module that
@@ -12,6 +15,14 @@ from __future__ import annotations
 from pyramid.exceptions import ConfigurationError
 
 from cmsshop.errors import ApiError
+
+# Always on, in this order: the core, accounts, the mail outbox, the admin order pages.
+ALWAYS_ON = (
+    "cmsshop.modules.core",
+    "cmsshop.modules.accounts",
+    "cmsshop.modules.mail",
+    "cmsshop.modules.payments.orders",
+)
 
 # name -> URL prefixes it owns (its admin routes and its web pages included).
 KNOWN_MODULES: dict[str, tuple[str, ...]] = {
@@ -36,9 +47,15 @@ KNOWN_MODULES: dict[str, tuple[str, ...]] = {
     "webhooks.cardprovider": ("/api/webhooks/cardprovider",),
     "webhooks.walletprovider": ("/api/webhooks/walletprovider",),
 }
+# The operator-facing names of the payment plugins stay as deployed inis spell them;
+# every other name is its module's own.
+IMPLEMENTED_BY = {
+    "webhooks.cardprovider": "cmsshop.modules.payments.cardprovider",
+    "webhooks.walletprovider": "cmsshop.modules.payments.walletprovider",
+}
 # Prefixes owned by a group of modules together: served while any of them is on,
 # answered module_disabled (naming them all) when none is. The payment admin area comes
-# with whichever webhook module is enabled (cmsshop.modules.webhooks).
+# with whichever webhook module is enabled (cmsshop.modules.payments).
 SHARED_PREFIXES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("webhooks.cardprovider", "webhooks.walletprovider"): (
         "/api/admin/settings/payments",
@@ -93,9 +110,11 @@ def add_disabled_stub(config, names: tuple[str, ...], prefixes: tuple[str, ...])
 
 def includeme(config) -> None:
     enabled = enabled_modules(config.get_settings())
+    for module in ALWAYS_ON:
+        config.include(module)
     for name in KNOWN_MODULES:
         if name in enabled:
-            config.include(f"cmsshop.modules.{name}")
+            config.include(IMPLEMENTED_BY.get(name, f"cmsshop.modules.{name}"))
         else:
             add_disabled_stub(config, (name,), KNOWN_MODULES[name])
     for names, prefixes in SHARED_PREFIXES.items():

@@ -191,6 +191,17 @@ def query_value(request, name: str) -> str | None:
     return values[0] if values else None
 
 
+def read_query(request, schema: colander.SchemaNode) -> tuple[dict, dict]:
+    """(validated, as typed): the schema's query parameters, an empty one as absent
+    (a filter form sends every field); 422 for a bad or repeated value."""
+    typed = {}
+    for node in schema.children:
+        value = query_value(request, node.name)
+        if value not in (None, ""):
+            typed[node.name] = value
+    return validate(schema, typed), typed
+
+
 def read_page_request(request) -> PageRequest:
     """``page`` (from 1) and ``perPage`` (1-100, default 20) from the query string; 422
     for a bad, empty or repeated value."""

@@ -18,7 +18,7 @@ from cmsshop.services.payments.validators import (
 
 
 def includeme(config) -> None:
-    config.include("cmsshop.modules.webhooks")
+    config.include("cmsshop.modules.payments")
     config.add_payment_provider(
         CardProvider(),
         list_fields=("webhookSecrets",),

@@ -23,8 +23,3 @@ def home(request):
 
         articles = docs.list_articles(request.db, PageRequest(1, LATEST_ARTICLES)).items
     return {"products": products, "articles": articles}
-
-
-def includeme(config) -> None:
-    config.add_route("pages.home", "/")
-    config.scan("cmsshop.views.home_pages")

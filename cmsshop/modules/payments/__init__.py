@@ -1,12 +1,12 @@
 """Shared webhook machinery; each provider is one small plugin module beside this file.
 
-A plugin module (``cmsshop/modules/webhooks/<name>.py``, listed in KNOWN_MODULES and
+A plugin module (``cmsshop/modules/payments/<name>.py``, listed in KNOWN_MODULES and
 switched on in ``cmsshop.modules``) only registers its provider object::
 
     from cmsshop.services.payments.myprovider import MyProvider
 
     def includeme(config):
-        config.include("cmsshop.modules.webhooks")
+        config.include("cmsshop.modules.payments")
         config.add_payment_provider(
             MyProvider(),                        # implements services.payments.base
             list_fields=("webhookSecrets",),     # settings fields holding lists

@@ -295,21 +295,4 @@ OPENAPI_PATHS = {
         )
     },
 }
-
-
-def includeme(config) -> None:
-    for policy in login.rate_policies(config.get_settings()):
-        config.add_rate_policy(*policy)
-    for policy in tokens.rate_policies(config.get_settings()):
-        config.add_rate_policy(*policy)
-    config.add_route("auth.register", "/api/auth/register")
-    config.add_route("auth.password_reset", "/api/auth/password-reset")
-    config.add_route("auth.password_reset_confirm", "/api/auth/password-reset/confirm")
-    config.add_route("auth.verify_email", "/api/auth/verify-email")
-    config.add_route("auth.login", "/api/auth/login")
-    config.add_route("auth.logout", "/api/auth/logout")
-    config.add_route("auth.session", "/api/auth/session")
-    config.add_openapi(
-        paths=OPENAPI_PATHS, schemas={"Session": SESSION, "CheckYourEmail": CHECK_YOUR_EMAIL_SCHEMA}
-    )
-    config.scan("cmsshop.views.auth")
+OPENAPI_SCHEMAS = {"Session": SESSION, "CheckYourEmail": CHECK_YOUR_EMAIL_SCHEMA}

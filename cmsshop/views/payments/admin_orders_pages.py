@@ -1,6 +1,6 @@
-"""Admin pages for orders and customers (/admin/orders, /admin/customers): always on,
-like the orders themselves. Manual fulfilment posts here with the JSON route's schema
-and rules (cmsshop.views.admin_payments.fulfil_by_hand)."""
+"""Admin pages for orders (/admin/orders): always on, like the orders themselves.
+Manual fulfilment posts here with the JSON route's schema and rules
+(cmsshop.views.admin_payments.fulfil_by_hand)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pyramid.view import view_config
 from cmsshop.errors import ApiError, NotFound, ValidationFailed
 from cmsshop.models import ORDER_STATUSES
 from cmsshop.security import ADMIN
-from cmsshop.services.accounts import customers
 from cmsshop.services.payments import orders_admin
 from cmsshop.views.admin_payments import ManualFulfilSchema, fulfil_by_hand
 from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
@@ -20,10 +19,8 @@ from cmsshop.views.shared.json import (
     StrictMapping,
     StrictString,
     is_storable_text,
-    parse_path_id,
-    query_value,
     read_page_request,
-    validate,
+    read_query,
 )
 from cmsshop.views.shared.schema import IsoDate, text_validator
 
@@ -61,21 +58,6 @@ def order_filter_schema() -> colander.SchemaNode:
     schema.add(colander.SchemaNode(IsoDate(), name="from", missing=None))
     schema.add(colander.SchemaNode(IsoDate(), name="to", missing=None))
     return schema
-
-
-class CustomerSearchSchema(colander.MappingSchema):
-    q = colander.SchemaNode(StrictString(), missing=None, validator=colander.Length(max=320))
-
-
-def read_query(request, schema: colander.SchemaNode) -> tuple[dict, dict]:
-    """(validated, as typed): the schema's query parameters, an empty one as absent
-    (a filter form sends every field); 422 for a bad or repeated value."""
-    typed = {}
-    for node in schema.children:
-        value = query_value(request, node.name)
-        if value not in (None, ""):
-            typed[node.name] = value
-    return validate(schema, typed), typed
 
 
 def order_number(request) -> str:
@@ -188,47 +170,3 @@ def order_note_submit(request):
     except orders_admin.OrderMissing:
         raise order_not_found() from None
     return see_other(request, order_path(number) + "#notes", notice="order_note_added")
-
-
-# --- customers ------------------------------------------------------------------------------
-
-
-@view_config(
-    route_name="pages.admin_customers",
-    request_method="GET",
-    renderer="admin/accounts/index.html",
-    permission=ADMIN,
-)
-def customers_page(request):
-    paging = read_page_request(request)
-    data, _ = read_query(request, CustomerSearchSchema())
-    page = customers.search_customers(request.db, paging, data["q"])
-    return {"admin_section": "customers", "page": page, "q": data["q"] or ""}
-
-
-@view_config(
-    route_name="pages.admin_customer",
-    request_method="GET",
-    renderer="admin/accounts/detail.html",
-    permission=ADMIN,
-)
-def customer_page(request):
-    user_id = parse_path_id(request.matchdict["id"])
-    try:
-        if user_id is None:
-            raise customers.CustomerMissing(request.matchdict["id"])
-        detail = customers.customer_detail(request.db, user_id)
-    except customers.CustomerMissing:
-        raise NotFound("No customer has this id.") from None
-    return {"admin_section": "customers", "detail": detail}
-
-
-def includeme(config) -> None:
-    config.add_route("pages.admin_orders", "/admin/orders")
-    config.add_route("pages.admin_order", "/admin/orders/{number}")
-    config.add_route("pages.admin_order_fulfil", "/admin/orders/{number}/fulfil")
-    config.add_route("pages.admin_order_notes", "/admin/orders/{number}/notes")
-    config.add_route("pages.admin_customers", "/admin/customers")
-    config.add_route("pages.admin_customer", "/admin/customers/{id}")
-    config.add_page_notices(NOTICES)
-    config.scan("cmsshop.views.admin_orders_pages")

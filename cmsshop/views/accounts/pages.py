@@ -11,7 +11,7 @@ from cmsshop.security import end_session, start_session
 from cmsshop.services.accounts import login, tokens
 from cmsshop.services.accounts.users import PasswordHasher
 from cmsshop.services.ratelimit import RateLimiter
-from cmsshop.views.auth import (
+from cmsshop.views.accounts.api import (
     LoginSchema,
     PasswordResetConfirmSchema,
     PasswordResetSchema,
@@ -249,15 +249,3 @@ def verify_email_submit(request):
         return _link_problem(request, exc, page)
     start_session(request, user)
     return see_other(request, page["next"] or _after_login(request), notice="email_verified")
-
-
-def includeme(config) -> None:
-    config.add_route("pages.login", "/login")
-    config.add_route("pages.register", "/register")
-    config.add_route("pages.logout", "/logout")
-    config.add_route("pages.check_email", "/check-email")
-    config.add_route("pages.forgot_password", "/forgot-password")
-    config.add_route("pages.reset_password", "/reset-password")
-    config.add_route("pages.verify_email", "/verify-email")
-    config.add_page_notices(NOTICES)
-    config.scan("cmsshop.views.auth_pages")

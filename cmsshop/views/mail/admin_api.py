@@ -1,5 +1,5 @@
 """Admin JSON routes of the mail outbox: recent messages and resending one (always on:
-mail is core). The pages beside them are in cmsshop.views.admin_mail_pages."""
+mail is core). The pages beside them are in cmsshop.views.mail.admin_pages."""
 
 from __future__ import annotations
 
@@ -150,10 +150,3 @@ OPENAPI_PATHS = {
     },
 }
 OPENAPI_SCHEMAS = {"MailMessageSummary": MESSAGE_SUMMARY}
-
-
-def includeme(config) -> None:
-    config.add_route("admin.mail", "/api/admin/mail")
-    config.add_route("admin.mail_resend", "/api/admin/mail/{id}/resend")
-    config.add_openapi(paths=OPENAPI_PATHS, schemas=OPENAPI_SCHEMAS)
-    config.scan("cmsshop.views.admin_mail")

@@ -18,7 +18,7 @@ from cmsshop.settings import as_list, as_str
 
 
 def includeme(config) -> None:
-    config.include("cmsshop.modules.webhooks")
+    config.include("cmsshop.modules.payments")
     settings = config.get_settings()
     # Days, not the card provider's minutes: PayPal redelivers for up to 3 days (the
     # ini or CMSSHOP_WALLETPROVIDER_SIGNATURE_TOLERANCE still override this default).

@@ -1,7 +1,7 @@
 """Admin pages of the mail outbox (/admin/mail): recent messages with a status filter,
 one message (headers, text body, the HTML body as escaped source -- never rendered
 into the admin page, where a hostile body would run with the admin's session), and the
-resend button, on the services of the JSON routes in cmsshop.views.admin_mail."""
+resend button, on the services of the JSON routes in cmsshop.views.mail.admin_api."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from cmsshop.models import MAIL_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.mail import admin as outbox_admin
 from cmsshop.services.mail.delivery import build_email
-from cmsshop.views.admin_mail import (
+from cmsshop.views.mail.admin_api import (
     message_id_of,
     message_not_found,
     read_mail_filters,
@@ -88,13 +88,3 @@ def resend_submit(request):
             raise
         return see_other(request, f"/admin/mail/{message_id}", notice="mail_pending")
     return see_other(request, f"/admin/mail/{message_id}", notice="mail_resent")
-
-
-def includeme(config) -> None:
-    # The JSON routes of the same feature (/api/admin/mail...).
-    config.include("cmsshop.views.admin_mail")
-    config.add_route("pages.admin_mail", "/admin/mail")
-    config.add_route("pages.admin_mail_message", "/admin/mail/{id}")
-    config.add_route("pages.admin_mail_resend", "/admin/mail/{id}/resend")
-    config.add_page_notices(NOTICES)
-    config.scan("cmsshop.views.admin_mail_pages")

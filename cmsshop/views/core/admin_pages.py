@@ -63,10 +63,3 @@ def error_lookup(request):
 def error_record(request):
     no_store(request)
     return _record_page(request, request.matchdict["support_code"])
-
-
-def includeme(config) -> None:
-    config.add_route("pages.admin", "/admin")
-    config.add_route("pages.admin_errors", "/admin/errors")
-    config.add_route("pages.admin_error", "/admin/errors/{support_code}")
-    config.scan("cmsshop.views.admin_pages")

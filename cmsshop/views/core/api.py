@@ -129,12 +129,3 @@ OPENAPI_SCHEMAS = {
         },
     },
 }
-
-
-def includeme(config) -> None:
-    config.add_route("core.bootstrap", "/api/bootstrap")
-    config.add_route("core.health", "/api/health")
-    config.add_route("core.openapi", "/api/openapi.json")
-    config.add_route("core.admin_error", "/api/admin/errors/{support_code}")
-    config.add_openapi(paths=OPENAPI_PATHS, schemas=OPENAPI_SCHEMAS)
-    config.scan("cmsshop.views.core")

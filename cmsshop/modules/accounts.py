@@ -1,0 +1,39 @@
+"""The accounts module, always on: registration, login and the mailed links (JSON and
+pages), and the admin console's customer pages."""
+
+from __future__ import annotations
+
+from cmsshop.services.accounts import login, tokens
+from cmsshop.views.accounts import api, pages
+
+ROUTES = {
+    "auth.register": "/api/auth/register",
+    "auth.password_reset": "/api/auth/password-reset",
+    "auth.password_reset_confirm": "/api/auth/password-reset/confirm",
+    "auth.verify_email": "/api/auth/verify-email",
+    "auth.login": "/api/auth/login",
+    "auth.logout": "/api/auth/logout",
+    "auth.session": "/api/auth/session",
+    # The web pages: log in, register, log out and the pages of the mailed links.
+    "pages.login": "/login",
+    "pages.register": "/register",
+    "pages.logout": "/logout",
+    "pages.check_email": "/check-email",
+    "pages.forgot_password": "/forgot-password",
+    "pages.reset_password": "/reset-password",
+    "pages.verify_email": "/verify-email",
+    # The admin console's customers.
+    "pages.admin_customers": "/admin/customers",
+    "pages.admin_customer": "/admin/customers/{id}",
+}
+
+
+def includeme(config) -> None:
+    settings = config.get_settings()
+    for policy in (*login.rate_policies(settings), *tokens.rate_policies(settings)):
+        config.add_rate_policy(*policy)
+    for name, pattern in ROUTES.items():
+        config.add_route(name, pattern)
+    config.add_openapi(paths=api.OPENAPI_PATHS, schemas=api.OPENAPI_SCHEMAS)
+    config.add_page_notices(pages.NOTICES)
+    config.scan("cmsshop.views.accounts")

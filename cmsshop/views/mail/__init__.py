@@ -1,0 +1,1 @@
+"""The mail outbox in the admin console: JSON routes and pages."""
