@@ -1,20 +1,28 @@
 """Validate: the hot path. Runtimes call it on every lease refresh.
 
-It runs on plain connections rather than through the ORM session: the rate counts and
-one lookup without locks, the lease signed, then one short transaction for the nonce, a
-second look at the same row, the ``lastValidatedAt`` touch and the audit row, each a
-statement built once (see cmsshop.hotsql). On PostgreSQL that is two round trips: the
-counts with the lookup, then one statement that writes the rest only if the second look
-still gives the same row (three when it does not). On SQLite with a signer in this
-process, the whole call is one transaction.
+It runs plain SQL on pooled connections rather than through the ORM session
+(cmsshop.hotsql says why), in the same few steps on both databases:
+
+1. count the call against the rate limits and read the lookup row (one round trip on
+   PostgreSQL, one short transaction on SQLite); the counts commit whatever happens next;
+2. plan the answer from that row and sign its lease, with no lock held;
+3. write the nonce, the ``lastValidatedAt`` touch and the audit row, only if the license
+   still reads as planned (:func:`cmsshop.services.licensing.steps.sign_and_commit`).
+
+The dialects differ in how few round trips each step takes, and a signer in this process
+lets SQLite do all three steps in one transaction. Every saving is measured with
+``bench/licensing.py`` (SQLite, and PostgreSQL with ``--database-url``).
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import datetime as dt
+import functools
 import json
 import random
-from typing import Any
+from typing import Any, NamedTuple
 
 from cmsshop.errors import ApiError, RateLimited
 from cmsshop.hotsql import (
@@ -38,7 +46,6 @@ from cmsshop.services.licensing.records import (
     LicensingPolicy,
     LicensingResult,
 )
-from cmsshop.services.licensing.signing import LeaseSigner
 from cmsshop.services.licensing.steps import (
     NONCE_PURGE_PROBABILITY,
     Plan,
@@ -49,32 +56,42 @@ from cmsshop.services.licensing.steps import (
     sign_and_commit,
     sign_lease,
 )
-from cmsshop.services.ratelimit import RateLimiter
+from cmsshop.services.ratelimit import Counting, RateLimiter
 from cmsshop.util import utcnow
 
-# validate's one read: the license, its product, the installation, the paid seats used
-# and the license's feature flags.
-_LOOKUP_COLUMNS = (
-    "l.id, l.status, l.max_activations, l.expires_at, p.slug, a.id, a.domain, "
+
+class LookupRow(NamedTuple):
+    """validate's one read: the license, its product, the installation (None columns
+    when the fingerprint has none), the paid seats used and the license's flags. The
+    columns of every lookup statement below, in this order."""
+
+    license_id: int
+    status: str
+    max_activations: int
+    expires_at: Any
+    product: str
+    activation_id: int | None
+    domain: str | None
+    environment: str | None
+    active: Any
+    activated_at: Any
+    deactivated_at: Any
+    production_seats: int
+    features: Any
+
+
+# The lookup and, on PostgreSQL, the nonce stored in the same statement (its id, or
+# None when the nonce was seen within the window).
+NoncedLookupRow = collections.namedtuple("NoncedLookupRow", (*LookupRow._fields, "nonce_id"))
+
+_LOOK_UP = HotStatement(
+    "SELECT l.id, l.status, l.max_activations, l.expires_at, p.slug, a.id, a.domain, "
     "a.environment, a.active, a.activated_at, a.deactivated_at, "
     "(SELECT count(*) FROM activations AS s WHERE s.licence_id = l.id AND s.active "
-    "AND s.environment = 'production'), l.features"
-)
-_LOOKUP_FROM = (
+    "AND s.environment = 'production'), l.features "
     "FROM licences AS l JOIN products AS p ON p.id = l.product_id "
     "LEFT OUTER JOIN activations AS a ON a.licence_id = l.id AND a.fingerprint_sha256 = :fp "
     "WHERE l.key = :key"
-)
-_VALIDATE_LOOKUP = HotStatement(f"SELECT {_LOOKUP_COLUMNS} {_LOOKUP_FROM}")  # noqa: S608
-_LOOKUP_WIDTH = 13  # columns of a lookup row
-_PURGE_NONCES = HotStatement("DELETE FROM licence_nonces WHERE seen_at < :cutoff")
-_TOUCH_ACTIVATION = HotStatement("UPDATE activations SET last_validated_at = :now WHERE id = :id")
-_INSERT_AUDIT = HotStatement(
-    "INSERT INTO licence_audit_log (created_at, action, outcome, status, licence_id, "
-    "activation_id, key_hint, product, fingerprint_sha256, domain, environment, ip, "
-    "request_id) VALUES (:created_at, :action, :outcome, :status, :license_id, "
-    ":activation_id, :key_hint, :product, :fingerprint_sha256, :domain, :environment, :ip, "
-    ":request_id)"
 )
 # The nonce, with the license found by key (INSERT .. SELECT): the write transaction's
 # first statement is a write, so on SQLite no read comes before the write lock.
@@ -85,39 +102,64 @@ _KEYED_NONCE = HotStatement(
     "ON CONFLICT (licence_id, nonce) DO UPDATE SET seen_at = excluded.seen_at "
     "WHERE licence_nonces.seen_at < :cutoff RETURNING id"
 )
+_PURGE_NONCES = HotStatement("DELETE FROM licence_nonces WHERE seen_at < :cutoff")
+_TOUCH_ACTIVATION = HotStatement("UPDATE activations SET last_validated_at = :now WHERE id = :id")
+_INSERT_AUDIT = HotStatement(
+    "INSERT INTO licence_audit_log (created_at, action, outcome, status, licence_id, "
+    "activation_id, key_hint, product, fingerprint_sha256, domain, environment, ip, "
+    "request_id) VALUES (:created_at, :action, :outcome, :status, :license_id, "
+    ":activation_id, :key_hint, :product, :fingerprint_sha256, :domain, :environment, :ip, "
+    ":request_id)"
+)
 
 # PostgreSQL runs data-modifying CTEs, so there the nonce rides with the second look and
-# the touch with the audit insert: two round trips instead of four.
-# (Built from the constant SQL above; no input is ever formatted into SQL.)
-_PG_NONCE_AND_LOOKUP = HotStatement(
-    f"WITH n AS ({_KEYED_NONCE.sql['sqlite']}) "  # noqa: S608
-    + _VALIDATE_LOOKUP.sql["sqlite"].replace(
-        " FROM licences AS l ", ", (SELECT id FROM n) FROM licences AS l ", 1
-    )
+# the touch with the audit insert: two round trips instead of four (bench/licensing.py
+# --database-url postgresql+psycopg://...).
+_PG_NONCE_AND_LOOK_UP = HotStatement(
+    "WITH n AS (INSERT INTO licence_nonces (licence_id, nonce, seen_at) "
+    "SELECT id, :nonce, :now FROM licences WHERE key = :key "
+    "ON CONFLICT (licence_id, nonce) DO UPDATE SET seen_at = excluded.seen_at "
+    "WHERE licence_nonces.seen_at < :cutoff RETURNING id) "
+    "SELECT l.id, l.status, l.max_activations, l.expires_at, p.slug, a.id, a.domain, "
+    "a.environment, a.active, a.activated_at, a.deactivated_at, "
+    "(SELECT count(*) FROM activations AS s WHERE s.licence_id = l.id AND s.active "
+    "AND s.environment = 'production'), l.features, (SELECT id FROM n) "
+    "FROM licences AS l JOIN products AS p ON p.id = l.product_id "
+    "LEFT OUTER JOIN activations AS a ON a.licence_id = l.id AND a.fingerprint_sha256 = :fp "
+    "WHERE l.key = :key"
 )
 _PG_TOUCH_AND_AUDIT = HotStatement(
-    "WITH t AS (UPDATE activations SET last_validated_at = :touched_at WHERE id = :touched_id) "  # noqa: S608
-    + _INSERT_AUDIT.sql["sqlite"]
+    "WITH t AS (UPDATE activations SET last_validated_at = :now WHERE id = :touched_id) "
+    "INSERT INTO licence_audit_log (created_at, action, outcome, status, licence_id, "
+    "activation_id, key_hint, product, fingerprint_sha256, domain, environment, ip, "
+    "request_id) VALUES (:created_at, :action, :outcome, :status, :license_id, "
+    ":activation_id, :key_hint, :product, :fingerprint_sha256, :domain, :environment, :ip, "
+    ":request_id)"
 )
-
-
-# PostgreSQL, the common case in one statement (data-modifying CTEs, one snapshot): the
-# same lookup again, and only if it gives the very row the lease was signed for (every
-# column passed back as :seen_N; the JSON flags compared as jsonb), the nonce; only if
-# the nonce is new, the touch and the audit row. It answers how many nonces it stored:
-# 0 means it wrote nothing (the nonce was seen, or the license changed), and the call
-# takes the general path, which finds out which.
-_PG_SEEN_COLUMNS = _LOOKUP_COLUMNS.replace("l.features", "CAST(l.features AS jsonb)")
-_PG_SEEN_VALUES = ", ".join(f":seen_{i}" for i in range(_LOOKUP_WIDTH - 1))
+# PostgreSQL, the common case in one statement and one snapshot, which spares the
+# second look's round trip: the same lookup again and, only if it gives the very row the
+# lease was signed for (each column passed back as :seen_<column>; the JSON flags
+# compared as jsonb), the nonce; only if the nonce is new, the touch and the audit row.
+# It answers how many nonces it stored: 0 means it wrote nothing (the nonce was seen, or
+# the license changed), and the general path finds out which.
 _PG_IF_UNCHANGED_NONCE_TOUCH_AUDIT = HotStatement(
-    f"WITH seen AS (SELECT 1 {_LOOKUP_FROM} AND ({_PG_SEEN_COLUMNS}) IS NOT DISTINCT FROM "  # noqa: S608
-    f"({_PG_SEEN_VALUES}, CAST(:seen_{_LOOKUP_WIDTH - 1} AS jsonb))), "
+    "WITH seen AS (SELECT 1 "
+    "FROM licences AS l JOIN products AS p ON p.id = l.product_id "
+    "LEFT OUTER JOIN activations AS a ON a.licence_id = l.id AND a.fingerprint_sha256 = :fp "
+    "WHERE l.key = :key AND (l.id, l.status, l.max_activations, l.expires_at, p.slug, a.id, "
+    "a.domain, a.environment, a.active, a.activated_at, a.deactivated_at, "
+    "(SELECT count(*) FROM activations AS s WHERE s.licence_id = l.id AND s.active "
+    "AND s.environment = 'production'), CAST(l.features AS jsonb)) IS NOT DISTINCT FROM "
+    "(:seen_license_id, :seen_status, :seen_max_activations, :seen_expires_at, "
+    ":seen_product, :seen_activation_id, :seen_domain, :seen_environment, :seen_active, "
+    ":seen_activated_at, :seen_deactivated_at, :seen_production_seats, "
+    "CAST(:seen_features AS jsonb))), "
     "n AS (INSERT INTO licence_nonces (licence_id, nonce, seen_at) "
     "SELECT id, :nonce, :now FROM licences WHERE key = :key AND EXISTS (SELECT 1 FROM seen) "
     "ON CONFLICT (licence_id, nonce) DO UPDATE SET seen_at = excluded.seen_at "
     "WHERE licence_nonces.seen_at < :cutoff RETURNING id), "
-    "t AS (UPDATE activations SET last_validated_at = :now "  # seen_5: the activation id
-    "WHERE id = :seen_5 AND EXISTS (SELECT 1 FROM n)), "
+    "t AS (UPDATE activations SET last_validated_at = :now "
+    "WHERE id = :seen_activation_id AND EXISTS (SELECT 1 FROM n)), "
     "w AS (INSERT INTO licence_audit_log (created_at, action, outcome, status, licence_id, "
     "activation_id, key_hint, product, fingerprint_sha256, domain, environment, ip, "
     "request_id) SELECT :created_at, :action, :outcome, :status, :license_id, "
@@ -125,65 +167,29 @@ _PG_IF_UNCHANGED_NONCE_TOUCH_AUDIT = HotStatement(
     ":request_id WHERE EXISTS (SELECT 1 FROM n)) "
     "SELECT count(*) FROM n"
 )
+_SEEN_NAMES = tuple(f"seen_{name}" for name in LookupRow._fields)
+
+# The batches. PostgreSQL: the first runs in autocommit (each statement commits on its
+# own); the general path's connection is in autocommit too, so BEGIN and COMMIT are
+# statements of its batches (a failure in between rolls back: hotsql.raw_autocommit).
 _PG_IF_UNCHANGED = HotBatch(_PG_IF_UNCHANGED_NONCE_TOUCH_AUDIT)
 _PG_PURGE_AND_IF_UNCHANGED = HotBatch(_PURGE_NONCES, _PG_IF_UNCHANGED_NONCE_TOUCH_AUDIT)
+_PG_BEGIN_NONCE_AND_LOOK_UP = HotBatch("BEGIN", _PG_NONCE_AND_LOOK_UP)
+_PG_TOUCH_AUDIT_COMMIT = HotBatch(_PG_TOUCH_AND_AUDIT, "COMMIT")
+_PG_PURGE_TOUCH_AUDIT_COMMIT = HotBatch(_PURGE_NONCES, _PG_TOUCH_AND_AUDIT, "COMMIT")
+_PG_COUNT_AND_LOOK_UP: dict[int, HotBatch] = {}  # by the number of rate checks
 
 
-def _pg_commit_if_unchanged(
-    conn: RawTransaction,
-    policy: LicensingPolicy,
-    data: LicenseRequest,
-    audit: AuditRecord,
-    now: dt.datetime,
-    row: tuple,
-) -> bool:
-    """PostgreSQL: write the validated call in one autocommitted round trip if the
-    license still reads as ``row`` (the lookup the lease was signed for); False, having
-    written nothing, otherwise."""
-    params = _nonce_params(conn, policy, data, now)
-    params["fp"] = data.fingerprint_sha256
-    params.update(audit.values("validated", 200))
-    for i, value in enumerate(row):
-        params[f"seen_{i}"] = value
-    flags = row[_LOOKUP_WIDTH - 1]  # parsed by psycopg; sent back as JSON text
-    params[f"seen_{_LOOKUP_WIDTH - 1}"] = None if flags is None else json.dumps(flags)
-    purge = random.random() < NONCE_PURGE_PROBABILITY
-    results = (_PG_PURGE_AND_IF_UNCHANGED if purge else _PG_IF_UNCHANGED).run(conn, params)
-    return results[-1][0][0] == 1
+@dataclasses.dataclass(frozen=True)
+class _Counted:
+    """What the first step gives once the counts committed: the lookup row and its plan,
+    or the call's refusal, or -- when the call was done in the same transaction -- its
+    result."""
 
-
-def _fetch_one(statement: HotStatement, conn: RawTransaction, params: dict[str, Any]):
-    cursor = statement.run(conn, params)
-    row = cursor.fetchone()
-    cursor.close()
-    return row
-
-
-def _plan(
-    row, policy: LicensingPolicy, data: LicenseRequest, audit: AuditRecord, now: dt.datetime
-) -> Plan:
-    """The answer the lookup row allows (or its 4xx)."""
-    if row is None:
-        raise problems.license_not_found()
-    license = LicenseFacts(row[0], row[1], row[2], from_db_time(row[3]), features_from_db(row[12]))
-    audit.license_id = license.id
-    if row[4] != data.product:
-        raise problems.product_mismatch()
-    check_license_state(license, now)
-    if row[5] is not None:
-        audit.activation_id, audit.environment = row[5], row[7]
-    check_installation(row[5] is not None, bool(row[8]), row[6], data.domain)
-    activation = ActivationFacts(
-        id=row[5],
-        domain=row[6],
-        fingerprint_sha256=data.fingerprint_sha256,
-        environment=row[7],
-        active=True,
-        activated_at=from_db_time(row[9]),
-        last_validated_at=now,
-        deactivated_at=from_db_time(row[10]),
-    )
-    return Plan.of(policy, data, now, license, row[4], activation, int(row[11]), "validated")
+    row: LookupRow | None = None
+    plan: Plan | None = None
+    refusal: ApiError | None = None
+    result: LicensingResult | None = None
 
 
 def validate(
@@ -192,70 +198,102 @@ def validate(
     """Count the call against the rate limits, check an active installation on its
     activated domain, and refresh ``lastValidatedAt``.
 
-    Nothing is written but the counts unless the lease was signed; no lock is held while
-    signing. On PostgreSQL two round trips: the counts with the lookup, then the nonce,
-    touch and audit row in one statement that writes only if the license still reads the
-    same. If it wrote nothing (a seen nonce, a license changed meanwhile), the general
-    path finds out which: BEGIN with the nonce and the second look, then the touch, the
-    audit row and COMMIT (each a HotBatch), re-signing a changed plan.
+    Nothing is written but the counts unless the lease was signed, and no lock is held
+    while a remote signer works (see the module's docstring for the steps).
     """
-    engine, signer, policy = licensing.engine, licensing.signer, licensing.policy
     now = utcnow()
-    if engine.dialect.name == "sqlite" and signer.in_process:
-        return _validate_in_one_transaction(licensing, data, audit, limiter, now)
-    row = _count_and_look_up(engine, limiter, data, audit)
-    plan = _plan(row, policy, data, audit, now)
-
-    def commit(planned: Plan, lease: str | None) -> LicensingResult:
-        if engine.dialect.name == "postgresql":
-            with raw_autocommit(engine) as conn:  # BEGIN and COMMIT ride in the batches
-                if (
-                    lease is not None
-                    and planned is plan
-                    and _pg_commit_if_unchanged(conn, policy, data, audit, now, row)
-                ):
-                    return plan.result(lease)
-                return _commit(conn, signer, policy, data, audit, now, planned, lease)
-        with one_writer(engine), raw_transaction(engine) as conn:
-            return _commit(conn, signer, policy, data, audit, now, planned, lease)
-
-    return sign_and_commit(signer, policy, plan, commit)
-
-
-_COUNT_AND_LOOK_UP: dict[int, HotBatch] = {}
-
-
-def _count_and_look_up(engine, limiter: RateLimiter, data: LicenseRequest, audit: AuditRecord):
-    """Count the call (429 ``rate_limited`` past a limit) and read the lookup row: one
-    round trip on PostgreSQL (two statements in one batch, each committing on its own),
-    one short transaction on SQLite. The counts commit whatever the call does next."""
     audit.describe(data)
-    counting = limiter.counting(call_checks(audit))
-    lookup = {"key": data.license_key, "fp": data.fingerprint_sha256}
-    if engine.dialect.name == "postgresql":
-        batch = _COUNT_AND_LOOK_UP.get(len(counting.planned))
-        if batch is None:
-            batch = HotBatch(counting.statement, _VALIDATE_LOOKUP)
-            _COUNT_AND_LOOK_UP[len(counting.planned)] = batch
-        with raw_autocommit(engine) as conn:
-            rows, looked = batch.run(conn, {**counting.params, **lookup})
-            limiter.maybe_purge(conn, counting.now)
-        row = looked[0] if looked else None
-        limited = counting.decide(rows)
-    else:
-        # The counts are a write: wait for this process's other writers on the lock, not
-        # in SQLite's busy handler (its sleeps made a third of the wall time idle).
-        # A refused call reads no lookup row: the refusal path is the one a flood takes.
-        with one_writer(engine), raw_transaction(engine) as conn:
-            limited = counting.decide(_sqlite_count(conn, limiter, counting))
-            row = _fetch_one(_VALIDATE_LOOKUP, conn, lookup) if limited is None else None
+    postgresql = licensing.engine.dialect.name == "postgresql"
+    first_step = _pg_count_and_look_up if postgresql else _sqlite_count_and_look_up
+    counted = first_step(licensing, data, audit, limiter, now)
+    # The one place the call is marked counted: a failure after this point is audited
+    # without counting it twice (counting.record_failure).
     audit.counted = True
+    if counted.refusal is not None:
+        raise counted.refusal
+    if counted.result is not None:
+        return counted.result
+    commit = _pg_commit if postgresql else _sqlite_commit
+    write = functools.partial(commit, licensing, data, audit, now, counted)
+    return sign_and_commit(licensing.signer, licensing.policy, counted.plan, write)
+
+
+# --- step 1: count and look up ---------------------------------------------------------------
+
+
+def _pg_count_and_look_up(
+    licensing: Licensing,
+    data: LicenseRequest,
+    audit: AuditRecord,
+    limiter: RateLimiter,
+    now: dt.datetime,
+) -> _Counted:
+    """PostgreSQL: the counts and the lookup in one round trip (two statements in one
+    batch, each committing on its own)."""
+    counting = limiter.counting(call_checks(audit))
+    batch = _PG_COUNT_AND_LOOK_UP.get(len(counting.planned))
+    if batch is None:
+        batch = _PG_COUNT_AND_LOOK_UP[len(counting.planned)] = HotBatch(
+            counting.statement, _LOOK_UP
+        )
+    lookup = {"key": data.license_key, "fp": data.fingerprint_sha256}
+    with raw_autocommit(licensing.engine) as conn:
+        counts, found = batch.run(conn, {**counting.params, **lookup})
+        limiter.maybe_purge(conn, counting.now)
+    limited = counting.decide(counts)
     if limited is not None:
-        raise RateLimited(limited.retry_after)
-    return row
+        return _Counted(refusal=RateLimited(limited.retry_after))
+    row = LookupRow._make(found[0]) if found else None
+    try:
+        return _Counted(row, _plan(row, licensing.policy, data, audit, now))
+    except ApiError as exc:  # a 4xx of the license
+        return _Counted(refusal=exc)
 
 
-def _sqlite_count(conn: RawTransaction, limiter: RateLimiter, counting) -> list:
+def _sqlite_count_and_look_up(
+    licensing: Licensing,
+    data: LicenseRequest,
+    audit: AuditRecord,
+    limiter: RateLimiter,
+    now: dt.datetime,
+) -> _Counted:
+    """SQLite: the counts and the lookup in one short transaction.
+
+    With a signer in this process the whole call happens in that transaction -- the
+    lease signed, the nonce, touch and audit row written -- instead of a second
+    transaction with a second look: SQLite has one writer at a time whatever we do and
+    signing in-process takes microseconds, so keeping the lock free while signing gains
+    nothing (one transaction instead of two: bench/licensing.py). A remote signer may
+    take up to its deadline, so then the lock is released before signing.
+
+    Refusals are returned, not raised, so that the counts commit with them.
+    """
+    engine, policy = licensing.engine, licensing.policy
+    # The counts are a write: wait for this process's other writers on the lock, not in
+    # SQLite's busy handler (its sleeps made a third of the wall time idle).
+    with one_writer(engine), raw_transaction(engine) as conn:
+        counting = limiter.counting(call_checks(audit))
+        limited = counting.decide(_sqlite_count(conn, limiter, counting))
+        if limited is not None:
+            # No lookup row read: the refusal path is the one a flood takes.
+            return _Counted(refusal=RateLimited(limited.retry_after))
+        row = _fetch_one(_LOOK_UP, conn, {"key": data.license_key, "fp": data.fingerprint_sha256})
+        row = None if row is None else LookupRow._make(row)
+        try:
+            plan = _plan(row, policy, data, audit, now)
+            if not licensing.signer.in_process:
+                return _Counted(row, plan)
+            lease = sign_lease(licensing.signer, policy, plan.claims)
+            nonce_params = _nonce_params(conn, policy, data, now)
+            if _fetch_one(_KEYED_NONCE, conn, nonce_params) is None:
+                raise problems.nonce_reused()
+            _sqlite_touch_and_audit(conn, audit, nonce_params, plan.activation.id)
+            return _Counted(row, plan, result=plan.result(lease))
+        except ApiError as exc:  # a 4xx of the license or the nonce, 503 signing
+            return _Counted(refusal=exc)
+
+
+def _sqlite_count(conn: RawTransaction, limiter: RateLimiter, counting: Counting) -> list:
     """SQLite, in the caller's transaction: the counts' rows (the old windows purged now
     and then)."""
     rows = counting.run(conn).fetchall()
@@ -263,73 +301,147 @@ def _sqlite_count(conn: RawTransaction, limiter: RateLimiter, counting) -> list:
     return rows
 
 
-def _validate_in_one_transaction(
+# --- step 2: the plan --------------------------------------------------------------------------
+
+
+def _plan(
+    row: LookupRow | NoncedLookupRow | None,
+    policy: LicensingPolicy,
+    data: LicenseRequest,
+    audit: AuditRecord,
+    now: dt.datetime,
+) -> Plan:
+    """The answer the lookup row allows (or its 4xx); notes what it found in ``audit``."""
+    if row is None:
+        raise problems.license_not_found()
+    license = LicenseFacts(
+        row.license_id,
+        row.status,
+        row.max_activations,
+        from_db_time(row.expires_at),
+        features_from_db(row.features),
+    )
+    audit.license_id = license.id
+    if row.product != data.product:
+        raise problems.product_mismatch()
+    check_license_state(license, now)
+    found = row.activation_id is not None
+    if found:
+        audit.activation_id, audit.environment = row.activation_id, row.environment
+    check_installation(found, bool(row.active), row.domain, data.domain)
+    activation = ActivationFacts(
+        id=row.activation_id,
+        domain=row.domain,
+        fingerprint_sha256=data.fingerprint_sha256,
+        environment=row.environment,
+        active=True,
+        activated_at=from_db_time(row.activated_at),
+        last_validated_at=now,
+        deactivated_at=from_db_time(row.deactivated_at),
+    )
+    return Plan.of(
+        policy, data, now, license, row.product, activation, int(row.production_seats), "validated"
+    )
+
+
+# --- step 3: write what was signed -------------------------------------------------------------
+
+
+def _pg_commit(
     licensing: Licensing,
     data: LicenseRequest,
     audit: AuditRecord,
-    limiter: RateLimiter,
     now: dt.datetime,
+    counted: _Counted,
+    planned: Plan,
+    lease: str | None,
 ) -> LicensingResult:
-    """SQLite with a signer in this process: the whole call in one transaction under the
-    process's writer lock -- the counts, the lookup, the lease, the nonce, the touch
-    and the audit row -- instead of two transactions and a second look.
+    """PostgreSQL: the one-statement write when the lease was signed for the first
+    lookup, else (or when it wrote nothing) the general path."""
+    with raw_autocommit(licensing.engine) as conn:  # BEGIN and COMMIT ride in the batches
+        if (
+            lease is not None
+            and planned is counted.plan
+            and _pg_commit_if_unchanged(conn, licensing.policy, data, audit, now, counted.row)
+        ):
+            return planned.result(lease)
+        return _commit_after_second_look(conn, licensing, data, audit, now, planned, lease)
 
-    SQLite has one writer at a time whatever we do, and signing in-process takes
-    microseconds, so there is nothing to gain by keeping the lock free while signing
-    (the reason sign_and_commit plans, signs and re-reads; a remote signer still goes
-    that way).
-    """
+
+def _sqlite_commit(
+    licensing: Licensing,
+    data: LicenseRequest,
+    audit: AuditRecord,
+    now: dt.datetime,
+    counted: _Counted,
+    planned: Plan,
+    lease: str | None,
+) -> LicensingResult:
+    """SQLite with a remote signer: the general path in a write transaction of its own."""
     with one_writer(licensing.engine), raw_transaction(licensing.engine) as conn:
-        result, refusal = validate_in(conn, licensing, data, audit, limiter, now)
-    audit.counted = True  # with the commit: a failure before it leaves the call uncounted
-    if refusal is not None:
-        raise refusal
-    return result
+        return _commit_after_second_look(conn, licensing, data, audit, now, planned, lease)
 
 
-def validate_in(
+def _pg_commit_if_unchanged(
+    conn: RawTransaction,
+    policy: LicensingPolicy,
+    data: LicenseRequest,
+    audit: AuditRecord,
+    now: dt.datetime,
+    row: LookupRow,
+) -> bool:
+    """PostgreSQL: write the validated call in one autocommitted round trip if the
+    license still reads as ``row`` (the lookup the lease was signed for); False, having
+    written nothing, otherwise."""
+    params = _nonce_params(conn, policy, data, now)
+    params["fp"] = data.fingerprint_sha256
+    params.update(audit.values("validated", 200))
+    params.update(zip(_SEEN_NAMES, row, strict=True))
+    # psycopg parsed the flags; they go back as JSON text
+    params["seen_features"] = None if row.features is None else json.dumps(row.features)
+    purge = random.random() < NONCE_PURGE_PROBABILITY
+    results = (_PG_PURGE_AND_IF_UNCHANGED if purge else _PG_IF_UNCHANGED).run(conn, params)
+    return results[-1][0][0] == 1
+
+
+def _commit_after_second_look(
     conn: RawTransaction,
     licensing: Licensing,
     data: LicenseRequest,
     audit: AuditRecord,
-    limiter: RateLimiter,
     now: dt.datetime,
-) -> tuple[LicensingResult | None, ApiError | None]:
-    """SQLite, in the caller's write transaction: one call's counts, lookup, lease,
-    nonce, touch and audit row; its result or its refusal (429, a 4xx of the license or
-    the nonce, 503 signing), which the caller raises once the transaction committed.
-    Nothing but the counts is written unless the lease was signed: the writes of the
-    call come after the signature, so a refusal commits the counts alone."""
+    planned: Plan,
+    lease: str | None,
+) -> LicensingResult:
+    """In one write transaction: the nonce (409 if seen), a second look at the license,
+    the lease (the one signed if the plan still holds, else StalePlan), then the touch
+    and the audit row. PostgreSQL: BEGIN with the nonce and the second look, then the
+    touch, the audit row and COMMIT, two round trips."""
     policy = licensing.policy
-    audit.describe(data)
-    counting = limiter.counting(call_checks(audit))
-    limited = counting.decide(_sqlite_count(conn, limiter, counting))
-    if limited is not None:
-        return None, RateLimited(limited.retry_after)  # without reading the lookup row
-    try:
-        row = _fetch_one(
-            _VALIDATE_LOOKUP, conn, {"key": data.license_key, "fp": data.fingerprint_sha256}
+    nonce_params = _nonce_params(conn, policy, data, now)
+    if conn.dialect_name == "postgresql":
+        _, found = _PG_BEGIN_NONCE_AND_LOOK_UP.run(
+            conn, {**nonce_params, "fp": data.fingerprint_sha256}
         )
-        plan = _plan(row, policy, data, audit, now)
-        lease = sign_lease(licensing.signer, policy, plan.claims)
-        nonce_params = _nonce_params(conn, policy, data, now)
-        if _fetch_one(_KEYED_NONCE, conn, nonce_params) is None:
-            raise problems.nonce_reused()
-        _sqlite_touch_and_audit(conn, audit, nonce_params, plan.activation.id)
-        return plan.result(lease), None
-    except ApiError as exc:  # a 4xx of the license or the nonce, 503 signing
-        return None, exc
-
-
-def _nonce_params(
-    conn: RawTransaction, policy: LicensingPolicy, data: LicenseRequest, now: dt.datetime
-) -> dict[str, Any]:
-    return {
-        "key": data.license_key,
-        "nonce": data.nonce,
-        "now": db_time(conn, now),
-        "cutoff": db_time(conn, now - dt.timedelta(seconds=policy.nonce_window)),
-    }
+        row = NoncedLookupRow._make(found[0]) if found else None
+        nonce_id = None if row is None else row.nonce_id
+    else:
+        nonce_id = _fetch_one(_KEYED_NONCE, conn, nonce_params)
+        found = _fetch_one(_LOOK_UP, conn, {"key": data.license_key, "fp": data.fingerprint_sha256})
+        row = None if found is None else LookupRow._make(found)
+    current = _plan(row, policy, data, audit, now)
+    if nonce_id is None:
+        raise problems.nonce_reused()
+    lease = lease_for(licensing.signer, policy, planned, current, lease)
+    if conn.dialect_name == "postgresql":
+        entry = audit.values("validated", 200)
+        entry.update(now=nonce_params["now"], touched_id=current.activation.id)
+        purge = random.random() < NONCE_PURGE_PROBABILITY
+        batch = _PG_PURGE_TOUCH_AUDIT_COMMIT if purge else _PG_TOUCH_AUDIT_COMMIT
+        batch.run(conn, {**entry, "cutoff": nonce_params["cutoff"]})
+    else:
+        _sqlite_touch_and_audit(conn, audit, nonce_params, current.activation.id)
+    return current.result(lease)
 
 
 def _sqlite_touch_and_audit(
@@ -344,45 +456,19 @@ def _sqlite_touch_and_audit(
     _INSERT_AUDIT.run(conn, entry).close()
 
 
-def _commit(
-    conn: RawTransaction,
-    signer: LeaseSigner,
-    policy: LicensingPolicy,
-    data: LicenseRequest,
-    audit: AuditRecord,
-    now: dt.datetime,
-    planned: Plan,
-    lease: str | None,
-) -> LicensingResult:
-    nonce_params = _nonce_params(conn, policy, data, now)
-    cutoff = nonce_params["cutoff"]
-    fp = data.fingerprint_sha256
-    postgresql = conn.dialect_name == "postgresql"
-    if postgresql:
-        _, found = _PG_BEGIN_NONCE_AND_LOOKUP.run(conn, {**nonce_params, "fp": fp})
-        row = found[0] if found else None
-        nonce_row = row[13] if row is not None else None
-    else:
-        nonce_row = _fetch_one(_KEYED_NONCE, conn, nonce_params)
-        row = _fetch_one(_VALIDATE_LOOKUP, conn, {"key": data.license_key, "fp": fp})
-    current = _plan(row, policy, data, audit, now)
-    if nonce_row is None:
-        raise problems.nonce_reused()
-    lease = lease_for(signer, policy, planned, current, lease)
-    if postgresql:
-        purge = random.random() < NONCE_PURGE_PROBABILITY
-        entry = audit.values("validated", 200)
-        entry.update(touched_at=nonce_params["now"], touched_id=current.activation.id)
-        batch = _PG_PURGE_TOUCH_AUDIT_COMMIT if purge else _PG_TOUCH_AUDIT_COMMIT
-        batch.run(conn, {**entry, "cutoff": cutoff})
-    else:
-        _sqlite_touch_and_audit(conn, audit, nonce_params, current.activation.id)
-    return current.result(lease)
+def _nonce_params(
+    conn: RawTransaction, policy: LicensingPolicy, data: LicenseRequest, now: dt.datetime
+) -> dict[str, Any]:
+    return {
+        "key": data.license_key,
+        "nonce": data.nonce,
+        "now": db_time(conn, now),
+        "cutoff": db_time(conn, now - dt.timedelta(seconds=policy.nonce_window)),
+    }
 
 
-# The write transaction on PostgreSQL in two round trips; the block's connection is in
-# autocommit, so BEGIN and COMMIT are statements of the batches (a failure in between
-# rolls back: cmsshop.hotsql.raw_autocommit).
-_PG_BEGIN_NONCE_AND_LOOKUP = HotBatch("BEGIN", _PG_NONCE_AND_LOOKUP)
-_PG_TOUCH_AUDIT_COMMIT = HotBatch(_PG_TOUCH_AND_AUDIT, "COMMIT")
-_PG_PURGE_TOUCH_AUDIT_COMMIT = HotBatch(_PURGE_NONCES, _PG_TOUCH_AND_AUDIT, "COMMIT")
+def _fetch_one(statement: HotStatement, conn: RawTransaction, params: dict[str, Any]):
+    cursor = statement.run(conn, params)
+    row = cursor.fetchone()
+    cursor.close()
+    return row
