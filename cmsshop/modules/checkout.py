@@ -6,8 +6,17 @@ from __future__ import annotations
 from pyramid.exceptions import ConfigurationError
 
 from cmsshop.settings import as_int, declare
-from cmsshop.views import checkout
+from cmsshop.views.checkout import api
 
+ROUTES = {
+    "store.checkout": "/api/store/checkout",
+    "store.checkout_sandbox": "/api/store/checkout/sandbox/{number}",
+    # The buy form's target, the development sandbox and the provider's return pages.
+    "pages.checkout": "/checkout",
+    "pages.checkout_sandbox": "/checkout/sandbox/{number}",
+    "pages.checkout_success": "/checkout/success",
+    "pages.checkout_cancel": "/checkout/cancel",
+}
 SETTINGS = {
     # Pending orders created within the last hour a customer may hold; one more
     # checkout answers 429 (services.checkout.orders explains the count).
@@ -22,14 +31,7 @@ def includeme(config) -> None:
         raise ConfigurationError("cmsshop.max_pending_orders must be at least 1")
     # The providers checkout offers (empty until a webhook module registers one).
     config.include("cmsshop.services.payments.registry")
-    config.add_route("store.checkout", "/api/store/checkout")
-    config.add_route("store.checkout_sandbox", "/api/store/checkout/sandbox/{number}")
-    config.add_openapi(paths=checkout.OPENAPI_PATHS, schemas=checkout.OPENAPI_SCHEMAS)
-    config.scan(checkout.__name__)
-    # The buy form's target, the development sandbox and the provider's return pages
-    # (views/checkout_pages.py).
-    config.add_route("pages.checkout", "/checkout")
-    config.add_route("pages.checkout_sandbox", "/checkout/sandbox/{number}")
-    config.add_route("pages.checkout_success", "/checkout/success")
-    config.add_route("pages.checkout_cancel", "/checkout/cancel")
-    config.scan("cmsshop.views.checkout_pages")
+    for name, pattern in ROUTES.items():
+        config.add_route(name, pattern)
+    config.add_openapi(paths=api.OPENAPI_PATHS, schemas=api.OPENAPI_SCHEMAS)
+    config.scan("cmsshop.views.checkout")

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import declare
-from cmsshop.views import admin_articles, admin_articles_pages, docs, docs_pages
+from cmsshop.views.docs import admin_api, admin_pages, api
 
 ROUTES = {
     "docs.articles": "/api/docs/articles",
     "docs.article": "/api/docs/articles/{slug}",
     "docs.admin_articles": "/api/admin/articles",
     "docs.admin_article": "/api/admin/articles/{slug}",
-}
-# The web pages: the public docs and the admin article editor.
-PAGE_ROUTES = {
+    # The web pages: the public docs and the admin article editor ("new" and "preview"
+    # before "{slug}").
     "pages.docs": "/docs",
     "pages.docs_article": "/docs/{slug}",
     "pages.admin_articles": "/admin/articles",
@@ -30,11 +29,7 @@ def includeme(config) -> None:
     declare(config.get_settings(), PUBLIC_CONTENT_SETTINGS)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    for views in (docs, admin_articles):
+    for views in (api, admin_api):
         config.add_openapi(paths=views.OPENAPI_PATHS, schemas=views.OPENAPI_SCHEMAS)
-        config.scan(views.__name__)
-    for name, pattern in PAGE_ROUTES.items():
-        config.add_route(name, pattern)
-    config.add_page_notices(admin_articles_pages.NOTICES)
-    for pages in (docs_pages, admin_articles_pages):
-        config.scan(pages.__name__)
+    config.add_page_notices(admin_pages.NOTICES)
+    config.scan("cmsshop.views.docs")

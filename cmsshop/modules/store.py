@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import as_int, declare
-from cmsshop.views import (
-    admin_currencies,
+from cmsshop.views.store import (
+    admin_api,
+    admin_currencies_api,
     admin_currencies_pages,
-    admin_products,
-    admin_products_pages,
-    store,
+    admin_pages,
+    api,
 )
 
 MIB = 1024 * 1024
 SETTINGS = {
-    # Largest release file accepted; the body-limit tween (views/errors.py) applies the
+    # Largest release file accepted; the body-limit tween (cmsshop/tweens.py) applies the
     # same number to every multipart body before a view reads it.
     "cmsshop.max_upload_bytes": (as_int, 512 * MIB, "CMSSHOP_MAX_UPLOAD_BYTES"),
     **PUBLIC_CONTENT_SETTINGS,
@@ -31,9 +31,7 @@ ROUTES = {
     "store.admin_product_releases": "/api/admin/products/{slug}/releases",
     "store.admin_currencies": "/api/admin/currencies",
     "store.admin_currency": "/api/admin/currencies/{code}",
-}
-# The customer's pages (views/store_pages.py) and the admin console's catalogue pages.
-PAGE_ROUTES = {
+    # The customer's pages and the admin console's catalogue pages.
     "pages.products": "/products",
     "pages.product": "/products/{slug}",
     "pages.admin_products": "/admin/products",
@@ -52,14 +50,10 @@ def includeme(config) -> None:
     declare(config.get_settings(), SETTINGS)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    for views in (store, admin_products, admin_currencies):
+    for views in (api, admin_api, admin_currencies_api):
         config.add_openapi(paths=views.OPENAPI_PATHS, schemas=views.OPENAPI_SCHEMAS)
-        config.scan(views.__name__)
-    for name, pattern in PAGE_ROUTES.items():
-        config.add_route(name, pattern)
-    config.scan("cmsshop.views.store_pages")
-    for pages in (admin_products_pages, admin_currencies_pages):
+    for pages in (admin_pages, admin_currencies_pages):
         config.add_page_notices(pages.NOTICES)
-        config.scan(pages.__name__)
+    config.scan("cmsshop.views.store")
     # Checkout belongs to the store: it sells what this module lists.
     config.include("cmsshop.modules.checkout")

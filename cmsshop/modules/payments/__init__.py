@@ -40,7 +40,8 @@ from cmsshop.services.payments.registry import (
 )
 from cmsshop.services.payments.settings import DEFAULT_SIGNATURE_TOLERANCE, env_name, ini_name
 from cmsshop.settings import as_bool, as_float, as_int, as_list, as_str, declare, one_of
-from cmsshop.views import admin_payments, admin_payments_pages, checkout, webhooks
+from cmsshop.views import admin_payments, admin_payments_pages, webhooks
+from cmsshop.views.checkout import api as checkout
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
 

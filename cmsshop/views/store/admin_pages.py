@@ -1,7 +1,7 @@
 """The admin pages of the catalogue's products: list, create, edit (prices, licensing),
 archive, and release uploads. Same colander schema (ProductSchema), services
 (catalogue.products, catalogue.releases) and streaming upload (receive_release) as the
-JSON admin routes in views/admin_products.py.
+JSON admin routes in views/store/admin_api.py.
 
 Prices are typed in major units (``49.00`` for 4900 cents), one field per enabled
 currency (and per currency the product already has a price in): the text is converted
@@ -20,10 +20,10 @@ from pyramid.view import view_config
 from cmsshop.errors import ApiError
 from cmsshop.security import ADMIN
 from cmsshop.services.store import currencies, products, text
-from cmsshop.views.admin_products import ProductSchema, receive_release, service_names
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.forms import FormInvalid, field_errors, posted_value, see_other
 from cmsshop.views.shared.json import flatten_errors, query_value, read_page_request
+from cmsshop.views.store.admin_api import ProductSchema, receive_release, service_names
 
 NOTICES = {
     "product_created": "The product was created.",

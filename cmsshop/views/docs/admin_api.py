@@ -9,7 +9,7 @@ from cmsshop import openapi as oa
 from cmsshop.security import ADMIN
 from cmsshop.services.docs import articles
 from cmsshop.services.store import text
-from cmsshop.views.docs import article_body, read_article_filters
+from cmsshop.views.docs.api import article_body, read_article_filters
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.json import StrictMapping, page_json, read_json, read_page_request
 from cmsshop.views.shared.schema import (

@@ -16,7 +16,7 @@ from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.checkout import orders as co
 from cmsshop.services.store import currencies, text
-from cmsshop.views.checkout import (
+from cmsshop.views.checkout.api import (
     CheckoutSchema,
     ItemSchema,
     one_item_form,
@@ -25,7 +25,7 @@ from cmsshop.views.checkout import (
 )
 from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
 from cmsshop.views.shared.json import StrictMapping, query_value, validate
-from cmsshop.views.store_pages import product_page_values
+from cmsshop.views.shared.product_page import product_page_values
 
 ORDER_NUMBER = re.compile(r"^[A-Z0-9-]{1,32}$")
 # How often the return page asks again while the provider's webhook is awaited

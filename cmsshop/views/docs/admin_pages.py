@@ -1,6 +1,6 @@
 """The admin article editor: the article list, the new/edit form with a Markdown
 preview, publish/unpublish and delete, on the JSON admin routes' schema and services
-(cmsshop.views.admin_articles, cmsshop.services.docs)."""
+(cmsshop.views.docs.admin_api, cmsshop.services.docs)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from cmsshop.errors import ApiError, ValidationFailed
 from cmsshop.security import ADMIN
 from cmsshop.services.docs import articles
 from cmsshop.services.docs.markdown import render_markdown
-from cmsshop.views.admin_articles import ArticleSchema
-from cmsshop.views.docs_pages import read_list_filters
+from cmsshop.views.docs.admin_api import ArticleSchema
+from cmsshop.views.docs.pages import read_list_filters
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
 from cmsshop.views.shared.json import read_page_request

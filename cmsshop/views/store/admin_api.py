@@ -35,7 +35,7 @@ from cmsshop.views.shared.schema import (
     text_node,
     text_schema,
 )
-from cmsshop.views.store import MAX_AMOUNT, product_body
+from cmsshop.views.store.api import MAX_AMOUNT, product_body
 
 MAX_ACTIVATIONS = 1_000_000
 MAX_DURATION_DAYS = 36_500  # a century; also keeps license expiry dates representable

@@ -11,7 +11,7 @@ from cmsshop.services.store import currencies
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.json import StrictMapping, StrictString, read_json
 from cmsshop.views.shared.schema import body_schema, bool_node, int_node, text_node, text_schema
-from cmsshop.views.store import currency_body
+from cmsshop.views.store.api import currency_body
 
 
 class CurrencySchema(colander.MappingSchema):

@@ -1,6 +1,6 @@
 """The admin pages of the currencies: list, add, edit. Same colander schemas
 (CurrencySchema, CurrencyPatchSchema) and service rules (catalogue.currencies: one
-enabled default, which cannot be disabled or unset) as views/admin_currencies.py."""
+enabled default, which cannot be disabled or unset) as views/store/admin_currencies_api.py."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pyramid.view import view_config
 from cmsshop.errors import ApiError
 from cmsshop.security import ADMIN
 from cmsshop.services.store import currencies
-from cmsshop.views.admin_currencies import CurrencyPatchSchema, CurrencySchema
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.forms import FormInvalid, field_errors, posted_value, see_other
 from cmsshop.views.shared.json import flatten_errors
+from cmsshop.views.store.admin_currencies_api import CurrencyPatchSchema, CurrencySchema
 
 NOTICES = {
     "currency_created": "The currency was added.",

@@ -1,47 +1,16 @@
-"""The store's pages: the product list (search, paging, currency) and a product's page
-with its buy form; the same services as the JSON routes in views/store.py."""
+"""A product's page with its buy form: what the store shows it with and what checkout
+shows again beside the errors of a refused purchase."""
 
 from __future__ import annotations
 
 import re
 
-from pyramid.view import view_config
-
 from cmsshop.services.payments.registry import PaymentProviders
-from cmsshop.services.store import currencies, products, text
-from cmsshop.views.shared.json import query_value, read_page_request
+from cmsshop.services.store import currencies, products
 
 # How the buy form names a provider (its registry name otherwise).
 PROVIDER_LABELS = {"cardprovider": "Card", "walletprovider": "PayPal"}
 CURRENCY_CODE = re.compile(r"^[A-Z]{3}$")
-
-
-def optional_query(request, name: str) -> str | None:
-    """A query parameter where an empty value (a form's blank choice) means "not given"."""
-    value = query_value(request, name)
-    return value if value else None
-
-
-def read_currency(request) -> str | None:
-    """The ``currency`` choice: an enabled currency's code, or a 422 page."""
-    code = currencies.parse_currency_code(optional_query(request, "currency"))
-    if code is not None:
-        currencies.require_enabled_currency(request.db, code)
-    return code
-
-
-@view_config(route_name="pages.products", request_method="GET", renderer="store/products.html")
-def products_page(request):
-    page_request = read_page_request(request)
-    q = text.parse_search(optional_query(request, "q"))
-    currency = read_currency(request)
-    page = products.list_products(request.db, page_request, q=q, currency=currency)
-    return {
-        "page": page,
-        "q": q or "",
-        "currency": currency or "",
-        "currencies": currencies.list_currencies(request.db, enabled_only=True),
-    }
 
 
 def provider_choices(request) -> list[tuple[str, str]]:
@@ -87,8 +56,3 @@ def product_page_values(
         "errors": errors or {},
         "form": form,
     }
-
-
-@view_config(route_name="pages.product", request_method="GET", renderer="store/product.html")
-def product_page(request):
-    return product_page_values(request, request.matchdict["slug"], read_currency(request))

@@ -1,5 +1,5 @@
 """The public documentation pages: the article list (by category, searched, paged) and
-one article, on the JSON routes' services and query rules (cmsshop.views.docs)."""
+one article, on the JSON routes' services and query rules (cmsshop.views.docs.api)."""
 
 from __future__ import annotations
 
