@@ -1,4 +1,4 @@
-// The checkout return page while the provider's webhook is awaited (issue #12).
+// The checkout return page while the provider's webhook is awaited.
 //
 // A timed <meta http-equiv="refresh"> would do this without JavaScript, but it reloads the
 // page under a screen reader every few seconds (WCAG 2.2.1; axe-core's "meta-refresh" is
