@@ -4,45 +4,45 @@ SQLite by default (a file, so several connections and processes see the same dat
 PostgreSQL when CMSSHOP_TEST_DATABASE_URL is set. Tests commit for real -- fulfilment,
 the event log and error records depend on real, separate transactions -- and every
 table is emptied after each test, so each test starts from the migrated empty schema.
+
+One app, configured once per session from the default test settings, serves every test
+that asks for ``app`` (and the clients built on it): configuring an app costs more than
+most tests. Before each test its folders are emptied and the state its process keeps
+between requests is reset (answer cache, payment settings cache, health probe,
+settings), so a test sees what a new app would show. Tests that need other settings
+build their own with ``make_app(**overrides)``.
+
+This folder is on sys.path (pytest puts the folder of a rootdir conftest without an
+``__init__.py`` there), so the plain helpers are the package ``helpers`` and the fakes of
+the outside world the package ``fakes``; each feature's tests are a package of their own.
 """
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
-import threading
+import shutil
+import subprocess
+import sys
 
 import pytest
-import sqlalchemy as sa
-import webtest
-from alembic import command
-from alembic.config import Config
-from sqlalchemy.orm import Session
 
-from cmsshop.config import configure
-from cmsshop.db import make_engine
-from cmsshop.models import Base
-from cmsshop.services.accounts import users as accounts
+# Helpers with assertions: rewrite them for readable failures (before they are imported).
+pytest.register_assert_rewrite("helpers")
 
-# Helpers with assertions, imported by test modules: rewrite them for readable failures.
-pytest.register_assert_rewrite("browser_fixtures")
+from alembic import command  # noqa: E402
+from helpers.app import HASHER, PASSWORD, ROOT, alembic_config, default_settings, serve  # noqa: E402
+from helpers.clients import ApiClient, new_client  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
 
-# argon2 at full cost takes ~0.1-1 s a hash; the suite hashes hundreds of passwords
-# (the apps get the same profile through cmsshop.password_hashing below).
-HASHER = accounts.PasswordHasher("cheapest")
+from cmsshop import cache  # noqa: E402
+from cmsshop.config import configure  # noqa: E402
+from cmsshop.db import make_engine  # noqa: E402
+from cmsshop.models import Base  # noqa: E402
+from cmsshop.services.accounts import users as accounts  # noqa: E402
+from cmsshop.services.payments.settings import clear_config_caches  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-TEST_SECRET = "test-secret-0123456789-abcdefghijklmnopqrstuvwxyz"
-PASSWORD = "correct horse battery"
-ALL_MODULES = "store docs dashboard licensing webhooks.cardprovider webhooks.walletprovider"
-
-
-def alembic_config(url: str) -> Config:
-    cfg = Config(os.path.join(ROOT, "development.ini"))
-    cfg.set_main_option("script_location", os.path.join(ROOT, "alembic"))
-    cfg.attributes["database_url"] = url
-    return cfg
+pytest_plugins = ["helpers.browser", "fakes.payment_fixtures", "fakes.smtp"]
 
 
 @pytest.fixture(scope="session")
@@ -82,32 +82,26 @@ def _empty_tables(request):
             conn.exec_driver_sql(f"DELETE FROM {name}")
 
 
+@pytest.fixture(scope="session")
+def app_folder(tmp_path_factory):
+    """The test apps' files: ``files/`` (storage), ``mail/`` and ``keys/`` (the lease
+    signing keys, kept for the session as a server keeps them)."""
+    return tmp_path_factory.mktemp("app")
+
+
 @pytest.fixture
-def storage_dir(tmp_path):
-    path = tmp_path / "files"
+def storage_dir(app_folder):
+    """The apps' storage folder, empty at the start of each test (the mail folder too)."""
+    for name in ("files", "mail"):
+        shutil.rmtree(app_folder / name, ignore_errors=True)
+    path = app_folder / "files"
     path.mkdir()
     return path
 
 
 @pytest.fixture
 def settings(database_url, storage_dir) -> dict:
-    return {
-        "cmsshop.environment": "testing",
-        "cmsshop.database_url": database_url,
-        "cmsshop.secret": TEST_SECRET,
-        "cmsshop.base_url": "http://localhost",
-        "cmsshop.modules": ALL_MODULES,
-        "cmsshop.storage_dir": str(storage_dir),
-        "cmsshop.password_hashing": "cheapest",
-        "cmsshop.license_key_dir": str(storage_dir.parent / "keys"),
-        # Webhooks answer 503 webhook_not_configured without these (tested separately).
-        "cmsshop.cardprovider.webhook_secrets": "whsec_test_conftest_0123456789abcdef",
-        "cmsshop.walletprovider.webhook_id": "WH-TEST-CONFTEST",
-        # Mail goes to .eml files in the test's own folder (tests/fakes/smtp.py has an
-        # SMTP server for the tests of delivery).
-        "cmsshop.mail.backend": "files",
-        "cmsshop.mail.dir": str(storage_dir.parent / "mail"),
-    }
+    return default_settings(database_url, storage_dir.parent)
 
 
 @pytest.fixture
@@ -125,42 +119,37 @@ def make_app(settings):
         app.registry["cmsshop.engine"].dispose()
 
 
+class SessionApp:
+    """The app configured once, and how to make its process look new again."""
+
+    def __init__(self, settings: dict):
+        self.wsgi = configure(settings).make_wsgi_app()
+        self.settings = dict(self.wsgi.registry.settings)
+
+    def reset(self) -> None:
+        registry = self.wsgi.registry
+        registry.settings.clear()
+        registry.settings.update(self.settings)
+        cache.clear_all()  # tables were emptied behind its back
+        answers = registry.get("cmsshop.answer_cache")
+        if answers is not None:
+            answers.hits = answers.misses = 0
+        clear_config_caches()
+        registry["cmsshop.health_probe"].succeeded_at = float("-inf")
+
+
+@pytest.fixture(scope="session")
+def session_app(database_url, app_folder):
+    app = SessionApp(default_settings(database_url, app_folder))
+    yield app
+    app.wsgi.registry["cmsshop.engine"].dispose()
+
+
 @pytest.fixture
-def app(make_app):
-    return make_app()
-
-
-class ApiClient(webtest.TestApp):
-    """A WebTest client that sends its CSRF token on unsafe methods.
-
-    The token is added only when the request does not set X-CSRF-Token itself, so a
-    test can still send a missing, wrong or stale one.
-    """
-
-    csrf_token: str | None = None
-
-    def do_request(self, req, status=None, expect_errors=None):
-        if (
-            self.csrf_token
-            and req.method not in ("GET", "HEAD", "OPTIONS")
-            and "X-CSRF-Token" not in req.headers
-        ):
-            req.headers["X-CSRF-Token"] = self.csrf_token
-        return super().do_request(req, status=status, expect_errors=expect_errors)
-
-    def refresh_csrf(self) -> str:
-        self.csrf_token = self.get("/api/auth/session").json["csrfToken"]
-        return self.csrf_token
-
-    def login(self, email: str, password: str = PASSWORD):
-        self.refresh_csrf()
-        response = self.post_json("/api/auth/login", {"email": email, "password": password})
-        self.csrf_token = response.json["csrfToken"]
-        return response
-
-
-def new_client(app) -> ApiClient:
-    return ApiClient(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
+def app(session_app, storage_dir):
+    """The app with the default test settings (configured once per session)."""
+    session_app.reset()
+    return session_app.wsgi
 
 
 @pytest.fixture
@@ -224,23 +213,6 @@ def admin_app(app, admin) -> ApiClient:
     return client
 
 
-@contextlib.contextmanager
-def serve(app, host: str = "127.0.0.1"):
-    """Serve ``app`` with waitress on a free loopback port; yields the base URL."""
-    from cmsshop.server import app_limits, create_server
-
-    server = create_server(
-        app, *app_limits(app), host=host, port=0, threads=8, clear_untrusted_proxy_headers=True
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://{host}:{server.effective_port}"
-    finally:
-        server.close()
-        thread.join(timeout=5)
-
-
 @pytest.fixture
 def live_server(app):
     """The app served over real HTTP on loopback (for clients that need a socket)."""
@@ -248,49 +220,51 @@ def live_server(app):
         yield url
 
 
-def is_postgresql(url: str) -> bool:
-    return sa.engine.make_url(url).get_backend_name() == "postgresql"
-
-
-requires_postgresql = pytest.mark.skipif(
-    not is_postgresql(os.environ.get("CMSSHOP_TEST_DATABASE_URL", "sqlite://")),
-    reason="needs PostgreSQL (set CMSSHOP_TEST_DATABASE_URL)",
-)
-
-
-def write_admin_ini(path, settings: dict) -> str:
-    """An ini for cmsshop-admin (``[app:main]`` with ``settings``, alembic, logging at
-    INFO to stderr through SafeFormatter); returns its path."""
-    lines = "\n".join(f"{key} = {value}" for key, value in settings.items())
+@pytest.fixture
+def ini(tmp_path, database_url, storage_dir):
+    """An ini like development.ini pointing at the test database (for cmsshop-admin)."""
+    path = tmp_path / "test.ini"
     path.write_text(
         f"""[app:main]
 use = egg:cmsshop
-{lines}
+cmsshop.environment = development
+cmsshop.database_url = {database_url}
+cmsshop.secret = test-secret-0123456789-abcdefghijklmnopqrstuvwxyz
+cmsshop.storage_dir = {storage_dir}
+cmsshop.password_hashing = cheapest
+cmsshop.modules = store docs dashboard licensing webhooks.cardprovider webhooks.walletprovider
 
 [alembic]
 script_location = {ROOT}/alembic
-
-[loggers]
-keys = root
-
-[handlers]
-keys = console
-
-[formatters]
-keys = generic
-
-[logger_root]
-level = INFO
-handlers = console
-
-[handler_console]
-class = StreamHandler
-args = (sys.stderr,)
-formatter = generic
-
-[formatter_generic]
-class = cmsshop.logs.SafeFormatter
-format = %(levelname)s [%(name)s] %(message)s
 """
     )
     return str(path)
+
+
+@pytest.fixture
+def two_servers(card_settings, settings):
+    """Two app processes on the same database, as behind a load balancer."""
+    env = {
+        **os.environ,
+        "CMSSHOP_TEST_APP_SETTINGS": json.dumps({**settings, **card_settings}),
+        "PYTHONPATH": ROOT,
+    }
+    script = os.path.join(ROOT, "tests", "fakes", "app_server.py")
+    processes = [
+        subprocess.Popen(
+            [sys.executable, script], env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        for _ in range(2)
+    ]
+    try:
+        urls = []
+        for process in processes:
+            port = process.stdout.readline().strip()
+            assert port.isdigit(), f"server did not start (exit {process.poll()})"
+            urls.append(f"http://127.0.0.1:{port}")
+        yield urls
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=10)

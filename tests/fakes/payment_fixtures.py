@@ -1,4 +1,4 @@
-"""Fixtures of the payment tests, loaded with ``pytest_plugins = ["fakes.payment_fixtures"]``.
+"""Fixtures of the payment tests (a plugin of tests/conftest.py).
 
 The fake Stripe and PayPal APIs run on loopback; apps are built by the real configure().
 """

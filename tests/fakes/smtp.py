@@ -1,6 +1,6 @@
 """A real SMTP server on loopback (aiosmtpd) that keeps what it receives.
 
-``pytest_plugins = ["fakes.smtp"]`` gives the ``smtp_server`` fixture: a
+The ``smtp_server`` fixture (a plugin of tests/conftest.py) is a
 :class:`FakeSmtpServer` with ``host``/``port``, the ``messages`` it accepted (parsed,
 with their Message-ID), and knobs for bad days:
 

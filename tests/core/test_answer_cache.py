@@ -1,0 +1,294 @@
+"""The answer cache of public catalogue and docs answers (cmsshop.cache).
+
+Through the real app on the real database: a repeated public GET runs no statement, a
+write through the app is visible at once, a write by another process is seen within the
+version-check interval, one that bypasses the ORM within the TTL; the cache's own rules
+(stale-while-refresh, bounds, generations) on the class with a hand-turned clock.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from helpers.clients import new_client
+from helpers.store import add_currencies, add_product
+from sqlalchemy import event, text
+
+from cmsshop.cache import AnswerCache, Entry
+
+
+@pytest.fixture
+def catalogue(dbsession):
+    add_currencies(dbsession)
+    add_product(dbsession, "site-guard", prices={"EUR": 4900})
+    add_product(dbsession, "theme-pack", prices={"EUR": 1900})
+
+
+def statements_during(app, call) -> tuple[int, object]:
+    """How many statements the app's engine ran during ``call()``, and its result."""
+    seen = []
+    engine = app.registry["cmsshop.engine"]
+
+    def count(*args):
+        seen.append(1)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        result = call()
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    return len(seen), result
+
+
+def warm(client, url, **kwargs):
+    """The first cacheable answer of a process learns the content version and is not
+    kept; the second is."""
+    client.get(url, **kwargs)
+    return client.get(url, **kwargs)
+
+
+def test_a_repeated_public_get_runs_no_statement(app, catalogue):
+    client = new_client(app)
+    first = warm(client, "/api/store/products")
+    count, again = statements_during(app, lambda: client.get("/api/store/products"))
+    assert count == 0
+    assert again.body == first.body
+    assert again.headers["ETag"] == first.headers["ETag"]
+    assert again.headers["Cache-Control"] == first.headers["Cache-Control"]
+    assert again.content_type == "application/json"
+    # Per request, never replayed: the request id.
+    assert again.headers["X-Request-ID"] != first.headers["X-Request-ID"]
+    # A conditional request is answered from the entry too.
+    count, not_modified = statements_during(
+        app,
+        lambda: client.get(
+            "/api/store/products", headers={"If-None-Match": first.headers["ETag"]}, status=304
+        ),
+    )
+    assert count == 0 and not_modified.body == b""
+    assert not_modified.headers["ETag"] == first.headers["ETag"]
+
+
+def test_keys_are_path_query_and_accept(app, catalogue):
+    client = new_client(app)
+    warm(client, "/api/store/products")
+    cache = app.registry["cmsshop.answer_cache"]
+    count, _ = statements_during(app, lambda: client.get("/api/store/products?perPage=1"))
+    assert count > 0
+    count, _ = statements_during(
+        app, lambda: client.get("/api/store/products", headers={"Accept": "application/json"})
+    )
+    assert count > 0
+    assert len(cache.entries) == 3
+
+
+def test_errors_and_private_answers_are_not_kept(app, catalogue, customer):
+    client = new_client(app)
+    client.get("/api/store/products?currency=XXX", status=422)
+    client.get("/api/store/products/nope", status=404)
+    client.get("/api/auth/session")
+    assert not app.registry["cmsshop.answer_cache"].entries
+
+
+def test_a_hit_with_control_characters_in_a_header_is_still_refused(app, catalogue):
+    client = new_client(app)
+    warm(client, "/api/store/products")
+    response = client.get(
+        "/api/store/products", headers={"X-Note": "a\x01b"}, status=400, expect_errors=True
+    )
+    assert response.json["code"] == "malformed_request"
+
+
+def test_a_write_through_the_app_is_visible_at_once(admin_app, app, catalogue):
+    public = new_client(app)
+    before = warm(public, "/api/store/products/site-guard").json
+    admin_app.patch_json("/api/admin/products/site-guard", {"name": "Site Guard 2"})
+    after = public.get("/api/store/products/site-guard").json
+    assert before["name"] != "Site Guard 2" and after["name"] == "Site Guard 2"
+
+
+def test_another_process_write_is_seen_within_the_check_interval(make_app, catalogue, engine):
+    # Two apps are two processes' caches; a write by "the other process" is plain SQL
+    # (as an operator's would be): the database's triggers move the version counter.
+    app = make_app(**{"cmsshop.answer_cache_check_interval": "0"})
+    client = new_client(app)
+    assert warm(client, "/api/store/products/site-guard").json["name"] == "Site Guard"
+    count, _ = statements_during(app, lambda: client.get("/api/store/products/site-guard"))
+    assert count == 0  # a hit (its version check reads on the DBAPI cursor, uncounted)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE products SET name = 'Renamed' WHERE slug = 'site-guard'"))
+    assert client.get("/api/store/products/site-guard").json["name"] == "Renamed"
+
+
+def test_any_write_to_public_content_bumps_the_version(engine, catalogue):
+    """The triggers of migration 0017, table by table and event by event (a later
+    migration that recreates one of the tables must create them again)."""
+
+    def version(conn):
+        return conn.execute(text("SELECT version FROM content_versions")).scalar_one()
+
+    writes = (
+        "INSERT INTO currencies (code, name, symbol, decimals, enabled, is_default) "
+        "VALUES ('CHF', 'Swiss franc', 'Fr.', 2, true, false)",
+        "UPDATE currencies SET name = 'Franc' WHERE code = 'CHF'",
+        "DELETE FROM currencies WHERE code = 'CHF'",
+        "UPDATE products SET summary = 'x' WHERE slug = 'theme-pack'",
+        "UPDATE product_prices SET amount = amount + 1",
+        "DELETE FROM product_prices",
+    )
+    from cmsshop.models.store import CONTENT_TABLES
+
+    with engine.begin() as conn:
+        assert version(conn) > 0  # the fixture's products and prices moved it
+        for sql in writes:
+            before = version(conn)
+            conn.execute(text(sql))
+            assert version(conn) > before, sql
+    # Every content table has all three triggers (the statements above sample them), and
+    # on PostgreSQL a TRUNCATE bumps too.
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:
+            before = version(conn)
+            conn.execute(text("TRUNCATE product_prices"))
+            assert version(conn) > before
+    with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            rows = conn.execute(
+                text(
+                    "SELECT event_object_table, event_manipulation "
+                    "FROM information_schema.triggers "
+                    "WHERE trigger_name LIKE '%bumps_content_version'"
+                )
+            ).all()
+            found = {(table, event.lower()) for table, event in rows}
+        else:
+            rows = conn.execute(
+                text("SELECT tbl_name, name FROM sqlite_master WHERE type = 'trigger'")
+            ).all()
+            found = {
+                (table, name.removeprefix(table + "_").split("_")[0])
+                for table, name in rows
+                if name.endswith("bumps_content_version")
+            }
+    assert found == {(t, e) for t in CONTENT_TABLES for e in ("insert", "update", "delete")}
+
+
+def test_orm_writes_bump_the_version_in_their_transaction(dbsession, catalogue):
+    def version():
+        return dbsession.execute(text("SELECT version FROM content_versions")).scalar_one()
+
+    start = version()
+    add_product(dbsession, "third")
+    moved = version()
+    assert moved > start
+    dbsession.rollback()
+    from cmsshop.models import User
+
+    dbsession.add(User(email="x@example.com", name="x", password_hash="x", role="customer"))
+    dbsession.commit()
+    assert version() == moved  # not content
+
+
+def test_hits_and_misses_are_counted(app, catalogue):
+    client = new_client(app)
+    cache = app.registry["cmsshop.answer_cache"]
+    warm(client, "/api/store/products")
+    hits, misses = cache.hits, cache.misses
+    client.get("/api/store/products")
+    client.get("/api/store/products/site-guard")
+    assert (cache.hits, cache.misses) == (hits + 1, misses + 1)
+
+
+def test_ttl_zero_turns_the_cache_off(make_app, catalogue):
+    app = make_app(**{"cmsshop.answer_cache_ttl": "0"})
+    client = new_client(app)
+    warm(client, "/api/store/products")
+    count, _ = statements_during(app, lambda: client.get("/api/store/products"))
+    assert count > 0
+    assert "cmsshop.answer_cache" not in app.registry
+
+
+# --- the class's rules, with a hand-turned clock -----------------------------------------
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def entry(cache, body=b"x"):
+    now = cache.clock()
+    return Entry([("Content-Type", "application/json")], body, '"e"', now + cache.ttl,
+                 now + cache.ttl + cache.stale)  # fmt: skip
+
+
+def test_one_caller_refreshes_an_expired_entry_while_the_others_get_it_stale():
+    clock = Clock()
+    cache = AnswerCache(ttl=10, stale=30, max_entries=10, max_bytes=10_000, clock=clock)
+    key = ("/api/x", "", None)
+    assert cache.lookup(key) == (None, True)
+    cache.store(key, cache.generation, entry(cache, b"old"))
+    assert cache.lookup(key)[0].body == b"old"
+    clock.now += 11  # expired, within the stale window
+    assert cache.lookup(key) == (None, True)  # this caller refreshes
+    stale, refresh = cache.lookup(key)  # the others are served the old answer
+    assert stale.body == b"old" and not refresh
+    cache.store(key, cache.generation, entry(cache, b"new"))
+    assert cache.lookup(key)[0].body == b"new"
+    clock.now += 41  # past the stale window: never served
+    assert cache.lookup(key) == (None, True)
+
+
+def test_an_answer_computed_before_a_clear_is_not_stored():
+    cache = AnswerCache(ttl=10, stale=30, max_entries=10, max_bytes=10_000, clock=Clock())
+    key = ("/api/x", "", None)
+    assert cache.lookup(key) == (None, True)
+    generation = cache.generation
+    cache.clear()  # a write committed while the answer was being computed
+    cache.store(key, generation, entry(cache))
+    assert not cache.entries and not cache.refreshing
+
+
+def test_bounded_by_entries_and_bytes_least_recently_used_first():
+    cache = AnswerCache(ttl=10, stale=30, max_entries=3, max_bytes=100_000, clock=Clock())
+    for i in range(5):
+        key = (f"/api/{i}", "", None)
+        cache.lookup(key)
+        cache.store(key, cache.generation, entry(cache))
+        cache.lookup(("/api/0", "", None))  # keep 0 recently used
+    assert list(cache.entries) == [("/api/3", "", None), ("/api/4", "", None), ("/api/0", "", None)]
+    small = AnswerCache(ttl=10, stale=30, max_entries=100, max_bytes=8 * 1300, clock=Clock())
+    for i in range(20):
+        key = (f"/api/{i}", "", None)
+        small.lookup(key)
+        small.store(key, small.generation, entry(small, b"y" * 1000))
+    assert small.bytes <= small.max_bytes and len(small.entries) < 20
+    huge = ("/api/huge", "", None)
+    small.lookup(huge)
+    small.store(huge, small.generation, entry(small, b"z" * 2000))  # over an eighth
+    assert huge not in small.entries
+
+
+def test_concurrent_lookups_elect_one_refresher():
+    cache = AnswerCache(ttl=10, stale=30, max_entries=10, max_bytes=10_000, clock=Clock())
+    key = ("/api/x", "", None)
+    cache.lookup(key)
+    cache.store(key, cache.generation, entry(cache))
+    cache.clock.now += 11
+    results = []
+    barrier = threading.Barrier(8)
+
+    def look():
+        barrier.wait()
+        results.append(cache.lookup(key)[1])
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [False] * 7 + [True]

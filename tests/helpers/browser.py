@@ -1,0 +1,180 @@
+"""Real-browser fixtures: Debian's Chromium driven by Playwright, axe-core, screenshots.
+
+A plugin of tests/conftest.py. The browser is the system Chromium
+(``apt-get install chromium chromium-driver``; Playwright's own browser download is not
+used): ``CMSSHOP_CHROMIUM`` names another binary. Without one the browser tests skip and
+say why; ``.ci/run`` installs it first, so CI always runs them.
+
+``check_page(page, name)`` is the check every page of a journey passes: axe-core finds
+no serious or critical violation, and screenshots at desktop and phone width are saved
+under ``var/screenshots/`` (or ``CMSSHOP_SCREENSHOTS``), which is not committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import socket
+import threading
+
+import pytest
+
+from cmsshop.server import app_limits, create_server
+from helpers.app import ROOT, serve
+
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+SCREENSHOTS = os.environ.get("CMSSHOP_SCREENSHOTS") or os.path.join(ROOT, "var", "screenshots")
+BLOCKING_IMPACTS = {"serious", "critical"}
+
+
+def chromium_path() -> str | None:
+    for candidate in (
+        os.environ.get("CMSSHOP_CHROMIUM"),
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser():
+    path = chromium_path()
+    if path is None:
+        pytest.skip(
+            "no Chromium to drive: install Debian's packages (apt-get install chromium "
+            "chromium-driver; .ci/run does) or set CMSSHOP_CHROMIUM to a Chromium binary"
+        )
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    playwright = sync_api.sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(
+            executable_path=path, args=["--no-sandbox", "--disable-dev-shm-usage"]
+        )
+    except Exception as exc:  # noqa: BLE001 - a broken install is a reason to skip, said
+        playwright.stop()
+        pytest.skip(f"Chromium at {path} did not start: {exc}")
+    yield browser
+    browser.close()
+    playwright.stop()
+
+
+@pytest.fixture
+def site(app):
+    """The test app served over HTTP on loopback: the URL a browser opens."""
+    with serve(app) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_on(sock: socket.socket, app):
+    """Serve ``app`` with waitress on an already bound loopback socket."""
+    server = create_server(
+        app, *app_limits(app), sockets=[sock], threads=8, clear_untrusted_proxy_headers=True
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def hosted_shop(make_app, card_settings, fake_stripe, catalogue):
+    """The app on loopback with the fake Stripe API and its hosted checkout page.
+
+    The provider's return URLs are built from ``cmsshop.base_url``, so the app must know
+    its own address before it is built: the socket is bound first (port 0, no race),
+    the app built with that URL, then served on that very socket.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    app = make_app(
+        **card_settings,
+        **{"cmsshop.base_url": url, "cmsshop.web.payment_origins": fake_stripe.url},
+    )
+    fake_stripe.hosted = True
+    fake_stripe.webhook_url = f"{url}/api/webhooks/cardprovider"
+    with serve_on(sock, app):
+        yield url
+
+
+@pytest.fixture
+def new_page(browser):
+    """``new_page(base_url)``: a fresh browser context (own cookies) at desktop width."""
+    contexts = []
+
+    def open_page(base_url: str):
+        context = browser.new_context(base_url=base_url, viewport=DESKTOP)
+        context.set_default_timeout(15_000)
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def page(new_page, site):
+    return new_page(site)
+
+
+def serious_violations(page) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is now."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    found = []
+    for violation in results.response["violations"]:
+        if violation.get("impact") in BLOCKING_IMPACTS:
+            targets = [", ".join(node["target"]) for node in violation["nodes"]][:3]
+            found.append(f"{violation['id']} ({violation['impact']}): {targets}")
+    return found
+
+
+# What sticks out: the innermost elements reaching past the viewport (for the message).
+WIDEST_ELEMENTS = """() => {
+  const limit = document.documentElement.clientWidth;
+  const past = (e) => e.getBoundingClientRect().right > limit + 1;
+  const wide = [...document.querySelectorAll("body *")].filter(
+    (e) => past(e) && ![...e.children].some(past));
+  return wide.slice(0, 3).map((e) => e.tagName.toLowerCase() +
+    (e.id ? "#" + e.id : "") + (e.className ? "." + e.className : "") +
+    " (" + Math.round(e.getBoundingClientRect().right) + "px)").join(", ");
+}"""
+
+
+def save_screenshots(page, name: str) -> None:
+    os.makedirs(SCREENSHOTS, exist_ok=True)
+    slug = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")
+    page.screenshot(path=os.path.join(SCREENSHOTS, f"{slug}-desktop.png"), full_page=True)
+    page.set_viewport_size(PHONE)
+    try:
+        page.screenshot(path=os.path.join(SCREENSHOTS, f"{slug}-phone.png"), full_page=True)
+        # Nothing may overflow sideways at phone width (a table scrolls in its own box).
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 1, (
+            f"{name}: the page is {overflow}px wider than a phone screen; widest: "
+            + page.evaluate(WIDEST_ELEMENTS)
+        )
+    finally:
+        page.set_viewport_size(DESKTOP)
+
+
+def check_page(page, name: str) -> None:
+    """Every page of a journey: one <h1>, a <title>, no serious or critical axe finding,
+    no sideways scrolling on a phone; screenshots saved at both widths."""
+    assert page.title().strip(), f"{name}: the page has no <title>"
+    assert page.locator("h1").count() == 1, f"{name}: a page has exactly one <h1>"
+    assert serious_violations(page) == [], f"{name}: accessibility violations"
+    save_screenshots(page, name)

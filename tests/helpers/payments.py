@@ -1,0 +1,59 @@
+"""Webhook storms: the same payment's events delivered many times at once, and the
+check that they paid the order exactly once."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+from fakes.shop import counts, event_row, order_status
+from fakes.stripe_api import delivery, event, intent_object, session_object
+
+SAME_EVENT_DELIVERIES = 20
+
+
+def storm(urls: list[str], order, fake_stripe, same: int = SAME_EVENT_DELIVERIES):
+    """Deliver ``same`` copies of checkout.session.completed and two other events for
+    the same payment, all released at once and spread over ``urls``."""
+    session = fake_stripe.add_session(session_object(order.number, order.total))
+    intent = fake_stripe.add_intent(
+        intent_object(order.number, order.total, pi=session["payment_intent"])
+    )
+    completed = event("checkout.session.completed", session)
+    deliveries = [completed] * same + [
+        event("payment_intent.succeeded", intent),
+        event("checkout.session.async_payment_succeeded", session),
+    ]
+    signed = [delivery(payload) for payload in deliveries]
+    barrier = threading.Barrier(len(signed))
+
+    def send(index: int):
+        body, headers = signed[index]
+        url = urls[index % len(urls)] + "/api/webhooks/cardprovider"
+        barrier.wait(timeout=30)
+        return requests.post(url, data=body, headers=headers, timeout=60)
+
+    with ThreadPoolExecutor(max_workers=len(signed)) as pool:
+        responses = list(pool.map(send, range(len(signed))))
+    return completed, responses
+
+
+def check_exactly_once(dbsession, order, completed, responses):
+    assert [r.status_code for r in responses] == [200] * len(responses), [
+        r.text for r in responses if r.status_code != 200
+    ]
+    statuses = [r.json()["status"] for r in responses]
+    assert set(statuses) <= {"processed", "duplicate"}
+    assert "processed" in statuses
+    assert order_status(dbsession, order.number) == "paid"
+    assert counts(dbsession) == {
+        "paid": 1,
+        "fulfilments": 1,
+        "invoices": 1,
+        "entitlements": 1,
+        "licenses": 1,
+        "events": 3,
+    }
+    row = event_row(dbsession, completed["id"])
+    assert row.attempts == len(responses) - 2

@@ -1,0 +1,338 @@
+"""Admin licenses: the /admin/licenses pages and the JSON routes under
+/api/admin/licenses, on one service (search, actions, audit entries naming the admin)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import webtest
+from helpers.clients import new_client
+from sqlalchemy import select
+
+from cmsshop.models import Activation, License, LicenseAuditEntry, Product
+from cmsshop.services.licensing.issuing import generate_license_key
+from cmsshop.services.licensing.records import fingerprint_hash
+from cmsshop.util import utcnow
+
+
+def page_client(app) -> webtest.TestApp:
+    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
+
+
+def logged_in(app, email: str) -> webtest.TestApp:
+    client = page_client(app)
+    form = client.get("/login").forms[0]
+    form["email"] = email
+    form["password"] = "correct horse battery"
+    form.submit(status=303)
+    return client
+
+
+def title_of(response) -> str:
+    return response.html.title.get_text(strip=True)
+
+
+def make_license(
+    session, user=None, *, slug="site-guard", status="active", expires_in_days=30, seats=3
+) -> License:
+    product = session.scalar(select(Product).where(Product.slug == slug))
+    if product is None:
+        product = Product(slug=slug, name=slug.title(), licensed=True, published=True)
+        session.add(product)
+        session.flush()
+    license = License(
+        key=generate_license_key(),
+        product_id=product.id,
+        user_id=user.id if user else None,
+        status=status,
+        max_activations=seats,
+        expires_at=(utcnow() + dt.timedelta(days=expires_in_days)) if expires_in_days else None,
+    )
+    session.add(license)
+    session.commit()
+    return license
+
+
+def activate(session, license: License, domain: str, active: bool = True) -> Activation:
+    activation = Activation(
+        license_id=license.id,
+        fingerprint=f"install-{domain}",
+        fingerprint_sha256=fingerprint_hash(f"install-{domain}"),
+        domain=domain,
+        environment="production",
+        active=active,
+    )
+    session.add(activation)
+    session.commit()
+    return activation
+
+
+def reload(session, license: License) -> License:
+    session.commit()
+    session.expire_all()
+    return session.get(License, license.id)
+
+
+def audit_of(session, license: License) -> list[LicenseAuditEntry]:
+    session.commit()
+    session.expire_all()
+    return list(
+        session.scalars(
+            select(LicenseAuditEntry)
+            .where(LicenseAuditEntry.license_id == license.id)
+            .order_by(LicenseAuditEntry.id)
+        )
+    )
+
+
+@pytest.fixture
+def admin_pages(app, admin):
+    return logged_in(app, admin.email)
+
+
+@pytest.fixture
+def lic(dbsession, customer):
+    license = make_license(dbsession, customer)
+    activate(dbsession, license, "shop.example.com")
+    return license
+
+
+# --- pages --------------------------------------------------------------------------------------
+
+
+def test_search_by_key_email_and_domain(admin_pages, dbsession, customer, other_customer, lic):
+    other = make_license(dbsession, other_customer, slug="pixel-forge")
+    listing = admin_pages.get("/admin/licenses")
+    assert title_of(listing).startswith("Licenses")
+    assert len(listing.html.find_all("h1")) == 1
+    assert lic.key in listing.text and other.key in listing.text
+    by_email = admin_pages.get("/admin/licenses", {"q": "ALICE@"})
+    assert lic.key in by_email.text and other.key not in by_email.text
+    by_domain = admin_pages.get("/admin/licenses", {"q": "shop.example"})
+    assert lic.key in by_domain.text and other.key not in by_domain.text
+    by_key = admin_pages.get("/admin/licenses", {"q": other.key})
+    assert other.key in by_key.text and lic.key not in by_key.text
+    # LIKE wildcards are text, not patterns.
+    assert "No license matches" in admin_pages.get("/admin/licenses", {"q": "%"}).text
+    paged = admin_pages.get("/admin/licenses", {"perPage": "1", "page": "2"})
+    assert paged.html.find("a", rel="prev") is not None
+
+
+def test_detail_shows_facts_activations_and_forms(admin_pages, lic):
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    assert title_of(page).startswith(f"License {lic.key}")
+    assert "shop.example.com" in page.text and "alice@example.com" in page.text
+    actions = {form.action.rsplit("/", 1)[-1] for form in page.forms.values()}
+    assert {"suspend", "reset", "revoke", "extend", "seats"} <= actions
+    assert "reinstate" not in actions
+
+
+def submit(page, action: str, **fields):
+    form = next(f for f in page.forms.values() if f.action.endswith(f"/{action}"))
+    for name, value in fields.items():
+        form[name] = value
+    return form
+
+
+def test_suspend_and_reinstate_are_audited_with_the_admin(admin_pages, dbsession, admin, lic):
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    done = submit(page, "suspend").submit(status=303)
+    assert done.location.endswith(f"/admin/licenses/{lic.key}?notice=license_suspend")
+    assert reload(dbsession, lic).status == "suspended"
+    page = done.follow()
+    assert "The license is suspended." in page.text
+    done = submit(page, "reinstate").submit(status=303)
+    assert reload(dbsession, lic).status == "active"
+    entries = audit_of(dbsession, lic)
+    assert [e.action for e in entries] == ["admin.suspend", "admin.reinstate"]
+    assert all(e.admin_id == admin.id for e in entries)
+    assert "active -> suspended" in entries[0].detail and admin.email in entries[0].detail
+    shown = done.follow()
+    audit = shown.html.find("section", attrs={"aria-labelledby": "audit"}).get_text(" ")
+    assert "admin.suspend" in audit and "admin.reinstate" in audit and admin.email in audit
+
+
+def test_revoke_is_final(admin_pages, dbsession, lic):
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    submit(page, "revoke").submit(status=303)
+    assert reload(dbsession, lic).status == "revoked"
+    # A stale page's reinstate (or suspend) form is refused with a clear message.
+    refused = admin_pages.post(
+        f"/admin/licenses/{lic.key}/reinstate",
+        {"csrf_token": page.forms[0]["csrf_token"].value},
+        status=409,
+    )
+    assert "revoking is final" in refused.text
+    assert reload(dbsession, lic).status == "revoked"
+    revoked_page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    actions = {form.action.rsplit("/", 1)[-1] for form in revoked_page.forms.values()}
+    assert actions & {"reinstate", "suspend", "extend", "seats", "revoke"} == set()
+    assert [e.action for e in audit_of(dbsession, lic)] == ["admin.revoke"]
+
+
+def test_extend_by_days_and_to_a_date(admin_pages, dbsession, lic):
+    before = reload(dbsession, lic).expires_at
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    submit(page, "extend", days="10").submit(status=303)
+    after = reload(dbsession, lic).expires_at
+    assert after - before == dt.timedelta(days=10)
+    target = (utcnow() + dt.timedelta(days=400)).date()
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    submit(page, "extend", until=target.isoformat()).submit(status=303)
+    assert reload(dbsession, lic).expires_at.date() == target
+    details = [e.detail for e in audit_of(dbsession, lic)]
+    assert "+10 days" in details[0] and f"to {target.isoformat()}" in details[1]
+
+
+def test_extend_revives_an_expired_license(admin_pages, dbsession, customer):
+    license = make_license(dbsession, customer, status="expired", expires_in_days=-5)
+    page = admin_pages.get(f"/admin/licenses/{license.key}")
+    submit(page, "extend", days="30").submit(status=303)
+    fresh = reload(dbsession, license)
+    assert fresh.status == "active" and fresh.expires_at > utcnow() + dt.timedelta(days=29)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"days": "0"}, "days"),
+        ({"days": "-3"}, "days"),
+        ({"days": "abc"}, "days"),
+        ({"days": "9" * 5000}, "days"),
+        ({"until": "2001-01-01"}, "until"),
+        ({"until": "2026-13-45"}, "until"),
+        ({"until": "tomorrow"}, "until"),
+        ({"days": "", "until": ""}, "days"),
+    ],
+)
+def test_bad_extensions_are_form_errors(admin_pages, dbsession, lic, fields, field):
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    response = submit(page, "extend", **fields).submit(status=422)
+    assert response.html.find(id=f"f-{field}-error") is not None
+    assert audit_of(dbsession, lic) == []
+
+
+def test_seat_limit(admin_pages, dbsession, lic):
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    submit(page, "seats", maxActivations="0").submit(status=303)
+    assert reload(dbsession, lic).max_activations == 0
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    bad = submit(page, "seats", maxActivations="-1").submit(status=422)
+    assert "0 or more" in bad.html.find(id="f-maxActivations-error").get_text()
+    assert bad.html.find(id="f-maxActivations")["value"] == "-1"
+    assert [e.detail.split(" (by")[0] for e in audit_of(dbsession, lic)] == ["seat limit 3 -> 0"]
+
+
+def test_reset_deactivates_every_activation(admin_pages, dbsession, lic):
+    activate(dbsession, lic, "other.example.com")
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    submit(page, "reset").submit(status=303)
+    dbsession.commit()
+    dbsession.expire_all()
+    rows = dbsession.scalars(select(Activation).where(Activation.license_id == lic.id)).all()
+    assert rows and not any(a.active for a in rows)
+    assert all(a.deactivated_at is not None for a in rows)
+    assert "2 active activation(s) deactivated" in audit_of(dbsession, lic)[0].detail
+
+
+def test_forms_need_the_csrf_token(admin_pages, dbsession, lic):
+    response = admin_pages.post(f"/admin/licenses/{lic.key}/suspend", {}, status=403)
+    assert response.content_type == "text/html"
+    assert reload(dbsession, lic).status == "active"
+
+
+def test_hostile_input_is_4xx(admin_pages, lic):
+    token = admin_pages.get(f"/admin/licenses/{lic.key}").forms[0]["csrf_token"].value
+    admin_pages.get("/admin/licenses/NO-SUCH-KEY", status=404)
+    admin_pages.get("/admin/licenses/" + "K" * 500, status=404)
+    admin_pages.get("/admin/licenses/%00", status=400)
+    admin_pages.get("/admin/licenses/%F0%9F%92%A5", status=404)
+    admin_pages.get("/admin/licenses", {"q": "x" * 1000}, status=422)
+    admin_pages.get("/admin/licenses?q=a&q=b", status=422)
+    admin_pages.get("/admin/licenses", {"page": "9" * 50}, status=200)
+    admin_pages.get("/admin/licenses", {"page": "x"}, status=422)
+    admin_pages.post(f"/admin/licenses/{lic.key}/explode", {"csrf_token": token}, status=404)
+    admin_pages.post("/admin/licenses/NO-SUCH-KEY/suspend", {"csrf_token": token}, status=404)
+    admin_pages.post(
+        f"/admin/licenses/{lic.key}/seats",
+        {"csrf_token": token, "maxActivations": "1\x00"},
+        status=422,
+    )
+
+
+def test_customers_get_403_and_visitors_the_login(app, customer, lic):
+    visitor = page_client(app)
+    for path in ("/admin/licenses", f"/admin/licenses/{lic.key}"):
+        response = visitor.get(path, status=303)
+        assert "/login?next=" in response.location
+    client = logged_in(app, customer.email)
+    for path in ("/admin/licenses", f"/admin/licenses/{lic.key}"):
+        assert client.get(path, status=403).content_type == "text/html"
+    token = client.get("/").html.find("input", attrs={"name": "csrf_token"})["value"]
+    client.post(f"/admin/licenses/{lic.key}/suspend", {"csrf_token": token}, status=403)
+
+
+# --- JSON routes ---------------------------------------------------------------------------------
+
+
+def test_json_list_detail_and_actions(admin_app, dbsession, admin, lic):
+    listing = admin_app.get("/api/admin/licenses", {"q": "alice"}).json
+    assert listing["total"] == 1 and listing["items"][0]["key"] == lic.key
+    assert listing["items"][0]["customer"]["email"] == "alice@example.com"
+    assert listing["items"][0]["activationsUsed"] == 1
+    one = admin_app.get(f"/api/admin/licenses/{lic.key}").json
+    assert one["activations"][0]["domain"] == "shop.example.com" and one["audit"] == []
+
+    body = admin_app.post(f"/api/admin/licenses/{lic.key}/suspend").json
+    assert body["status"] == "suspended"
+    assert body["audit"][0]["action"] == "admin.suspend"
+    assert body["audit"][0]["adminId"] == admin.id
+    assert body["audit"][0]["adminEmail"] == admin.email
+    body = admin_app.post_json(f"/api/admin/licenses/{lic.key}/reinstate", {}).json
+    assert body["status"] == "active"
+    body = admin_app.post_json(f"/api/admin/licenses/{lic.key}/seats", {"maxActivations": 7}).json
+    assert body["maxActivations"] == 7
+    body = admin_app.post_json(f"/api/admin/licenses/{lic.key}/extend", {"days": 1}).json
+    assert body["audit"][0]["action"] == "admin.extend"
+    body = admin_app.post(f"/api/admin/licenses/{lic.key}/reset").json
+    assert not any(a["active"] for a in body["activations"])
+    body = admin_app.post(f"/api/admin/licenses/{lic.key}/revoke").json
+    assert body["status"] == "revoked"
+    refused = admin_app.post(f"/api/admin/licenses/{lic.key}/reinstate", status=409).json
+    assert refused["code"] == "license_action_refused" and "final" in refused["message"]
+    assert len(audit_of(dbsession, lic)) == 6
+
+
+def test_json_validation(admin_app, lic, dbsession):
+    path = f"/api/admin/licenses/{lic.key}"
+    assert admin_app.post_json(f"{path}/seats", {"maxActivations": -1}, status=422).json["errors"]
+    assert admin_app.post_json(f"{path}/seats", {"maxActivations": "2"}, status=422)
+    assert admin_app.post_json(f"{path}/seats", {}, status=422).json["errors"]["maxActivations"]
+    assert admin_app.post_json(f"{path}/extend", {"days": 0}, status=422)
+    assert admin_app.post_json(f"{path}/extend", {"days": 1, "until": "2099-01-01"}, status=422)
+    assert admin_app.post_json(f"{path}/extend", {"until": "2000-01-01"}, status=422)
+    assert admin_app.post_json(f"{path}/extend", {"bogus": 1}, status=422)
+    assert admin_app.post_json(f"{path}/extend", [1], status=422)
+    admin_app.post(f"{path}/extend", "days=1", status=415)
+    admin_app.post(f"{path}/nope", status=404)
+    admin_app.get("/api/admin/licenses/NOPE", status=404)
+    admin_app.get("/api/admin/licenses?perPage=1000", status=422)
+    perpetual = make_license(dbsession, None, slug="forever", expires_in_days=None)
+    refused = admin_app.post_json(
+        f"/api/admin/licenses/{perpetual.key}/extend", {"days": 3}, status=409
+    )
+    assert refused.json["code"] == "license_action_refused"
+    assert audit_of(dbsession, lic) == []
+
+
+def test_json_routes_need_an_admin_and_csrf(app, customer_app, admin_app, lic, dbsession):
+    customer_app.get("/api/admin/licenses", status=403)
+    customer_app.get(f"/api/admin/licenses/{lic.key}", status=403)
+    customer_app.post(f"/api/admin/licenses/{lic.key}/suspend", status=403)
+    new_client(app).get("/api/admin/licenses", status=401)
+    response = admin_app.post(
+        f"/api/admin/licenses/{lic.key}/suspend", headers={"X-CSRF-Token": "wrong"}, status=403
+    )
+    assert response.json["code"] == "csrf_failed"
+    assert reload(dbsession, lic).status == "active"

@@ -1,0 +1,410 @@
+"""The public catalogue: products, currencies, paging, search, ETag/304, and cost.
+
+Everything runs through the real app (WebTest) on the real migrated database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import jsonschema_rs
+import pytest
+from helpers.store import add_currencies, add_product
+from sqlalchemy import event, insert, select
+
+from cmsshop.models import Product, ProductPrice, Release
+from cmsshop.util import utcnow
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def add_release(dbsession, product, version, released_at):
+    dbsession.add(
+        Release(
+            product_id=product.id,
+            version=version,
+            file_name=f"{product.slug}-{version}.zip",
+            storage_path=f"releases/{product.id}/{version}",
+            size=123,
+            sha256="a" * 64,
+            released_at=released_at,
+        )
+    )
+    dbsession.commit()
+
+
+@pytest.fixture
+def catalogue(dbsession):
+    add_currencies(dbsession)
+    guard = add_product(
+        dbsession,
+        "site-guard",
+        name="SiteGuard Pro",
+        summary="A security plugin",
+        prices={"EUR": 4900, "USD": 5400, "JPY": 7000, "GBP": 4100},
+        licensed=True,
+        max_activations=3,
+        duration_days=365,
+    )
+    add_release(dbsession, guard, "1.0.0", utcnow() - dt.timedelta(days=30))
+    add_release(dbsession, guard, "1.1.0", utcnow() - dt.timedelta(days=1))
+    add_product(dbsession, "theme-pack", name="Theme Pack", summary="Twelve themes 100%")
+    add_product(dbsession, "draft-thing", name="Draft Thing", published=False)
+    add_product(dbsession, "old-thing", name="Old Thing", archived=True)
+    return guard
+
+
+def resolve_schema(doc: dict, path: str, method: str, status: int) -> jsonschema_rs.Validator:
+    schema = doc["paths"][path][method]["responses"][str(status)]["content"]["application/json"][
+        "schema"
+    ]
+    return jsonschema_rs.validator_for(
+        {**schema, "components": doc["components"]}, validate_formats=True
+    )
+
+
+def assert_documented(testapp, path, method, status, body):
+    doc = testapp.get("/api/openapi.json").json
+    validator = resolve_schema(doc, path, method, status)
+    errors = [e.message for e in validator.iter_errors(body)]
+    assert not errors, errors
+
+
+# --- products ----------------------------------------------------------------------------
+
+
+def test_list_shows_published_products_only_with_prices_and_latest_release(testapp, catalogue):
+    response = testapp.get("/api/store/products")
+    body = response.json
+    assert body["total"] == 2
+    assert body["page"] == 1 and body["perPage"] == 20
+    assert [p["slug"] for p in body["items"]] == ["site-guard", "theme-pack"]
+    guard = body["items"][0]
+    # Disabled currencies (GBP) are not on offer; JPY has no decimals.
+    assert guard["prices"] == [
+        {"currency": "EUR", "amount": 4900, "formatted": "€49.00"},
+        {"currency": "JPY", "amount": 7000, "formatted": "¥7000"},
+        {"currency": "USD", "amount": 5400, "formatted": "$54.00"},
+    ]
+    assert guard["licensing"] == {
+        "licensed": True,
+        "maxActivations": 3,
+        "durationDays": 365,
+        "features": [],
+        "upgradeGroup": None,
+        "tier": 0,
+    }
+    assert guard["latestRelease"]["version"] == "1.1.0"
+    assert guard["descriptionHtml"] == "<p>About <strong>site-guard</strong></p>\n"
+    assert body["items"][1]["latestRelease"] is None
+    assert body["items"][1]["licensing"]["durationDays"] is None
+    assert_documented(testapp, "/api/store/products", "get", 200, body)
+
+
+def test_money_is_never_a_float(testapp, catalogue):
+    raw = testapp.get("/api/store/products").text
+    items = testapp.get("/api/store/products").json["items"]
+    for item in items:
+        for price in item["prices"]:
+            assert type(price["amount"]) is int
+    assert "49.0," not in raw and "4900.0" not in raw
+
+
+def test_currency_param_filters_prices_and_rejects_unknown_or_disabled(testapp, catalogue):
+    items = testapp.get("/api/store/products?currency=usd").json["items"]
+    assert items[0]["prices"] == [{"currency": "USD", "amount": 5400, "formatted": "$54.00"}]
+    assert items[1]["prices"] == []  # listed, but no USD price
+    for bad in ("XXX", "GBP", "EU", "EURO", "€€€", "E1R", ""):
+        response = testapp.get("/api/store/products", {"currency": bad}, status=422)
+        assert response.json["code"] == "validation_failed"
+        assert "currency" in response.json["errors"]
+    response = testapp.get("/api/store/products/site-guard?currency=GBP", status=422)
+    assert "currency" in response.json["errors"]
+    single = testapp.get("/api/store/products/site-guard?currency=JPY").json
+    assert single["prices"] == [{"currency": "JPY", "amount": 7000, "formatted": "¥7000"}]
+
+
+def test_paging(testapp, catalogue):
+    body = testapp.get("/api/store/products?page=2&perPage=1").json
+    assert [p["slug"] for p in body["items"]] == ["theme-pack"]
+    assert body == {**body, "page": 2, "perPage": 1, "total": 2}
+    assert testapp.get("/api/store/products?page=3&perPage=1").json["items"] == []
+    # A page far past the end is simply empty (no out-of-range OFFSET reaches the database).
+    huge = testapp.get("/api/store/products", {"page": str(10**30), "perPage": "100"}).json
+    assert huge["items"] == [] and huge["total"] == 2
+
+
+def test_bad_paging_is_422(testapp, catalogue):
+    for query in (
+        "page=0",
+        "page=-1",
+        "page=x",
+        "page=",
+        "perPage=0",
+        "perPage=101",
+        "perPage=1.5",
+        "perPage=",
+        "page=1&page=2",
+        "q=a&q=b",
+        "currency=EUR&currency=USD",
+    ):
+        response = testapp.get(f"/api/store/products?{query}", status=422)
+        assert response.json["code"] == "validation_failed", query
+        assert response.content_type == "application/json"
+
+
+def test_search_names_and_summaries_case_insensitively(testapp, catalogue):
+    def slugs(q):
+        return [p["slug"] for p in testapp.get("/api/store/products", {"q": q}).json["items"]]
+
+    assert slugs("SITEGUARD") == ["site-guard"]
+    assert slugs("security") == ["site-guard"]  # summary
+    assert slugs("  theme  ") == ["theme-pack"]
+    assert slugs("draft") == []  # unpublished
+    assert slugs("old") == []  # archived
+    # % and _ are literal characters, not wildcards.
+    assert slugs("100%") == ["theme-pack"]
+    assert slugs("%") == ["theme-pack"]
+    assert slugs("_") == []
+    assert testapp.get("/api/store/products", {"q": ""}).json["total"] == 2
+
+
+def test_hostile_search_is_422_not_500(testapp, catalogue):
+    for q in ("a\x00b", "x" * 201, "tab\there", "\x1b[31m"):
+        response = testapp.get("/api/store/products", {"q": q}, status=422)
+        assert "q" in response.json["errors"]
+
+
+def test_query_strings_that_are_not_utf8_are_400(testapp, catalogue):
+    for url in (
+        "/api/store/products?q=%ff",
+        "/api/store/products?currency=%ff%fe%fd",
+        "/api/store/products/site-guard?currency=%c3",
+        "/api/store/products?page=%80",
+    ):
+        response = testapp.get(url, status=400)
+        assert response.json["code"] == "malformed_query", url
+
+
+def test_search_with_quotes_and_unicode(testapp, catalogue):
+    for q in ("' OR 1=1 --", '"; DROP TABLE products; --', "Ünïcödé ☃", "\\"):
+        assert testapp.get("/api/store/products", {"q": q}).json["items"] == []
+
+
+def test_product_by_slug(testapp, catalogue):
+    body = testapp.get("/api/store/products/site-guard").json
+    assert body["slug"] == "site-guard"
+    assert body["latestRelease"]["version"] == "1.1.0"
+    assert len(body["prices"]) == 3
+    assert_documented(testapp, "/api/store/products/{slug}", "get", 200, body)
+
+
+ODD_SLUGS = [
+    "draft-thing",
+    "old-thing",
+    "nope",
+    "Site-Guard",
+    "site guard",
+    "..",
+    "%2e%2e",
+    "x" * 300,
+    "%E2%98%83",
+    "%F0%9F%98%80",
+]
+
+
+def test_unknown_unpublished_archived_or_odd_slugs_are_json_404(testapp, catalogue):
+    for slug in ODD_SLUGS:
+        response = testapp.get(f"/api/store/products/{slug}", status=404)
+        assert response.content_type == "application/json"
+        assert response.json["code"] in ("product_not_found", "not_found"), slug
+
+
+def test_slugs_with_control_characters_are_refused_at_the_edge(testapp, catalogue):
+    for slug in ("%00", "a%00b", "a%0ab", "%7f"):
+        response = testapp.get(f"/api/store/products/{slug}", status=400)
+        assert response.json["code"] == "malformed_request", slug
+
+
+def test_etag_cache_control_and_304(testapp, catalogue):
+    first = testapp.get("/api/store/products")
+    etag = first.headers["ETag"]
+    assert "max-age=60" in first.headers["Cache-Control"]
+    again = testapp.get("/api/store/products", headers={"If-None-Match": etag}, status=304)
+    assert again.body == b""
+    assert again.headers["ETag"] == etag
+    testapp.get("/api/store/products", headers={"If-None-Match": '"other"'}, status=200)
+    detail = testapp.get("/api/store/products/site-guard")
+    testapp.get(
+        "/api/store/products/site-guard",
+        headers={"If-None-Match": detail.headers["ETag"]},
+        status=304,
+    )
+    currencies = testapp.get("/api/store/currencies")
+    testapp.get(
+        "/api/store/currencies", headers={"If-None-Match": currencies.headers["ETag"]}, status=304
+    )
+
+
+def test_etag_changes_when_the_catalogue_changes(testapp, catalogue, dbsession):
+    etag = testapp.get("/api/store/products").headers["ETag"]
+    product = dbsession.scalar(select(Product).where(Product.slug == "theme-pack"))
+    product.name = "Theme Pack 2"
+    dbsession.commit()
+    response = testapp.get("/api/store/products", headers={"If-None-Match": etag}, status=200)
+    assert response.headers["ETag"] != etag
+
+
+def test_cache_max_age_is_a_setting(make_app, catalogue):
+    from helpers.clients import new_client
+
+    client = new_client(make_app(**{"cmsshop.public_max_age": "300"}))
+    assert "max-age=300" in client.get("/api/store/products").headers["Cache-Control"]
+
+
+def test_latest_release_is_the_newest_by_date_not_by_insertion(testapp, dbsession):
+    add_currencies(dbsession)
+    product = add_product(dbsession, "app")
+    now = utcnow()
+    add_release(dbsession, product, "2.0.0", now - dt.timedelta(days=1))
+    add_release(dbsession, product, "1.9.9-backport", now - dt.timedelta(days=5))
+    body = testapp.get("/api/store/products/app").json
+    assert body["latestRelease"]["version"] == "2.0.0"
+
+
+# --- currencies --------------------------------------------------------------------------
+
+
+def test_currencies_lists_enabled_default_first(testapp, catalogue):
+    body = testapp.get("/api/store/currencies").json
+    assert [c["code"] for c in body["items"]] == ["EUR", "JPY", "USD"]
+    assert body["items"][0] == {
+        "code": "EUR",
+        "name": "Euro",
+        "symbol": "€",
+        "decimals": 2,
+        "default": True,
+    }
+    assert_documented(testapp, "/api/store/currencies", "get", 200, body)
+
+
+def test_public_routes_refuse_unsafe_methods(testapp, catalogue):
+    response = testapp.post_json("/api/store/products", {}, status=405)
+    assert "GET" in response.headers["Allow"]
+    testapp.delete("/api/store/products/site-guard", status=405)
+
+
+# --- cost does not grow with the catalogue -----------------------------------------------
+
+
+class StatementCounter:
+    """Counts SQL statements sent on the app's own engine."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.statements: list[str] = []
+
+    def _count(self, conn, cursor, statement, parameters, context, executemany):
+        self.statements.append(statement)
+
+    def __enter__(self):
+        event.listen(self.engine, "before_cursor_execute", self._count)
+        return self
+
+    def __exit__(self, *exc):
+        event.remove(self.engine, "before_cursor_execute", self._count)
+
+
+def bulk_products(dbsession, start: int, count: int) -> None:
+    """``count`` published products, each with two prices and two releases."""
+    now = utcnow()
+    rows = [
+        {
+            "slug": f"bulk-{i:05d}",
+            "name": f"Bulk product {i:05d}",
+            "summary": "bulk",
+            "description": "Plain",
+            "description_html": "<p>Plain</p>\n",
+            "published": True,
+            "archived": False,
+            "licensed": bool(i % 2),
+        }
+        for i in range(start, start + count)
+    ]
+    dbsession.execute(insert(Product), rows)
+    ids = dbsession.scalars(
+        select(Product.id).where(Product.slug.in_([r["slug"] for r in rows]))
+    ).all()
+    dbsession.execute(
+        insert(ProductPrice),
+        [
+            {"product_id": pid, "currency": c, "amount": 1000 + pid}
+            for pid in ids
+            for c in ("EUR", "USD")
+        ],
+    )
+    dbsession.execute(
+        insert(Release),
+        [
+            {
+                "product_id": pid,
+                "version": version,
+                "file_name": "f.zip",
+                "storage_path": f"releases/{pid}/{version}",
+                "size": 1,
+                "sha256": "b" * 64,
+                "released_at": now - dt.timedelta(days=days),
+            }
+            for pid in ids
+            for version, days in (("1.0", 10), ("2.0", 1))
+        ],
+    )
+    dbsession.commit()
+
+
+def count_statements(app, client, url):
+    with StatementCounter(app.registry["cmsshop.engine"]) as counter:
+        response = client.get(url)
+    return len(counter.statements), response.json
+
+
+COUNTED_URLS = [
+    "/api/store/products?perPage=100",
+    "/api/store/products?perPage=100&currency=USD",
+    "/api/store/products?perPage=100&q=bulk",
+    "/api/admin/products?perPage=100",
+]
+
+
+def test_list_costs_the_same_statements_for_10_and_1010_products(app, admin_app, dbsession):
+    add_currencies(dbsession)
+    bulk_products(dbsession, 0, 10)
+    small = {}
+    for url in COUNTED_URLS:
+        small[url], body = count_statements(app, admin_app, url)
+        assert len(body["items"]) == 10
+        assert all(item["latestRelease"]["version"] == "2.0" for item in body["items"])
+        assert all(item["prices"] for item in body["items"])
+
+    bulk_products(dbsession, 10, 1000)
+    for url in COUNTED_URLS:
+        count, body = count_statements(app, admin_app, url)
+        assert len(body["items"]) == 100 and body["total"] == 1010
+        assert all(item["latestRelease"]["version"] == "2.0" for item in body["items"])
+        assert all(item["prices"] for item in body["items"])
+        # Lazy loading would cost one or more statements per product on the page.
+        assert count == small[url], url
+        assert count <= 12, url
+
+
+def test_product_detail_costs_the_same_for_1_and_60_releases(app, testapp, dbsession):
+    add_currencies(dbsession)
+    few = add_product(dbsession, "few")
+    many = add_product(dbsession, "many", prices={"EUR": 1, "USD": 2, "JPY": 3})
+    add_release(dbsession, few, "1", utcnow())
+    for i in range(60):
+        add_release(dbsession, many, f"1.{i}", utcnow() - dt.timedelta(hours=i))
+    few_count, _ = count_statements(app, testapp, "/api/store/products/few")
+    many_count, body = count_statements(app, testapp, "/api/store/products/many")
+    assert body["latestRelease"]["version"] == "1.0"
+    assert few_count == many_count
