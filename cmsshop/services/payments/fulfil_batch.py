@@ -4,28 +4,31 @@ The worker (events/queue.py) hands over the events of a pass whose action is FUL
 a named order and whose payment the provider confirmed (or that development trusts).
 Only the plain case is fulfilled here, decided under the locks the per-event path
 (delivery.process_event) takes: the event row not final (claimed by an UPDATE, the
-transaction's first statement, as ``log.claim`` does), the order pending (locked FOR
-UPDATE), placed with this provider, neither it nor this payment fulfilled yet (the
-first of two events of one order in a batch wins), the confirmation matching it
-(``fulfilment.confirmation_problems``) and only purchase items (renewals and upgrades
-lock their licenses: per event). Every other event is returned untouched and goes
-through the per-event path after this commit, which handles every state of the machine.
+transaction's first statement, as ``log.claim`` does), the order locked FOR UPDATE,
+neither it nor this payment fulfilled yet (the first of two events of one order in a
+batch wins), by the per-event rules (``fulfilment.PAYABLE_STATUSES`` and
+``fulfilment.payment_problems``: so only a pending order placed with this provider,
+matching the confirmation) and only purchase items (renewals and upgrades lock their
+licenses: per event). Every other event is returned untouched and goes through the
+per-event path after this commit, which handles every state of the machine.
 
-What a plain fulfilment writes is what ``fulfilment.fulfil_order`` writes, built by the
-same helpers (``move``, ``new_license_values``, ``invoice_lines``, ``build_receipt``,
-``receipt_message``, ``outbox_values``): the fulfilment gate rows, the orders moved to
-paid, entitlements, licenses, invoices, receipts and the events' outcomes -- as
-executemany statements, about a dozen for the whole batch instead of some twenty per
-payment. The batch's invoice numbers are taken in one statement right before the last
-two writes (the invoices, and the receipts that quote their numbers), so the year's
-counter row stays locked for those and the COMMIT only -- three round trips for the
-whole batch; a rollback gives the numbers back, as for one fulfilment. Any error rolls
-the whole batch back and leaves every event to the per-event path.
+What a plain fulfilment writes is what ``fulfilment.fulfil_order`` writes, built from the
+same definitions (``fulfilment_values``, ``mark_paid``, ``granted_items``,
+``entitlement_values``, ``issues_license``, ``new_license_values``, ``invoice_values``,
+``build_receipt``, ``receipt_message``, ``outbox_values``): the fulfilment gate rows,
+the orders moved to paid, entitlements, licenses, invoices, receipts and the events'
+outcomes -- as executemany statements, about a dozen for the whole batch instead of
+some twenty per payment. The batch's invoice numbers are taken in one statement right
+before the last two writes (the invoices, and the receipts that quote their numbers), so
+the year's counter row stays locked for those and the COMMIT only -- three round trips
+for the whole batch; a rollback gives the numbers back, as for one fulfilment. Any error
+rolls the whole batch back and leaves every event to the per-event path.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -49,10 +52,14 @@ from cmsshop.services.mail.outbox import insert_messages, outbox_values
 from cmsshop.services.payments.base import Confirmation
 from cmsshop.services.payments.events.log import FINAL_STATUSES
 from cmsshop.services.payments.fulfilment import (
-    confirmation_problems,
-    invoice_lines,
-    invoice_number,
-    move,
+    PAYABLE_STATUSES,
+    entitlement_values,
+    fulfilment_values,
+    granted_items,
+    invoice_values,
+    issues_license,
+    mark_paid,
+    payment_problems,
     take_invoice_numbers,
 )
 from cmsshop.services.payments.receipts import build_receipt, receipt_message
@@ -98,6 +105,17 @@ def _fulfil(
     session: Session, settings: Mapping[str, Any], confirmed: list[Confirmed]
 ) -> tuple[list[int], list[Confirmed]]:
     now = utcnow()
+    plain, left = _plain_cases(session, confirmed)
+    if plain:
+        _write_fulfilments(session, settings, plain, now)
+    return [event.row_id for event, _ in plain], left
+
+
+def _plain_cases(
+    session: Session, confirmed: list[Confirmed]
+) -> tuple[list[tuple[Confirmed, Order]], list[Confirmed]]:
+    """Claim the events and lock their orders; (the plain cases with their orders, the
+    events left for the per-event path). Events found final already are in neither."""
     claimed = set(
         session.execute(
             update(PaymentEvent)
@@ -140,13 +158,15 @@ def _fulfil(
             continue
         order = orders.get(event.order_number)
         reference = (event.provider, event.confirmation.payment_reference)
+        # The per-event path's rules (fulfil_confirmed_payment), read from the sets above;
+        # renewals and upgrades lock their licenses, so they go per event.
         if (
             order is None
-            or order.status != "pending"
             or order.id in fulfilled
-            or order.provider != event.provider
-            or reference in used
-            or confirmation_problems(order, event.confirmation)
+            or order.status not in PAYABLE_STATUSES
+            or payment_problems(
+                order, event.provider, event.confirmation, paid_elsewhere=reference in used
+            )
             or any(item.kind != "purchase" for item in order.items)
         ):
             left.append(event)
@@ -154,40 +174,38 @@ def _fulfil(
         fulfilled.add(order.id)
         used.add(reference)
         plain.append((event, order))
-    if not plain:
-        return [], left
+    return plain, left
 
+
+def _write_fulfilments(
+    session: Session,
+    settings: Mapping[str, Any],
+    plain: list[tuple[Confirmed, Order]],
+    now: dt.datetime,
+) -> None:
+    """What fulfilment.fulfil_order writes for each order, from the same definitions, in
+    executemany statements (about a dozen for the batch instead of some twenty a payment)."""
     session.execute(
         insert(Fulfilment),
         [
-            {
-                "order_id": order.id,
-                "provider": event.provider,
-                "payment_reference": event.confirmation.payment_reference,
-                "payment_event_id": event.row_id,
-                "manual": False,
-                "confirmed_amount": event.confirmation.amount,
-                "confirmed_currency": event.confirmation.currency,
-                "created_at": now,
-            }
+            fulfilment_values(
+                order,
+                provider=event.provider,
+                payment_reference=event.confirmation.payment_reference,
+                now=now,
+                payment_event_id=event.row_id,
+                confirmed_amount=event.confirmation.amount,
+                confirmed_currency=event.confirmation.currency,
+            )
             for event, order in plain
         ],
     )
     entitlements, licenses, keys = [], [], {}
     for event, order in plain:
-        move(order, "paid")
-        order.paid_at = now
-        order.payment_reference = event.confirmation.payment_reference
-        for item in order.items:
-            entitlements.append(
-                {
-                    "order_item_id": item.id,
-                    "user_id": order.user_id,
-                    "product_id": item.product_id,
-                    "status": "active",
-                }
-            )
-            if item.product.licensed:
+        mark_paid(order, event.confirmation.payment_reference, now)
+        for item in granted_items(order):
+            entitlements.append(entitlement_values(order, item))
+            if issues_license(item):
                 values = new_license_values(item.id, item.product, order.user_id, now)
                 keys[item.id] = values["key"]
                 licenses.append(values)
@@ -226,29 +244,14 @@ def _fulfil(
     # Gap-free numbers for the whole batch, then only the invoices, the receipts and the
     # COMMIT: the year's counter row stays locked for those three round trips.
     first = take_invoice_numbers(session, now.year, len(plain))
-    numbers = [invoice_number(now.year, first + i) for i in range(len(plain))]
-    session.execute(
-        insert(Invoice),
-        [
-            {
-                "number": numbers[i],
-                "year": now.year,
-                "sequence": first + i,
-                "order_id": order.id,
-                "user_id": order.user_id,
-                "issued_at": now,
-                "currency": order.currency,
-                "total": order.total,
-                "lines": invoice_lines(order.items),
-            }
-            for i, (_, order) in enumerate(plain)
-        ],
-    )
+    invoices = [invoice_values(order, first + i, now) for i, (_, order) in enumerate(plain)]
+    session.execute(insert(Invoice), invoices)
     session.execute(
         insert_messages(session),
         [
-            outbox_values(settings, **receipt_message(settings, receipt, numbers[i]), now=now)
-            for i, receipt in enumerate(receipts)
+            outbox_values(
+                settings, **receipt_message(settings, receipt, invoice["number"]), now=now
+            )
+            for receipt, invoice in zip(receipts, invoices, strict=True)
         ],
     )
-    return [event.row_id for event, _ in plain], left

@@ -22,6 +22,7 @@ IntegrityError, which is retried (cmsshop.db) and then finds the winner's rows.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,6 +55,10 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "cancelled": frozenset({"needs_review"}),
     "refunded": frozenset(),
 }
+# Orders a provider-confirmed payment is acted on: a pending one is fulfilled, a failed or
+# cancelled one held for review (the money arrived after all). Any other state has had
+# its payment already, or is with a human.
+PAYABLE_STATUSES = frozenset({"pending", "failed", "cancelled"})
 # Orders a manual fulfilment may deliver (an admin has seen the money arrive).
 MANUALLY_FULFILLABLE = ("pending", "needs_review", "failed", "cancelled")
 
@@ -122,6 +127,98 @@ def confirmation_problems(order: Order, confirmation: Confirmation) -> list[str]
     return problems
 
 
+def payment_problems(
+    order: Order, provider: str, confirmation: Confirmation, *, paid_elsewhere: bool
+) -> list[str]:
+    """Why a confirmed payment cannot simply fulfil ``order``, in one of the
+    PAYABLE_STATUSES (empty: it fulfils it). ``paid_elsewhere``: the payment already
+    fulfilled another order. Renewals and upgrades have more to check, under their
+    licenses' locks (license_changes.change_problems)."""
+    problems = confirmation_problems(order, confirmation)
+    if order.provider != provider:
+        problems.append(f"order was placed with {order.provider}")
+    if order.status != "pending":
+        problems.append(f"order was {order.status} when the payment arrived")
+    if paid_elsewhere:
+        problems.append(f"payment {confirmation.payment_reference} already fulfilled another order")
+    return problems
+
+
+# --- what a fulfilment creates ---------------------------------------------------------------
+# One definition for both paths: fulfil_order (one order, through the ORM) and the queue
+# worker's batch (services/payments/fulfil_batch.py, many orders in executemany statements).
+
+
+def fulfilment_values(
+    order: Order,
+    *,
+    provider: str,
+    payment_reference: str,
+    now: dt.datetime,
+    payment_event_id: int | None = None,
+    confirmed_amount: int | None = None,
+    confirmed_currency: str | None = None,
+    manual: bool = False,
+    admin_id: int | None = None,
+    reason: str | None = None,
+) -> dict[str, Any]:
+    """The columns of the fulfilment gate row (unique per order and per payment)."""
+    return {
+        "order_id": order.id,
+        "provider": provider,
+        "payment_reference": payment_reference,
+        "payment_event_id": payment_event_id,
+        "manual": manual,
+        "admin_id": admin_id,
+        "reason": reason,
+        "confirmed_amount": confirmed_amount,
+        "confirmed_currency": confirmed_currency,
+        "created_at": now,
+    }
+
+
+def mark_paid(order: Order, payment_reference: str, now: dt.datetime) -> None:
+    move(order, "paid")
+    order.paid_at = now
+    order.payment_reference = payment_reference
+
+
+def granted_items(order: Order) -> list[OrderItem]:
+    """The items that get an entitlement: all but renewals (a renewal gives the license
+    more time, nothing new)."""
+    return [item for item in order.items if item.kind != "renewal"]
+
+
+def issues_license(item: OrderItem) -> bool:
+    """A purchase of a licensed product issues a license (an upgrade moves one:
+    license_changes)."""
+    return item.kind == "purchase" and item.product.licensed
+
+
+def entitlement_values(order: Order, item: OrderItem) -> dict[str, Any]:
+    return {
+        "order_item_id": item.id,
+        "user_id": order.user_id,
+        "product_id": item.product_id,
+        "status": "active",
+    }
+
+
+def invoice_values(order: Order, sequence: int, now: dt.datetime) -> dict[str, Any]:
+    """The columns of the order's invoice, number ``sequence`` of this year."""
+    return {
+        "number": invoice_number(now.year, sequence),
+        "year": now.year,
+        "sequence": sequence,
+        "order_id": order.id,
+        "user_id": order.user_id,
+        "issued_at": now,
+        "currency": order.currency,
+        "total": order.total,
+        "lines": invoice_lines(order.items),
+    }
+
+
 # --- fulfilment ----------------------------------------------------------------------------
 
 
@@ -163,18 +260,7 @@ def write_invoice(session: Session, order: Order) -> Invoice:
     """The order's invoice (called once, right after the fulfilment gate row was
     inserted: none can exist yet, and invoices.order_id is unique should one)."""
     now = utcnow()
-    sequence, number = next_invoice_number(session, now.year)
-    invoice = Invoice(
-        number=number,
-        year=now.year,
-        sequence=sequence,
-        order_id=order.id,
-        user_id=order.user_id,
-        issued_at=now,
-        currency=order.currency,
-        total=order.total,
-        lines=invoice_lines(order.items),
-    )
+    invoice = Invoice(**invoice_values(order, take_invoice_numbers(session, now.year), now))
     session.add(invoice)
     return invoice
 
@@ -184,18 +270,9 @@ def grant_items(session: Session, order: Order) -> None:
     product (right after the gate row, like the invoice; both tables are unique per
     item). A renewal grants nothing new (the license gets more time); an upgrade grants
     the new product's downloads and moves its license (license_changes)."""
-    for item in order.items:
-        if item.kind == "renewal":
-            continue
-        session.add(
-            Entitlement(
-                order_item_id=item.id,
-                user_id=order.user_id,
-                product_id=item.product_id,
-                status="active",
-            )
-        )
-        if item.kind == "purchase":
+    for item in granted_items(order):
+        session.add(Entitlement(**entitlement_values(order, item)))
+        if issues_license(item):
             issue_license(session, item, order.user_id)
 
 
@@ -225,22 +302,22 @@ def fulfil_order(
     taken, leaving rendering two small templates (~50 µs) and one insert inside the lock."""
     now = utcnow()
     fulfilment = Fulfilment(
-        order_id=order.id,
-        provider=provider,
-        payment_reference=payment_reference,
-        payment_event_id=payment_event_id,
-        manual=manual,
-        admin_id=admin_id,
-        reason=reason,
-        confirmed_amount=confirmed_amount,
-        confirmed_currency=confirmed_currency,
-        created_at=now,
+        **fulfilment_values(
+            order,
+            provider=provider,
+            payment_reference=payment_reference,
+            now=now,
+            payment_event_id=payment_event_id,
+            confirmed_amount=confirmed_amount,
+            confirmed_currency=confirmed_currency,
+            manual=manual,
+            admin_id=admin_id,
+            reason=reason,
+        )
     )
     session.add(fulfilment)
     session.flush()
-    move(order, "paid")
-    order.paid_at = now
-    order.payment_reference = payment_reference
+    mark_paid(order, payment_reference, now)
     grant_items(session, order)
     license_changes.apply_license_changes(session, order, settings)
     session.flush()
@@ -267,17 +344,11 @@ def fulfil_confirmed_payment(
             existing.payment_event_id is not None and existing.payment_event_id == payment_event_id
         )
         return Result("processed" if same else "duplicate", "already fulfilled", existing)
-    if order.status not in ("pending", "failed", "cancelled"):
+    if order.status not in PAYABLE_STATUSES:
         # paid/refunded/disputed/needs_review: a late "paid" event never moves an order back.
         return Result("duplicate", f"order is {order.status}")
-    problems = confirmation_problems(order, confirmation)
-    if order.provider != provider:
-        problems.append(f"order was placed with {order.provider}")
-    if order.status in ("failed", "cancelled"):
-        problems.append(f"order was {order.status} when the payment arrived")
     other = fulfilment_by_payment(session, provider, reference)
-    if other is not None:
-        problems.append(f"payment {reference} already fulfilled another order")
+    problems = payment_problems(order, provider, confirmation, paid_elsewhere=other is not None)
     # Renewals and upgrades: the license must still allow it (this locks those licenses).
     problems.extend(license_changes.change_problems(session, order, utcnow()))
     if problems:
