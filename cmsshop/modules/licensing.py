@@ -18,9 +18,7 @@ from cmsshop.settings import (
     as_str,
     declare,
 )
-from cmsshop.views import admin_licenses, license_updates
-from cmsshop.views.admin_licenses_pages import NOTICES as ADMIN_PAGE_NOTICES
-from cmsshop.views.licensing_openapi import OPENAPI_PATHS, OPENAPI_SCHEMAS
+from cmsshop.views.licensing import admin_api, admin_pages, openapi, updates
 
 SETTINGS = {
     "cmsshop.license_signer": (as_str, "local", "CMSSHOP_LICENSE_SIGNER"),
@@ -47,6 +45,26 @@ SETTINGS = {
     # remind-expiring: how many days ahead a license's expiry is announced by e-mail.
     "cmsshop.mail.expiry_reminder_days": (as_int, 14, None),
 }
+
+
+ROUTES = {
+    "licensing.activate": "/api/license/activate",
+    "licensing.validate": "/api/license/validate",
+    "licensing.deactivate": "/api/license/deactivate",
+    "licensing.jwks": "/api/license/jwks.json",
+    # Update checks (download URLs need the dashboard module's signer and route).
+    "licensing.update_check": "/api/license/update-check",
+    # The admin side: JSON routes and the /admin/licenses pages (one service for both).
+    "licensing.admin_licenses": "/api/admin/licenses",
+    "licensing.admin_license": "/api/admin/licenses/{key}",
+    "licensing.admin_license_action": "/api/admin/licenses/{key}/{action}",
+    "pages.admin_licenses": "/admin/licenses",
+    "pages.admin_license": "/admin/licenses/{key}",
+    "pages.admin_license_action": "/admin/licenses/{key}/{action}",
+}
+# Offline activation (views/licensing/offline.py) is served from the customer's account:
+# the dashboard module declares its routes and scans it.
+OFFLINE_VIEWS = "cmsshop.views.licensing.offline"
 
 
 def _check(settings) -> None:
@@ -89,24 +107,9 @@ def includeme(config) -> None:
     config.register_service(LicensingPolicy.from_settings(settings), LicensingPolicy)
     for name, setting in RATE_POLICY_SETTINGS.items():
         config.add_rate_policy(name, *settings[setting])
-    config.add_route("licensing.activate", "/api/license/activate")
-    config.add_route("licensing.validate", "/api/license/validate")
-    config.add_route("licensing.deactivate", "/api/license/deactivate")
-    config.add_route("licensing.jwks", "/api/license/jwks.json")
-    config.add_openapi(paths=OPENAPI_PATHS, schemas=OPENAPI_SCHEMAS)
-    config.scan("cmsshop.views.licensing")
-    # Update checks (download URLs need the dashboard module's signer and route).
-    config.add_route("licensing.update_check", "/api/license/update-check")
-    config.add_openapi(paths=license_updates.OPENAPI_PATHS, schemas=license_updates.OPENAPI_SCHEMAS)
-    config.scan(license_updates.__name__)
-    # The admin side: JSON routes and the /admin/licenses pages (one service for both).
-    config.add_route("licensing.admin_licenses", "/api/admin/licenses")
-    config.add_route("licensing.admin_license", "/api/admin/licenses/{key}")
-    config.add_route("licensing.admin_license_action", "/api/admin/licenses/{key}/{action}")
-    config.add_openapi(paths=admin_licenses.OPENAPI_PATHS, schemas=admin_licenses.OPENAPI_SCHEMAS)
-    config.scan(admin_licenses.__name__)
-    config.add_route("pages.admin_licenses", "/admin/licenses")
-    config.add_route("pages.admin_license", "/admin/licenses/{key}")
-    config.add_route("pages.admin_license_action", "/admin/licenses/{key}/{action}")
-    config.add_page_notices(ADMIN_PAGE_NOTICES)
-    config.scan("cmsshop.views.admin_licenses_pages")
+    for name, pattern in ROUTES.items():
+        config.add_route(name, pattern)
+    for fragment in (openapi, updates, admin_api):
+        config.add_openapi(paths=fragment.OPENAPI_PATHS, schemas=fragment.OPENAPI_SCHEMAS)
+    config.add_page_notices(admin_pages.NOTICES)
+    config.scan("cmsshop.views.licensing", ignore=OFFLINE_VIEWS)

@@ -88,7 +88,7 @@ def license_requests(draw):
 def test_the_fast_path_takes_a_license_request_as_the_schema_does(data):
     import colander
 
-    from cmsshop.views.licensing import LicenseRequestSchema, well_formed_license_request
+    from cmsshop.views.licensing.api import LicenseRequestSchema, well_formed_license_request
 
     quick = well_formed_license_request(data)
     try:
@@ -107,7 +107,7 @@ def test_the_fast_path_takes_a_license_request_as_the_schema_does(data):
 
 
 def test_the_fast_path_takes_the_usual_request():
-    from cmsshop.views.licensing import well_formed_license_request
+    from cmsshop.views.licensing.api import well_formed_license_request
 
     data = {
         "product": "site-guard",

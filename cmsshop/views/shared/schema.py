@@ -12,6 +12,7 @@ import re
 
 import colander
 
+from cmsshop import openapi as oa
 from cmsshop.services.store import text
 from cmsshop.views.shared.json import StrictBool, StrictInt, StrictString
 
@@ -157,3 +158,22 @@ def text_validator(min_length: int, max_length: int, blank_ok: bool = False):
             raise colander.Invalid(node, "must not be blank")
 
     return validator
+
+
+ID_PARAM = oa.path_param("id", {"type": "integer", "minimum": 1, "maximum": 2**31 - 1})
+
+
+def list_operation(
+    summary: str,
+    schema: str,
+    params: list | None = None,
+    tag: str = "dashboard",
+    errors: tuple[int, ...] = (),
+) -> dict:
+    """A paged GET of ``schema`` items, as every list route answers it."""
+    return oa.operation(
+        summary,
+        {**oa.ok(oa.page_of(oa.ref(schema))), **oa.errors(401, 403, 422, *errors)},
+        params=[*(params or []), *oa.PAGING_PARAMS],
+        tags=[tag],
+    )

@@ -1,30 +1,24 @@
-"""The customer dashboard: orders, invoices, downloads, licenses and support tickets."""
+"""The customer dashboard: orders, invoices, downloads and licenses (their support tickets
+are in views/support)."""
 
 from __future__ import annotations
 
-import colander
 from pyramid.view import view_config
 
-from cmsshop.errors import NotFound, RateLimited
+from cmsshop.errors import RateLimited
 from cmsshop.security import CUSTOMER
 from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadClaims, DownloadTokenSigner
 from cmsshop.services.licensing import seats
 from cmsshop.services.licensing.records import AuditRecord
-from cmsshop.services.ratelimit import RateLimiter
-from cmsshop.services.support import tickets
 from cmsshop.util import isoformat_z
 from cmsshop.views.errors import request_id
 from cmsshop.views.shared.bodies import order_body, release_body
 from cmsshop.views.shared.json import (
-    StrictMapping,
-    StrictString,
     page_json,
     parse_path_id,
-    read_json,
     read_page_request,
 )
-from cmsshop.views.shared.schema import text_validator
 
 # --- serialisation -----------------------------------------------------------------------
 
@@ -105,64 +99,6 @@ def signed_url_body(base_url: str, token: str, claims: DownloadClaims) -> dict:
     }
 
 
-def ticket_body(ticket) -> dict:
-    return {
-        "id": ticket.id,
-        "number": ticket.number,
-        "subject": ticket.subject,
-        "body": ticket.body,
-        "status": ticket.status,
-        "orderNumber": ticket.order.number if ticket.order is not None else None,
-        "createdAt": isoformat_z(ticket.created_at),
-        "updatedAt": isoformat_z(ticket.updated_at),
-    }
-
-
-def customer_message_body(message) -> dict:
-    """A reply as its customer sees it: "you" or "staff" (never which admin wrote it)."""
-    return {
-        "author": "staff" if message.from_staff else "you",
-        "body": message.body,
-        "createdAt": isoformat_z(message.created_at),
-    }
-
-
-def customer_conversation_body(ticket) -> dict:
-    """The ticket with its conversation: the opening message, then every reply."""
-    opening = {"author": "you", "body": ticket.body, "createdAt": isoformat_z(ticket.created_at)}
-    return {
-        **ticket_body(ticket),
-        "messages": [opening, *(customer_message_body(m) for m in ticket.messages)],
-    }
-
-
-# --- input -------------------------------------------------------------------------------
-
-
-MESSAGE_LENGTH = (1, 20000)  # a ticket's opening message and every reply
-
-
-class TicketSchema(colander.MappingSchema):
-    schema_type = StrictMapping
-    subject = colander.SchemaNode(StrictString(), validator=text_validator(3, 200))
-    body = colander.SchemaNode(StrictString(), validator=text_validator(*MESSAGE_LENGTH))
-    orderNumber = colander.SchemaNode(  # noqa: N815 - JSON name
-        StrictString(), missing=None, validator=text_validator(1, 32, blank_ok=True)
-    )
-
-
-class ReplySchema(colander.MappingSchema):
-    """A reply in a ticket's conversation: its body, as a ticket's opening message."""
-
-    schema_type = StrictMapping
-    body = colander.SchemaNode(StrictString(), validator=text_validator(*MESSAGE_LENGTH))
-
-
-class TicketNotFound(NotFound):
-    code, title = "ticket_not_found", "Ticket not found"
-    message = "No support ticket has this id."
-
-
 # --- views -------------------------------------------------------------------------------
 
 
@@ -171,7 +107,6 @@ OWN_RECORDS = {
     "dashboard.orders": (dashboard.list_orders, order_body),
     "dashboard.invoices": (dashboard.list_invoices, invoice_body),
     "dashboard.downloads": (dashboard.list_downloads, download_body),
-    "dashboard.tickets": (tickets.list_customer_tickets, ticket_body),
 }
 OWN_LIST = {"request_method": "GET", "renderer": "json", "permission": CUSTOMER}
 
@@ -179,9 +114,8 @@ OWN_LIST = {"request_method": "GET", "renderer": "json", "permission": CUSTOMER}
 @view_config(route_name="dashboard.orders", **OWN_LIST)
 @view_config(route_name="dashboard.invoices", **OWN_LIST)
 @view_config(route_name="dashboard.downloads", **OWN_LIST)
-@view_config(route_name="dashboard.tickets", **OWN_LIST)
 def list_own_records(request):
-    """A page of the logged-in customer's orders, invoices, downloads or tickets."""
+    """A page of the logged-in customer's orders, invoices or downloads."""
     list_records, serialise = OWN_RECORDS[request.matched_route.name]
     page = list_records(request.db, request.user.id, read_page_request(request))
     return page_json(page, serialise)
@@ -268,53 +202,3 @@ def deactivate_activation(request):
     result = deactivate_own_activation(request)
     request.response.cache_control = "no-store"
     return owner_deactivation_body(result)
-
-
-@view_config(
-    route_name="dashboard.tickets", request_method="POST", renderer="json", permission=CUSTOMER
-)
-def open_ticket(request):
-    data = read_json(request, TicketSchema())
-    ticket = tickets.submit_ticket(
-        request.db,
-        request.find_service(RateLimiter),
-        request.user,
-        data["subject"],
-        data["body"],
-        data["orderNumber"],
-    )
-    request.response.status = 201
-    return ticket_body(ticket)
-
-
-def own_ticket(request):
-    """The path's ticket with its conversation, if it is the logged-in customer's (404
-    ``ticket_not_found`` if not: another customer's ticket looks like a missing one)."""
-    ticket_id = parse_path_id(request.matchdict["id"])
-    ticket = tickets.find_customer_ticket(request.db, request.user.id, ticket_id)
-    if ticket is None:
-        raise TicketNotFound()
-    return ticket
-
-
-@view_config(
-    route_name="dashboard.ticket", request_method="GET", renderer="json", permission=CUSTOMER
-)
-def get_ticket(request):
-    return customer_conversation_body(own_ticket(request))
-
-
-@view_config(
-    route_name="dashboard.ticket_messages",
-    request_method="POST",
-    renderer="json",
-    permission=CUSTOMER,
-)
-def reply_to_ticket(request):
-    ticket = own_ticket(request)
-    data = read_json(request, ReplySchema())
-    message = tickets.reply_as_customer(
-        request.db, request.find_service(RateLimiter), request.user, ticket, data["body"]
-    )
-    request.response.status = 201
-    return {**customer_message_body(message), "ticketStatus": ticket.status}

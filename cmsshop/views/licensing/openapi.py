@@ -1,4 +1,4 @@
-"""The OpenAPI description of the licensing routes (views/licensing.py), kept next to
+"""The OpenAPI description of the licensing routes (views/licensing/api.py), kept next to
 the views; cmsshop.modules.licensing hands it to config.add_openapi."""
 
 from __future__ import annotations

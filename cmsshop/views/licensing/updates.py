@@ -24,14 +24,14 @@ from cmsshop.services.licensing.updates import UpdateAnswer, UpdateCheck, check_
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import isoformat_z
 from cmsshop.views.errors import request_id
-from cmsshop.views.licensing import (
+from cmsshop.views.licensing.api import (
     NONCE,
     LicenseRequestSchema,
     _record_failure,
     client_ip,
     read_request_data,
 )
-from cmsshop.views.licensing_openapi import LICENSE_REQUEST
+from cmsshop.views.licensing.openapi import LICENSE_REQUEST
 from cmsshop.views.shared.json import StrictString, query_value, validate
 
 FORMATS = ("cmsshop", "wordpress")

@@ -1,6 +1,6 @@
 """The customer's account pages (/account/...): orders, invoices, downloads and licenses.
 
-The same services as the JSON dashboard (cmsshop.views.dashboard), rendered as HTML. A
+The same services as the JSON dashboard (cmsshop.views.dashboard.api), rendered as HTML. A
 download button posts to a route that asks for a fresh signed URL at click time and
 answers 303 to it, so no page ever shows a signed link (it would be a credential in the
 page, the history and any shared screenshot). Support tickets have pages of their own
@@ -18,22 +18,9 @@ from cmsshop.services.dashboard.downloads import DownloadTokenSigner
 from cmsshop.services.paging import PageRequest
 from cmsshop.services.payments import license_changes
 from cmsshop.services.store.currencies import list_currencies
-from cmsshop.views.dashboard import deactivate_own_activation, signed_url_body
+from cmsshop.views.dashboard.api import deactivate_own_activation, signed_url_body
 from cmsshop.views.shared.forms import see_other
 from cmsshop.views.shared.json import parse_path_id, read_page_request
-
-PAGE_ROUTES = {
-    "account.overview": "/account",
-    "account.orders": "/account/orders",
-    "account.order": "/account/orders/{number}",
-    "account.invoices": "/account/invoices",
-    "account.invoice": "/account/invoices/{number}",
-    "account.downloads": "/account/downloads",
-    "account.download": "/account/downloads/{id}",
-    "account.licenses": "/account/licenses",
-    "account.deactivate": "/account/licenses/{key}/activations/{id}/deactivate",
-    "account.offline": "/account/licenses/{key}/offline",
-}
 
 NOTICES = {
     "activation_deactivated": "The activation was deactivated and its seat is free again.",

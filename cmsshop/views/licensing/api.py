@@ -31,7 +31,7 @@ from cmsshop.services.licensing.signing import LeaseSigner, SigningUnavailable
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import isoformat_z
 from cmsshop.views.errors import request_id
-from cmsshop.views.licensing_openapi import NONCE_PATTERN
+from cmsshop.views.licensing.openapi import NONCE_PATTERN
 from cmsshop.views.shared.json import (
     StrictMapping,
     StrictString,

@@ -1,5 +1,5 @@
 """The customer's support ticket pages: the list, opening a ticket, a ticket's conversation
-and replying. Same schemas as the JSON routes (views/dashboard.py), same services
+and replying. Same schemas as the JSON routes (views/dashboard/api.py), same services
 (cmsshop.services.support.tickets): a field is refused for the same reason in both."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from cmsshop.errors import ApiError, RateLimited, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.support import tickets
-from cmsshop.views.dashboard import ReplySchema, TicketSchema, own_ticket
 from cmsshop.views.shared.forms import (
     FormInvalid,
     field_errors,
@@ -19,6 +18,7 @@ from cmsshop.views.shared.forms import (
     see_other,
 )
 from cmsshop.views.shared.json import read_page_request
+from cmsshop.views.support.api import ReplySchema, TicketSchema, own_ticket
 from cmsshop.web import format_date
 
 NOTICES = {

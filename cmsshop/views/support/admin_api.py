@@ -10,7 +10,6 @@ from cmsshop.models import TICKET_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.support import tickets
 from cmsshop.util import isoformat_z
-from cmsshop.views.dashboard import MESSAGE_LENGTH, TicketNotFound, ticket_body
 from cmsshop.views.shared.json import (
     StrictMapping,
     StrictString,
@@ -22,6 +21,7 @@ from cmsshop.views.shared.json import (
 )
 from cmsshop.views.shared.json import validate as validate_data
 from cmsshop.views.shared.schema import text_validator
+from cmsshop.views.support.api import MESSAGE_LENGTH, TicketNotFound, ticket_body
 
 
 class TicketFilterSchema(colander.MappingSchema):

@@ -14,8 +14,8 @@ from cmsshop.services.licensing import admin as license_admin
 from cmsshop.services.licensing.features import MAX_FEATURES
 from cmsshop.util import isoformat_z
 from cmsshop.views.errors import request_id
-from cmsshop.views.licensing import client_ip
-from cmsshop.views.licensing_openapi import FEATURES
+from cmsshop.views.licensing.api import client_ip
+from cmsshop.views.licensing.openapi import FEATURES
 from cmsshop.views.shared.json import (
     FeatureList,
     StrictInt,

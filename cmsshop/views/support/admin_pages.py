@@ -1,5 +1,5 @@
 """The admin's support ticket pages: the queue, a ticket's conversation with the customer,
-staff replies and status. Same schemas as the JSON routes (views/admin_tickets.py), same
+staff replies and status. Same schemas as the JSON routes (views/support/admin_api.py), same
 services (cmsshop.services.support.tickets)."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from pyramid.view import view_config
 
 from cmsshop.security import ADMIN
 from cmsshop.services.support import tickets
-from cmsshop.views.admin_tickets import (
+from cmsshop.views.shared.forms import FormInvalid, read_form, see_other
+from cmsshop.views.shared.json import query_value, read_page_request
+from cmsshop.views.shared.json import validate as validate_data
+from cmsshop.views.support.admin_api import (
     StaffReplySchema,
     TicketFilterSchema,
     TicketStatusSchema,
     any_ticket,
 )
-from cmsshop.views.shared.forms import FormInvalid, read_form, see_other
-from cmsshop.views.shared.json import query_value, read_page_request
-from cmsshop.views.shared.json import validate as validate_data
 
 NOTICES = {
     "ticket_answered": "Your reply was sent: the customer sees it on their ticket page.",

@@ -1,6 +1,6 @@
 """Admin pages for licenses (/admin/licenses): search, one license with its activations
 and audit log, and the forms that change it -- the JSON routes' schema and service
-(cmsshop.views.admin_licenses, cmsshop.services.licensing.admin)."""
+(cmsshop.views.licensing.admin_api, cmsshop.services.licensing.admin)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pyramid.view import view_config
 
 from cmsshop.security import ADMIN
 from cmsshop.services.licensing import admin as license_admin
-from cmsshop.views.admin_licenses import (
+from cmsshop.views.licensing.admin_api import (
     acting_admin,
     license_change_schema,
     license_key,
