@@ -1,7 +1,8 @@
 """Shared webhook machinery; each provider is one small plugin module beside this file.
 
-A plugin module (``cmsshop/modules/payments/<name>.py``, listed in KNOWN_MODULES and
-switched on in ``cmsshop.modules``) only registers its provider object::
+A plugin module (``cmsshop/modules/payments/<name>.py``, its operator name listed
+in KNOWN_MODULES and IMPLEMENTED_BY, switched on in ``cmsshop.modules``) only registers
+its provider object::
 
     from cmsshop.services.payments.myprovider import MyProvider
 
@@ -40,10 +41,13 @@ from cmsshop.services.payments.registry import (
 )
 from cmsshop.services.payments.settings import DEFAULT_SIGNATURE_TOLERANCE, env_name, ini_name
 from cmsshop.settings import as_bool, as_float, as_int, as_list, as_str, declare, one_of
-from cmsshop.views import admin_payments, admin_payments_pages, webhooks
 from cmsshop.views.checkout import api as checkout
+from cmsshop.views.payments import admin_api as admin_payments
+from cmsshop.views.payments import admin_pages as admin_payments_pages
+from cmsshop.views.payments import webhooks
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
+ORDER_PAGES = "cmsshop.views.payments.admin_orders_pages"
 
 SETTINGS = {
     # Skip the provider API check of a payment and trust the verified event's own
@@ -75,6 +79,23 @@ SETTINGS = {
     # the address gets 429 and nothing is written (anyone can send a bad signature).
     "cmsshop.webhooks.rejected_per_ip": (as_int, 30, "CMSSHOP_WEBHOOKS_REJECTED_PER_IP"),
     "cmsshop.webhooks.rejected_window": (as_int, 600, "CMSSHOP_WEBHOOKS_REJECTED_WINDOW"),
+}
+
+
+# The payment admin area (KNOWN_MODULES' shared webhook prefixes): JSON routes, then the
+# pages (/admin/payments) on the same services. Each provider's POST /api/webhooks/<name>
+# is added by add_payment_provider.
+ROUTES = {
+    "payments.admin_settings": "/api/admin/settings/payments",
+    "payments.admin_events": "/api/admin/payment-events",
+    "payments.admin_event": "/api/admin/payment-events/{id}",
+    "payments.admin_event_reprocess": "/api/admin/payment-events/{id}/reprocess",
+    "payments.admin_order_fulfil": "/api/admin/orders/{number}/fulfil",
+    "pages.admin_payments": "/admin/payments",
+    "pages.admin_payments_rotate": "/admin/payments/rotate/{provider}",
+    "pages.admin_payment_events": "/admin/payments/events",
+    "pages.admin_payment_event": "/admin/payments/events/{id}",
+    "pages.admin_payment_event_reprocess": "/admin/payments/events/{id}/reprocess",
 }
 
 
@@ -181,12 +202,8 @@ def includeme(config) -> None:
     )
     config.include("cmsshop.services.payments.registry")
     config.add_directive("add_payment_provider", add_payment_provider)
-    # The payment admin area (KNOWN_MODULES' shared webhook prefixes).
-    config.add_route("payments.admin_settings", "/api/admin/settings/payments")
-    config.add_route("payments.admin_events", "/api/admin/payment-events")
-    config.add_route("payments.admin_event", "/api/admin/payment-events/{id}")
-    config.add_route("payments.admin_event_reprocess", "/api/admin/payment-events/{id}/reprocess")
-    config.add_route("payments.admin_order_fulfil", "/api/admin/orders/{number}/fulfil")
+    for name, pattern in ROUTES.items():
+        config.add_route(name, pattern)
     config.add_openapi(
         paths=admin_payments.OPENAPI_PATHS,
         schemas={
@@ -196,12 +213,6 @@ def includeme(config) -> None:
             **checkout.OPENAPI_SCHEMAS,
         },
     )
-    config.scan(admin_payments.__name__)
-    # The payment area's admin pages (/admin/payments), on the same services.
-    config.add_route("pages.admin_payments", "/admin/payments")
-    config.add_route("pages.admin_payments_rotate", "/admin/payments/rotate/{provider}")
-    config.add_route("pages.admin_payment_events", "/admin/payments/events")
-    config.add_route("pages.admin_payment_event", "/admin/payments/events/{id}")
-    config.add_route("pages.admin_payment_event_reprocess", "/admin/payments/events/{id}/reprocess")
     config.add_page_notices(admin_payments_pages.NOTICES)
-    config.scan(admin_payments_pages.__name__)
+    # The admin order pages are always on (cmsshop.modules.payments.orders).
+    config.scan("cmsshop.views.payments", ignore=ORDER_PAGES)

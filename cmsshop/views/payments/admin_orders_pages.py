@@ -1,6 +1,6 @@
 """Admin pages for orders (/admin/orders): always on, like the orders themselves.
 Manual fulfilment posts here with the JSON route's schema and rules
-(cmsshop.views.admin_payments.fulfil_by_hand)."""
+(cmsshop.views.payments.admin_api.fulfil_by_hand)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from cmsshop.errors import ApiError, NotFound, ValidationFailed
 from cmsshop.models import ORDER_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.payments import orders_admin
-from cmsshop.views.admin_payments import ManualFulfilSchema, fulfil_by_hand
+from cmsshop.views.payments.admin_api import ManualFulfilSchema, fulfil_by_hand
 from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
 from cmsshop.views.shared.json import (
     StrictMapping,

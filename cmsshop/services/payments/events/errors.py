@@ -1,4 +1,4 @@
-"""What can go wrong with a delivery (each mapped to HTTP by views/webhooks.py) and
+"""What can go wrong with a delivery (each mapped to HTTP by views/payments/webhooks.py) and
 what a handled one answers."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Admin pages of the payment area (/admin/payments): provider settings with secrets
 masked and the webhook secret rotation, the provider event log, one event and its
-reprocessing -- the services of the JSON routes in cmsshop.views.admin_payments."""
+reprocessing -- the services of the JSON routes in cmsshop.views.payments.admin_api."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from cmsshop.services.payments import settings as ps
 from cmsshop.services.payments.events import errors as pe
 from cmsshop.services.payments.events import reading, reprocess
 from cmsshop.services.payments.registry import PaymentProviders
-from cmsshop.views.admin_payments import EventFilterSchema, _event_id
+from cmsshop.views.payments.admin_api import EventFilterSchema, _event_id
 from cmsshop.views.shared.forms import FormInvalid, read_form, see_other
 from cmsshop.views.shared.json import StrictString, query_value, read_page_request, validate
 

@@ -15,6 +15,7 @@ from cmsshop.services.payments.events import reading, reprocess
 from cmsshop.services.payments.events.errors import DeliveryError
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.util import isoformat_z
+from cmsshop.views.payments.webhooks import delivery_error
 from cmsshop.views.shared.bodies import order_body
 from cmsshop.views.shared.json import (
     StrictMapping,
@@ -25,7 +26,6 @@ from cmsshop.views.shared.json import (
     read_page_request,
     validate,
 )
-from cmsshop.views.webhooks import delivery_error
 
 # --- bodies --------------------------------------------------------------------------------
 
