@@ -234,7 +234,7 @@ def answer_cache_tween_factory(handler, registry):
     watch = VersionWatch(
         registry["cmsshop.engine"], cache, settings["cmsshop.answer_cache_check_interval"]
     )
-    from cmsshop.views.errors import headers_are_safe  # the edge check's rule for headers
+    from cmsshop.tweens import headers_are_safe  # the edge check's rule for headers
 
     def answer_cache_tween(request):
         environ = request.environ
@@ -294,6 +294,6 @@ def includeme(config) -> None:
     # (a hit opens no transaction and checks out no connection).
     config.add_tween(
         "cmsshop.cache.answer_cache_tween_factory",
-        under="cmsshop.views.errors.request_log_tween_factory",
+        under="cmsshop.tweens.request_log_tween_factory",
         over="pyramid_tm.tm_tween_factory",
     )

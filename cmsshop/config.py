@@ -44,9 +44,11 @@ def configure(settings: dict | None = None) -> Configurator:
     config.include("cmsshop.services.accounts.users")
     # The add_openapi directive, used by every include below that adds routes.
     config.include("cmsshop.openapi")
-    # JSON errors everywhere, request ids, body limit, and the execution policy:
-    # pyramid_retry's (a retried request gets a fresh transaction, session and request)
-    # wrapped so that an error escaping every view still answers JSON.
+    # Request log and ids, the edge check (body limit, control characters), and the
+    # execution policy: pyramid_retry's (a retried request gets a fresh transaction,
+    # session and request) wrapped so that an error escaping every view still answers JSON.
+    config.include("cmsshop.tweens")
+    # JSON errors everywhere under /api, an HTML page elsewhere.
     config.include("cmsshop.views.errors")
     # The answer cache of public catalogue and docs answers, above the transaction.
     config.include("cmsshop.cache")
