@@ -45,7 +45,7 @@ from sqlalchemy.orm import Session
 
 from cmsshop.models.store import CONTENT_TABLES, PUBLIC_CONTENT
 
-# Marks a request whose 200 answer may be kept (set by views.admin_catalogue.cached_json).
+# Marks a request whose 200 answer may be kept (set by views.shared.caching.cached_json).
 CACHEABLE = "cmsshop.answer_cacheable"
 # Headers the cache never replays: per-request or per-visitor.
 NOT_REPLAYED = {"set-cookie", "x-request-id", "content-length"}

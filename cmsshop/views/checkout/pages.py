@@ -1,5 +1,5 @@
 """The checkout hand-off as pages: the buy form's POST (the JSON route's schema nodes and
-its service, views.checkout.place_order), the development sandbox page, and the pages
+its service, views.checkout.api.place_order), the development sandbox page, and the pages
 the provider sends the buyer back to. The return pages only read: the order becomes paid
 when the provider's signed webhook arrives, never because a browser came back."""
 

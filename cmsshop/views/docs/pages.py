@@ -11,7 +11,7 @@ from cmsshop.views.shared.json import query_value, read_page_request
 
 
 def read_list_filters(request) -> dict:
-    """``q`` and ``category`` by the rules of the JSON list (views.docs.read_article_filters),
+    """``q`` and ``category`` by the rules of the JSON list (views.docs.api.read_article_filters),
     except that an empty field means "any": the search form sends ``category=`` for
     "All categories"."""
     return {

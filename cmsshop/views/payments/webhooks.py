@@ -1,5 +1,5 @@
 """POST /api/webhooks/<provider>: one view for every provider (added per provider by
-cmsshop.modules.webhooks.add_payment_provider; authenticated by signature, no CSRF)."""
+cmsshop.modules.payments.add_payment_provider; authenticated by signature, no CSRF)."""
 
 from __future__ import annotations
 

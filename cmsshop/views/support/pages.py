@@ -1,5 +1,5 @@
 """The customer's support ticket pages: the list, opening a ticket, a ticket's conversation
-and replying. Same schemas as the JSON routes (views/dashboard/api.py), same services
+and replying. Same schemas as the JSON routes (views/support/api.py), same services
 (cmsshop.services.support.tickets): a field is refused for the same reason in both."""
 
 from __future__ import annotations
