@@ -4,7 +4,7 @@ pages), and the admin console's customer pages."""
 from __future__ import annotations
 
 from cmsshop.services.accounts import login, tokens
-from cmsshop.views.accounts import api, pages
+from cmsshop.views.accounts import openapi, pages
 
 ROUTES = {
     "auth.register": "/api/auth/register",
@@ -34,6 +34,6 @@ def includeme(config) -> None:
         config.add_rate_policy(*policy)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    config.add_openapi(paths=api.OPENAPI_PATHS, schemas=api.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.add_page_notices(pages.NOTICES)
     config.scan("cmsshop.views.accounts")

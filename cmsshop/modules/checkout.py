@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyramid.exceptions import ConfigurationError
 
 from cmsshop.settings import as_int, declare
-from cmsshop.views.checkout import api
+from cmsshop.views.checkout import openapi
 
 ROUTES = {
     "store.checkout": "/api/store/checkout",
@@ -33,5 +33,5 @@ def includeme(config) -> None:
     config.include("cmsshop.services.payments.registry")
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    config.add_openapi(paths=api.OPENAPI_PATHS, schemas=api.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.scan("cmsshop.views.checkout")

@@ -3,7 +3,7 @@ home page and the admin console's own pages (dashboard, server-error lookup)."""
 
 from __future__ import annotations
 
-from cmsshop.views.core import api
+from cmsshop.views.core import openapi
 
 ROUTES = {
     "core.bootstrap": "/api/bootstrap",
@@ -21,5 +21,5 @@ ROUTES = {
 def includeme(config) -> None:
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    config.add_openapi(paths=api.OPENAPI_PATHS, schemas=api.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.scan("cmsshop.views.core")

@@ -15,6 +15,7 @@ from cmsshop.services.dashboard.downloads import (
 from cmsshop.settings import as_int, as_str, declare
 from cmsshop.views.dashboard import openapi, pages
 from cmsshop.views.licensing import offline
+from cmsshop.views.licensing import openapi as licensing_openapi
 
 SETTINGS = {
     # Lifetime of a signed download URL, in seconds.
@@ -88,5 +89,7 @@ def includeme(config) -> None:
     config.include("cmsshop.modules.support")
     # Offline activation is licensing's code, served from the customer's account (its
     # routes live under /api/dashboard and /account, and go away with them).
-    config.add_openapi(paths=offline.OPENAPI_PATHS, schemas=offline.OPENAPI_SCHEMAS)
+    config.add_openapi(
+        paths=licensing_openapi.OFFLINE_PATHS, schemas=licensing_openapi.OFFLINE_SCHEMAS
+    )
     config.scan(offline.__name__)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import declare
-from cmsshop.views.docs import admin_api, admin_pages, api
+from cmsshop.views.docs import admin_pages, openapi
 
 ROUTES = {
     "docs.articles": "/api/docs/articles",
@@ -29,7 +29,7 @@ def includeme(config) -> None:
     declare(config.get_settings(), PUBLIC_CONTENT_SETTINGS)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    for views in (api, admin_api):
-        config.add_openapi(paths=views.OPENAPI_PATHS, schemas=views.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=openapi.ADMIN_PATHS, schemas=openapi.ADMIN_SCHEMAS)
     config.add_page_notices(admin_pages.NOTICES)
     config.scan("cmsshop.views.docs")

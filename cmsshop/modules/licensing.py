@@ -18,7 +18,7 @@ from cmsshop.settings import (
     as_str,
     declare,
 )
-from cmsshop.views.licensing import admin_api, admin_pages, openapi, updates
+from cmsshop.views.licensing import admin_pages, openapi
 
 SETTINGS = {
     "cmsshop.license_signer": (as_str, "local", "CMSSHOP_LICENSE_SIGNER"),
@@ -109,7 +109,8 @@ def includeme(config) -> None:
         config.add_rate_policy(name, *settings[setting])
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    for fragment in (openapi, updates, admin_api):
-        config.add_openapi(paths=fragment.OPENAPI_PATHS, schemas=fragment.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=openapi.UPDATE_CHECK_PATHS, schemas=openapi.UPDATE_CHECK_SCHEMAS)
+    config.add_openapi(paths=openapi.ADMIN_PATHS, schemas=openapi.ADMIN_SCHEMAS)
     config.add_page_notices(admin_pages.NOTICES)
     config.scan("cmsshop.views.licensing", ignore=OFFLINE_VIEWS)

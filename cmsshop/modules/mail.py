@@ -3,7 +3,7 @@ console's outbox, as JSON and as pages."""
 
 from __future__ import annotations
 
-from cmsshop.views.mail import admin_api, admin_pages
+from cmsshop.views.mail import admin_pages, openapi
 
 ROUTES = {
     "admin.mail": "/api/admin/mail",
@@ -17,6 +17,6 @@ ROUTES = {
 def includeme(config) -> None:
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    config.add_openapi(paths=admin_api.OPENAPI_PATHS, schemas=admin_api.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.add_page_notices(admin_pages.NOTICES)
     config.scan("cmsshop.views.mail")

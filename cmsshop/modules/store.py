@@ -5,13 +5,7 @@ from __future__ import annotations
 
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import as_int, declare
-from cmsshop.views.store import (
-    admin_api,
-    admin_currencies_api,
-    admin_currencies_pages,
-    admin_pages,
-    api,
-)
+from cmsshop.views.store import admin_pages, openapi
 
 MIB = 1024 * 1024
 SETTINGS = {
@@ -50,10 +44,10 @@ def includeme(config) -> None:
     declare(config.get_settings(), SETTINGS)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    for views in (api, admin_api, admin_currencies_api):
-        config.add_openapi(paths=views.OPENAPI_PATHS, schemas=views.OPENAPI_SCHEMAS)
-    for pages in (admin_pages, admin_currencies_pages):
-        config.add_page_notices(pages.NOTICES)
+    config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=openapi.ADMIN_PRODUCT_PATHS, schemas=openapi.ADMIN_PRODUCT_SCHEMAS)
+    config.add_openapi(paths=openapi.ADMIN_CURRENCY_PATHS, schemas=openapi.ADMIN_CURRENCY_SCHEMAS)
+    config.add_page_notices(admin_pages.NOTICES)
     config.scan("cmsshop.views.store")
     # Checkout belongs to the store: it sells what this module lists.
     config.include("cmsshop.modules.checkout")

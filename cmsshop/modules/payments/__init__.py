@@ -41,10 +41,8 @@ from cmsshop.services.payments.registry import (
 )
 from cmsshop.services.payments.settings import DEFAULT_SIGNATURE_TOLERANCE, env_name, ini_name
 from cmsshop.settings import as_bool, as_float, as_int, as_list, as_str, declare, one_of
-from cmsshop.views.checkout import api as checkout
-from cmsshop.views.payments import admin_api as admin_payments
-from cmsshop.views.payments import admin_pages as admin_payments_pages
-from cmsshop.views.payments import webhooks
+from cmsshop.views.checkout import openapi as checkout
+from cmsshop.views.payments import admin_pages, openapi, webhooks
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
 ORDER_PAGES = "cmsshop.views.payments.admin_orders_pages"
@@ -162,11 +160,11 @@ def add_payment_provider(
         renderer="json",
         require_csrf=False,
     )
-    config.add_openapi(paths=webhooks.openapi_paths(name))
+    config.add_openapi(paths=openapi.webhook_paths(name))
     # The settings schema lists every registered provider's fields.
     schemas = config.registry.setdefault("cmsshop.payments.settings_schemas", {})
-    schemas[name] = admin_payments.provider_settings_schema(provider, list_fields)
-    config.add_openapi(schemas=admin_payments.settings_schemas(copy.deepcopy(schemas)))
+    schemas[name] = openapi.provider_settings_schema(provider, list_fields)
+    config.add_openapi(schemas=openapi.settings_schemas(copy.deepcopy(schemas)))
 
 
 def check_production(settings) -> None:
@@ -205,14 +203,14 @@ def includeme(config) -> None:
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
     config.add_openapi(
-        paths=admin_payments.OPENAPI_PATHS,
+        paths=openapi.OPENAPI_PATHS,
         schemas={
-            **admin_payments.OPENAPI_SCHEMAS,
-            **webhooks.OPENAPI_SCHEMAS,
+            **openapi.OPENAPI_SCHEMAS,
+            **openapi.WEBHOOK_SCHEMAS,
             # Manual fulfilment answers with the order, as checkout does.
             **checkout.OPENAPI_SCHEMAS,
         },
     )
-    config.add_page_notices(admin_payments_pages.NOTICES)
+    config.add_page_notices(admin_pages.NOTICES)
     # The admin order pages are always on (cmsshop.modules.payments.orders).
     config.scan("cmsshop.views.payments", ignore=ORDER_PAGES)

@@ -5,22 +5,17 @@ from __future__ import annotations
 import colander
 from pyramid.view import view_config
 
-from cmsshop import openapi as oa
 from cmsshop.security import ADMIN
 from cmsshop.services.docs import articles
-from cmsshop.services.store import text
 from cmsshop.views.docs.api import article_body, read_article_filters
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.json import StrictMapping, page_json, read_json, read_page_request
 from cmsshop.views.shared.schema import (
     MAX_MARKDOWN,
-    SLUG,
-    body_schema,
     bool_node,
     optional,
     slug_node,
     text_node,
-    text_schema,
 )
 
 MAX_BODY = MAX_MARKDOWN
@@ -88,90 +83,3 @@ def delete_article(request):
     slug = article.slug
     articles.delete_article(request.db, article)
     return {"slug": slug, "deleted": True}
-
-
-ARTICLE_INPUT_FIELDS = {
-    "slug": SLUG,
-    "title": text_schema(200, min_length=1),
-    "summary": text_schema(500),
-    "category": {**SLUG, "description": "Default: general"},
-    "body": {**text_schema(MAX_BODY, multiline=True), "description": "Markdown"},
-    "published": {
-        "type": "boolean",
-        "description": "publishedAt is set when an article is first published.",
-    },
-}
-ADMIN_ARTICLE = {
-    "allOf": [
-        oa.ref("Article"),
-        {
-            "type": "object",
-            "required": ["published", "createdAt"],
-            "properties": {
-                "published": {"type": "boolean"},
-                "createdAt": {"type": "string", "format": "date-time"},
-            },
-        },
-    ]
-}
-SLUG_PARAM = oa.path_param("slug", {"type": "string"})
-TAGS = ["admin", "docs"]
-
-OPENAPI_PATHS = {
-    "/api/admin/articles": {
-        "get": oa.operation(
-            "All articles, drafts too, by title (admin)",
-            {**oa.ok(oa.page_of(oa.ref("AdminArticle"))), **oa.errors(401, 403, 422)},
-            params=[
-                *oa.PAGING_PARAMS,
-                oa.query_param("q", text_schema(text.MAX_SEARCH_LENGTH)),
-                oa.query_param("category", {"type": "string", "pattern": text.SLUG_PATTERN}),
-            ],
-            tags=TAGS,
-        ),
-        "post": oa.operation(
-            "Create an article (admin); 409 slug_taken",
-            {
-                **oa.ok(oa.ref("AdminArticle"), "Created", 201),
-                **oa.errors(401, 403, 409, 415, 422),
-            },
-            body=body_schema(ARTICLE_INPUT_FIELDS, ["slug", "title"]),
-            csrf=True,
-            tags=TAGS,
-        ),
-    },
-    "/api/admin/articles/{slug}": {
-        "get": oa.operation(
-            "One article (admin)",
-            {**oa.ok(oa.ref("AdminArticle")), **oa.errors(401, 403, 404)},
-            params=[SLUG_PARAM],
-            tags=TAGS,
-        ),
-        "patch": oa.operation(
-            "Change some fields of an article (admin)",
-            {**oa.ok(oa.ref("AdminArticle")), **oa.errors(401, 403, 404, 409, 415, 422)},
-            params=[SLUG_PARAM],
-            body=body_schema(ARTICLE_INPUT_FIELDS, []),
-            csrf=True,
-            tags=TAGS,
-        ),
-        "delete": oa.operation(
-            "Delete an article (admin)",
-            {
-                **oa.ok(
-                    {
-                        "type": "object",
-                        "required": ["slug", "deleted"],
-                        "properties": {"slug": {"type": "string"}, "deleted": {"const": True}},
-                    }
-                ),
-                **oa.errors(401, 403, 404),
-            },
-            params=[SLUG_PARAM],
-            csrf=True,
-            tags=TAGS,
-        ),
-    },
-}
-
-OPENAPI_SCHEMAS = {"AdminArticle": ADMIN_ARTICLE}

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pyramid.view import view_config
 
-from cmsshop import openapi as oa
 from cmsshop.services.docs import articles
 from cmsshop.services.store import text
 from cmsshop.util import isoformat_z
-from cmsshop.views.shared.caching import IF_NONE_MATCH, cached_json, cached_ok
+from cmsshop.views.shared.caching import cached_json
 from cmsshop.views.shared.json import page_json, query_value, read_page_request
-from cmsshop.views.shared.schema import DATE_TIME
 
 
 def article_body(article, admin: bool = False) -> dict:
@@ -50,62 +48,3 @@ def list_articles(request):
 def show_article(request):
     article = articles.find_article(request.db, request.matchdict["slug"], public=True)
     return cached_json(request, article_body(article))
-
-
-# --- OpenAPI -----------------------------------------------------------------------------
-
-ARTICLE_FIELDS = {
-    "slug": {"type": "string"},
-    "title": {"type": "string"},
-    "summary": {"type": "string"},
-    "category": {"type": "string"},
-    "body": {"type": "string", "description": "Markdown source"},
-    "bodyHtml": {"type": "string", "description": "Rendered, sanitised HTML"},
-    "publishedAt": {
-        "type": ["string", "null"],
-        "format": "date-time",
-        "description": "First publication; null for a never-published draft",
-    },
-    "updatedAt": DATE_TIME,
-}
-ARTICLE = {"type": "object", "required": list(ARTICLE_FIELDS), "properties": ARTICLE_FIELDS}
-OPENAPI_PATHS = {
-    "/api/docs/articles": {
-        "get": oa.operation(
-            "Published articles, newest first, paged, optionally searched or by category",
-            {**cached_ok(oa.page_of(oa.ref("Article"))), **oa.errors(422)},
-            params=[
-                *oa.PAGING_PARAMS,
-                oa.query_param(
-                    "q",
-                    {
-                        "type": "string",
-                        "maxLength": text.MAX_SEARCH_LENGTH,
-                        "pattern": text.SINGLE_LINE_PATTERN,
-                    },
-                    "Case-insensitive substring of the title or summary.",
-                ),
-                oa.query_param(
-                    "category",
-                    {"type": "string", "pattern": text.SLUG_PATTERN},
-                    "Only articles of this category.",
-                ),
-                IF_NONE_MATCH,
-            ],
-            tags=["docs"],
-        )
-    },
-    "/api/docs/articles/{slug}": {
-        "get": oa.operation(
-            "One published article (404 article_not_found otherwise)",
-            {**cached_ok(oa.ref("Article")), **oa.errors(404)},
-            params=[
-                oa.path_param("slug", {"type": "string", "pattern": text.SLUG_PATTERN}),
-                IF_NONE_MATCH,
-            ],
-            tags=["docs"],
-        )
-    },
-}
-
-OPENAPI_SCHEMAS = {"Article": ARTICLE}

@@ -6,16 +6,13 @@ from __future__ import annotations
 import colander
 from pyramid.view import view_config
 
-from cmsshop import openapi as oa
 from cmsshop.errors import Conflict, NotFound, ValidationFailed
-from cmsshop.models import LICENSE_STATUSES
 from cmsshop.security import ADMIN
 from cmsshop.services.licensing import admin as license_admin
-from cmsshop.services.licensing.features import MAX_FEATURES
 from cmsshop.util import isoformat_z
 from cmsshop.views.errors import request_id
 from cmsshop.views.licensing.api import client_ip
-from cmsshop.views.licensing.openapi import FEATURES
+from cmsshop.views.licensing.openapi import MAX_KEY_LENGTH
 from cmsshop.views.shared.json import (
     FeatureList,
     StrictInt,
@@ -30,8 +27,6 @@ from cmsshop.views.shared.json import (
     validate,
 )
 from cmsshop.views.shared.schema import IsoDate
-
-MAX_KEY_LENGTH = 64
 
 
 class LicenseSearchSchema(colander.MappingSchema):
@@ -208,148 +203,3 @@ def refusal_error(exc: license_admin.ActionRefused):
     if exc.field != "form":
         return ValidationFailed({exc.field: exc.message})
     return Conflict(exc.message, code="license_action_refused", title="Action refused")
-
-
-# --- OpenAPI ----------------------------------------------------------------------------------
-
-DATE_TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
-LICENSE_SUMMARY = {
-    "type": "object",
-    "required": [
-        "key",
-        "status",
-        "product",
-        "customer",
-        "maxActivations",
-        "activationsUsed",
-        "features",
-        "expiresAt",
-        "createdAt",
-    ],
-    "properties": {
-        "key": {"type": "string"},
-        "status": {"type": "string", "enum": list(LICENSE_STATUSES)},
-        "product": {"type": "string"},
-        "customer": {
-            "type": ["object", "null"],
-            "properties": {
-                "id": {"type": "integer"},
-                "email": {"type": "string"},
-                "name": {"type": "string"},
-            },
-        },
-        "maxActivations": {"type": "integer", "minimum": 0},
-        "activationsUsed": {"type": "integer", "minimum": 0},
-        "features": FEATURES,
-        "expiresAt": DATE_TIME_OR_NULL,
-        "createdAt": {"type": "string", "format": "date-time"},
-    },
-}
-LICENSE_DETAIL = {
-    "type": "object",
-    "required": [*LICENSE_SUMMARY["required"], "activations", "audit"],
-    "properties": {
-        **LICENSE_SUMMARY["properties"],
-        "activations": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "integer"},
-                    "domain": {"type": "string"},
-                    "environment": {"type": "string"},
-                    "active": {"type": "boolean"},
-                    "activatedAt": DATE_TIME_OR_NULL,
-                    "lastValidatedAt": DATE_TIME_OR_NULL,
-                    "deactivatedAt": DATE_TIME_OR_NULL,
-                },
-            },
-        },
-        "audit": {
-            "type": "array",
-            "description": "Newest first, at most 200 entries.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "integer"},
-                    "createdAt": {"type": "string", "format": "date-time"},
-                    "action": {"type": "string"},
-                    "outcome": {"type": "string"},
-                    "adminId": {"type": ["integer", "null"]},
-                    "adminEmail": {"type": ["string", "null"]},
-                    "detail": {"type": ["string", "null"]},
-                    "domain": {"type": ["string", "null"]},
-                    "ip": {"type": "string"},
-                },
-            },
-        },
-    },
-}
-KEY_PARAM = oa.path_param("key", {"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH})
-OPENAPI_PATHS = {
-    "/api/admin/licenses": {
-        "get": oa.operation(
-            "Licenses, newest first; q matches a key, a customer email or an activation domain",
-            {**oa.ok(oa.page_of(oa.ref("AdminLicenseSummary"))), **oa.errors(401, 403, 422)},
-            params=[
-                oa.query_param("q", {"type": "string", "maxLength": 320}),
-                *oa.PAGING_PARAMS,
-            ],
-            tags=["admin", "licensing"],
-        )
-    },
-    "/api/admin/licenses/{key}": {
-        "get": oa.operation(
-            "One license with its activations and audit log",
-            {**oa.ok(oa.ref("AdminLicense")), **oa.errors(401, 403, 404)},
-            params=[KEY_PARAM],
-            tags=["admin", "licensing"],
-        )
-    },
-    "/api/admin/licenses/{key}/{action}": {
-        "post": oa.operation(
-            "Change a license by hand: suspend, reinstate, revoke (final), extend (days or "
-            "until), seats (maxActivations), reset (deactivate every activation), features "
-            "(the license's whole list of feature flags, signed into its next leases). Each "
-            "change is written to the audit log with the admin; 409 license_action_refused "
-            "when the action does not fit the license's status.",
-            {**oa.ok(oa.ref("AdminLicense")), **oa.errors(401, 403, 404, 409, 415, 422)},
-            body={
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "days": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": license_admin.MAX_EXTEND_DAYS,
-                        "description": "extend: this many days more",
-                    },
-                    "until": {
-                        "type": "string",
-                        "format": "date",
-                        "description": "extend: to the end of this day (UTC)",
-                    },
-                    "maxActivations": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "maximum": license_admin.MAX_SEATS,
-                        "description": "seats: the new seat limit",
-                    },
-                    "features": {
-                        **FEATURES,
-                        "maxItems": MAX_FEATURES,
-                        "description": "features: the license's feature flags (the whole list)",
-                    },
-                },
-            },
-            body_required=False,
-            params=[
-                KEY_PARAM,
-                oa.path_param("action", {"type": "string", "enum": list(license_admin.ACTIONS)}),
-            ],
-            csrf=True,
-            tags=["admin", "licensing"],
-        )
-    },
-}
-OPENAPI_SCHEMAS = {"AdminLicenseSummary": LICENSE_SUMMARY, "AdminLicense": LICENSE_DETAIL}

@@ -13,7 +13,6 @@ from pyramid.renderers import render_to_response
 from pyramid.response import Response
 from pyramid.view import view_config
 
-from cmsshop import openapi as oa
 from cmsshop.db import own_transaction
 from cmsshop.errors import ApiError, ValidationFailed
 from cmsshop.modules import ModuleDisabled
@@ -32,10 +31,9 @@ from cmsshop.services.licensing.signing import LeaseSigner
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import isoformat_z
 from cmsshop.views.errors import request_id
+from cmsshop.views.licensing.openapi import LEASE_FILE_FORMAT
 from cmsshop.views.shared.forms import field_errors, posted_value
 from cmsshop.views.shared.json import StrictMapping, StrictString, read_json
-
-LEASE_FILE_FORMAT = "cmsshop-offline-lease"
 
 
 class OfflineActivationSchema(colander.MappingSchema):
@@ -168,60 +166,3 @@ def offline_page_response(request, errors: dict, form: dict):
     )
     response.status = status
     return response
-
-
-# --- OpenAPI ----------------------------------------------------------------------------
-
-OPENAPI_PATHS = {
-    "/api/dashboard/licenses/{key}/offline-activation": {
-        "post": oa.operation(
-            "Activate an installation with no network from its request code (CMSOFF1...): "
-            "the same seat rules, nonce and license checks as activate, on your own license; "
-            "answers the lease file (?download=1: as an attachment). 422 on requestCode for "
-            "a damaged, truncated or foreign code; 404 license_not_found for a key that is "
-            "not yours; 409 nonce_reused for a code used before.",
-            {
-                **oa.ok(oa.ref("OfflineLeaseFile")),
-                **oa.errors(401, 403, 404, 409, 415, 422, 429, 503),
-            },
-            body={
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["requestCode"],
-                "properties": {"requestCode": {"type": "string", "maxLength": MAX_CODE_LENGTH * 2}},
-            },
-            params=[
-                oa.path_param("key", {"type": "string", "minLength": 1, "maxLength": 64}),
-                oa.query_param("download", {"type": "string", "enum": ["1"]}),
-            ],
-            csrf=True,
-            tags=["dashboard", "licensing"],
-        )
-    }
-}
-OPENAPI_SCHEMAS = {
-    "OfflineLeaseFile": {
-        "type": "object",
-        "required": [
-            "format",
-            "version",
-            "product",
-            "domain",
-            "activationId",
-            "lease",
-            "expiresAt",
-        ],
-        "properties": {
-            "format": {"const": LEASE_FILE_FORMAT},
-            "version": {"const": 1},
-            "product": {"type": "string"},
-            "domain": {"type": "string"},
-            "activationId": {"type": "integer"},
-            "lease": {
-                "type": "string",
-                "description": 'Compact JWS lease with "offline": true',
-            },
-            "expiresAt": {"type": "string", "format": "date-time"},
-        },
-    }
-}

@@ -13,7 +13,6 @@ from functools import partial
 import colander
 from pyramid.view import view_config
 
-from cmsshop import openapi as oa
 from cmsshop.db import own_transaction
 from cmsshop.errors import ValidationFailed
 from cmsshop.models import RELEASE_CHANNELS
@@ -31,10 +30,8 @@ from cmsshop.views.licensing.api import (
     client_ip,
     read_request_data,
 )
-from cmsshop.views.licensing.openapi import LICENSE_REQUEST
+from cmsshop.views.licensing.openapi import FORMATS
 from cmsshop.views.shared.json import StrictString, query_value, validate
-
-FORMATS = ("cmsshop", "wordpress")
 
 
 def update_check_schema() -> colander.SchemaNode:
@@ -174,112 +171,3 @@ def update_check(request):
     if output == "wordpress":
         return wordpress_body(request, answer, url)
     return update_body(answer, url, expires_at, why)
-
-
-# --- OpenAPI ----------------------------------------------------------------------------------
-
-UPDATE_CHECK_REQUEST = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["product", "licenseKey", "domain", "fingerprint", "currentVersion"],
-    "properties": {
-        **{
-            name: schema
-            for name, schema in LICENSE_REQUEST["properties"].items()
-            if name != "nonce"
-        },
-        "nonce": {**LICENSE_REQUEST["properties"]["nonce"], "description": "optional"},
-        "currentVersion": {"type": "string", "minLength": 1, "maxLength": 50},
-        "channel": {"type": "string", "enum": list(RELEASE_CHANNELS), "default": "stable"},
-    },
-}
-NULLABLE_STRING = {"type": ["string", "null"]}
-UPDATE_CHECK_RESULT = {
-    "type": "object",
-    "description": (
-        "The default format. With ?format=wordpress the answer is instead the object a "
-        "WordPress plugin's update checker reads (slug, new_version, package, url, "
-        "requires, requires_php, tested, sections.changelog), or {} when up to date."
-    ),
-    "required": ["status", "product", "currentVersion", "channel", "licenseExpired", "release"],
-    "properties": {
-        "status": {"type": "string", "enum": ["update_available", "up_to_date"]},
-        "product": {"type": "string"},
-        "currentVersion": {"type": "string"},
-        "channel": {"type": "string", "enum": list(RELEASE_CHANNELS)},
-        "licenseExpired": {
-            "type": "boolean",
-            "description": "true: only releases published before the expiry are offered",
-        },
-        "release": {
-            "type": ["object", "null"],
-            "required": [
-                "version",
-                "channel",
-                "releasedAt",
-                "changelogHtml",
-                "requires",
-                "fileName",
-                "size",
-                "sha256",
-                "downloadUrl",
-                "downloadUrlExpiresAt",
-            ],
-            "properties": {
-                "version": {"type": "string"},
-                "channel": {"type": "string", "enum": list(RELEASE_CHANNELS)},
-                "releasedAt": {"type": "string", "format": "date-time"},
-                "changelogHtml": {"type": "string"},
-                "requires": {
-                    "type": "object",
-                    "properties": {
-                        "platform": NULLABLE_STRING,
-                        "php": NULLABLE_STRING,
-                        "testedUpTo": NULLABLE_STRING,
-                    },
-                },
-                "fileName": {"type": "string"},
-                "size": {"type": "integer"},
-                "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
-                "downloadUrl": {
-                    **NULLABLE_STRING,
-                    "description": "Signed, short-lived (cmsshop.download_url_ttl)",
-                },
-                "downloadUrlExpiresAt": {**NULLABLE_STRING, "format": "date-time"},
-                "downloadUnavailable": {
-                    "type": "string",
-                    "description": "Why downloadUrl is null",
-                },
-            },
-        },
-    },
-}
-
-
-def _update_check_operation() -> dict:
-    op = oa.operation(
-        "The newest release this license may install, newer than currentVersion "
-        "(versions compared by the product's scheme; an expired license sees releases "
-        "published before its expiry only; channel beta sees stable and beta)",
-        {**oa.ok(oa.ref("UpdateCheckResult")), **oa.errors(403, 404, 415, 422, 429)},
-        body=oa.ref("UpdateCheckRequest"),
-        params=[
-            oa.query_param(
-                "format",
-                {"type": "string", "enum": list(FORMATS), "default": "cmsshop"},
-                "wordpress: the answer shape of a WordPress plugin update checker",
-            )
-        ],
-        tags=["licensing"],
-    )
-    op["requestBody"]["content"]["application/x-www-form-urlencoded"] = {
-        "schema": oa.ref("UpdateCheckRequest")
-    }
-    return op
-
-
-OPENAPI_PATHS = {"/api/license/update-check": {"post": _update_check_operation()}}
-OPENAPI_SCHEMAS = {
-    "UpdateCheckRequest": UPDATE_CHECK_REQUEST,
-    "UpdateCheckResult": UPDATE_CHECK_RESULT,
-}

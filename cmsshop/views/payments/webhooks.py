@@ -3,7 +3,6 @@ cmsshop.modules.payments.add_payment_provider; authenticated by signature, no CS
 
 from __future__ import annotations
 
-from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, Conflict, NotFound, ServiceUnavailable
 from cmsshop.services.payments.events import errors as pe
 from cmsshop.services.payments.events.delivery import receive_delivery
@@ -111,33 +110,3 @@ def receive_webhook(request):
     except pe.DeliveryError as exc:
         raise delivery_error(exc) from None
     return {"received": True, "status": result.status}
-
-
-WEBHOOK_ACK = {
-    "type": "object",
-    "required": ["received", "status"],
-    "properties": {
-        "received": {"const": True},
-        "status": {"type": "string", "enum": STATUSES},
-    },
-}
-
-
-def openapi_paths(name: str) -> dict:
-    return {
-        f"/api/webhooks/{name}": {
-            "post": oa.operation(
-                f"Deliver a {name} event (signed by the provider; no session, no CSRF)",
-                {
-                    **oa.ok(oa.ref("WebhookAck"), "Handled, a duplicate, or ignored"),
-                    **oa.errors(400, 409, 422, 429, 503),
-                },
-                body={"type": "object"},
-                body_required=False,
-                tags=["webhooks"],
-            )
-        }
-    }
-
-
-OPENAPI_SCHEMAS = {"WebhookAck": WEBHOOK_ACK}

@@ -1,4 +1,5 @@
-"""Content management of products and their release files (admin role, CSRF token)."""
+"""Content management of the store (admin role, CSRF token): products and their release
+files, and the currencies (one enabled default, which cannot be disabled or unset)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import colander
 import multipart
 from pyramid.view import view_config
 
-from cmsshop import openapi as oa
 from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
 from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES, Release
 from cmsshop.security import ADMIN
@@ -25,17 +25,14 @@ from cmsshop.views.shared.json import (
 )
 from cmsshop.views.shared.schema import (
     MAX_MARKDOWN,
-    SLUG,
-    body_schema,
     bool_node,
     int_node,
     nullable_int_node,
     optional,
     slug_node,
     text_node,
-    text_schema,
 )
-from cmsshop.views.store.api import MAX_AMOUNT, product_body
+from cmsshop.views.store.api import MAX_AMOUNT, currency_body, product_body
 
 MAX_ACTIVATIONS = 1_000_000
 MAX_DURATION_DAYS = 36_500  # a century; also keeps license expiry dates representable
@@ -409,163 +406,62 @@ def upload_release(request):
     return release_body(release)
 
 
-# --- OpenAPI -----------------------------------------------------------------------------
+# --- currencies ---------------------------------------------------------------------------
 
-PRICE_INPUT = body_schema(
-    {
-        "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
-        "amount": {"type": "integer", "minimum": 0, "maximum": MAX_AMOUNT},
-    },
-    ["currency", "amount"],
+
+class CurrencySchema(colander.MappingSchema):
+    schema_type = StrictMapping
+    code = colander.SchemaNode(
+        StrictString(),
+        validator=colander.Regex(currencies.CURRENCY_CODE, "three capital letters, e.g. EUR"),
+    )
+    name = text_node(100, min_length=1)
+    symbol = text_node(8, min_length=1)
+    decimals = int_node(0, currencies.MAX_DECIMALS, missing=2)
+    enabled = bool_node(missing=True)
+    default = bool_node(missing=False)
+
+
+class CurrencyPatchSchema(colander.MappingSchema):
+    """``decimals`` cannot change: stored amounts are minor units of the old decimals."""
+
+    schema_type = StrictMapping
+    name = text_node(100, min_length=1, missing=colander.drop)
+    symbol = text_node(8, min_length=1, missing=colander.drop)
+    enabled = bool_node(missing=colander.drop)
+    default = bool_node(missing=colander.drop)
+
+
+def _code(request) -> str:
+    raw = request.matchdict["code"]
+    return raw.upper() if len(raw) == 3 and raw.isascii() else raw
+
+
+@view_config(
+    route_name="store.admin_currencies", request_method="GET", renderer="json", permission=ADMIN
 )
-LICENSING_INPUT = body_schema(
-    {
-        "licensed": {"type": "boolean"},
-        "maxActivations": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_ACTIVATIONS},
-        "durationDays": {
-            "type": ["integer", "null"],
-            "minimum": 1,
-            "maximum": MAX_DURATION_DAYS,
-            "description": "null = perpetual",
-        },
-    },
-    [],
+def list_currencies(request):
+    no_store(request)
+    found = currencies.list_currencies(request.db, enabled_only=False)
+    return {"items": [currency_body(c, admin=True) for c in found]}
+
+
+@view_config(
+    route_name="store.admin_currencies", request_method="POST", renderer="json", permission=ADMIN
 )
-PRODUCT_INPUT_FIELDS = {
-    "slug": SLUG,
-    "name": text_schema(200, min_length=1),
-    "summary": text_schema(500),
-    "description": {**text_schema(MAX_MARKDOWN, multiline=True), "description": "Markdown"},
-    "published": {"type": "boolean"},
-    "licensing": LICENSING_INPUT,
-    "prices": {
-        "type": "array",
-        "maxItems": MAX_PRICES,
-        "items": PRICE_INPUT,
-        "description": "Each currency at most once; currencies must exist.",
-    },
-}
-ADMIN_PRODUCT = {
-    "allOf": [
-        oa.ref("Product"),
-        {
-            "type": "object",
-            "required": ["published", "archived", "createdAt"],
-            "properties": {
-                "published": {"type": "boolean"},
-                "archived": {"type": "boolean"},
-                "createdAt": {"type": "string", "format": "date-time"},
-            },
-        },
-    ]
-}
-DELETED = {
-    "type": "object",
-    "required": ["slug", "deleted", "archived", "message"],
-    "properties": {
-        "slug": {"type": "string"},
-        "deleted": {"type": "boolean"},
-        "archived": {"type": "boolean"},
-        "message": {"type": "string"},
-    },
-}
-SLUG_PARAM = oa.path_param("slug", {"type": "string"})
-ADMIN_TAGS = ["admin", "store"]
+def create_currency(request):
+    data = read_json(request, CurrencySchema())
+    currency = currencies.create_currency(request.db, data)
+    request.response.status = 201
+    return currency_body(currency, admin=True)
 
-OPENAPI_PATHS = {
-    "/api/admin/products": {
-        "get": oa.operation(
-            "All products, drafts and archived ones too (admin)",
-            {**oa.ok(oa.page_of(oa.ref("AdminProduct"))), **oa.errors(401, 403, 422)},
-            params=[
-                *oa.PAGING_PARAMS,
-                oa.query_param(
-                    "q",
-                    text_schema(text.MAX_SEARCH_LENGTH),
-                    "Case-insensitive substring of the name or summary.",
-                ),
-            ],
-            tags=ADMIN_TAGS,
-        ),
-        "post": oa.operation(
-            "Create a product (admin); 409 slug_taken",
-            {
-                **oa.ok(oa.ref("AdminProduct"), "Created", 201),
-                **oa.errors(401, 403, 409, 415, 422),
-            },
-            body=body_schema(PRODUCT_INPUT_FIELDS, ["slug", "name"]),
-            csrf=True,
-            tags=ADMIN_TAGS,
-        ),
-    },
-    "/api/admin/products/{slug}": {
-        "get": oa.operation(
-            "One product (admin)",
-            {**oa.ok(oa.ref("AdminProduct")), **oa.errors(401, 403, 404)},
-            params=[SLUG_PARAM],
-            tags=ADMIN_TAGS,
-        ),
-        "patch": oa.operation(
-            "Change some fields of a product (admin); prices, if sent, replace all prices",
-            {**oa.ok(oa.ref("AdminProduct")), **oa.errors(401, 403, 404, 409, 415, 422)},
-            params=[SLUG_PARAM],
-            body=body_schema(
-                {**PRODUCT_INPUT_FIELDS, "archived": {"type": "boolean"}},
-                [],
-            ),
-            csrf=True,
-            tags=ADMIN_TAGS,
-        ),
-        "delete": oa.operation(
-            "Delete a product, or archive it when orders refer to it (admin)",
-            {**oa.ok(DELETED), **oa.errors(401, 403, 404)},
-            params=[SLUG_PARAM],
-            csrf=True,
-            tags=ADMIN_TAGS,
-        ),
-    },
-    "/api/admin/products/{slug}/releases": {
-        "post": oa.operation(
-            "Upload a release file (admin); the version must parse under the product's "
-            "versionScheme (422); 409 version_exists for the same version, compared as "
-            "versions (1.0 and 1.0.0 under PEP 440)",
-            {
-                **oa.ok(oa.ref("Release"), "Created", 201),
-                **oa.errors(401, 403, 404, 409, 413, 415, 422),
-            },
-            params=[SLUG_PARAM],
-            body={
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["version", "file"],
-                "properties": {
-                    "version": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9.+_-]{0,49}$"},
-                    "channel": {"type": "string", "enum": list(RELEASE_CHANNELS)},
-                    "changelog": {
-                        "type": "string",
-                        "maxLength": releases.MAX_CHANGELOG,
-                        "description": "Markdown; rendered and sanitised as changelogHtml",
-                    },
-                    **{
-                        name: {
-                            "type": "string",
-                            "pattern": r"^[0-9]{1,6}(\.[0-9]{1,6}){0,3}$",
-                            "description": description,
-                        }
-                        for name, description in (
-                            ("requires", "minimum host platform version, e.g. 6.0"),
-                            ("requiresPhp", "minimum PHP version, e.g. 8.1"),
-                            ("tested", "platform version tested up to, e.g. 6.7"),
-                        )
-                    },
-                    "file": {"type": "string", "format": "binary"},
-                },
-            },
-            body_content_type="multipart/form-data",
-            csrf=True,
-            tags=ADMIN_TAGS,
-        ),
-    },
-}
 
-OPENAPI_SCHEMAS = {"AdminProduct": ADMIN_PRODUCT}
+@view_config(
+    route_name="store.admin_currency", request_method="PATCH", renderer="json", permission=ADMIN
+)
+def update_currency(request):
+    code = _code(request)
+    currencies.find_currency(request.db, code)  # 404 before looking at the body
+    changes = read_json(request, CurrencyPatchSchema())
+    currency = currencies.update_currency(request.db, code, changes)
+    return currency_body(currency, admin=True)

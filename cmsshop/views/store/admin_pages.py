@@ -1,7 +1,7 @@
-"""The admin pages of the catalogue's products: list, create, edit (prices, licensing),
-archive, and release uploads. Same colander schema (ProductSchema), services
-(catalogue.products, catalogue.releases) and streaming upload (receive_release) as the
-JSON admin routes in views/store/admin_api.py.
+"""The admin pages of the store: the catalogue's products (list, create, edit (prices,
+licensing), archive, release uploads) and its currencies (list, add, edit), with the
+colander schemas (ProductSchema, CurrencySchema, CurrencyPatchSchema), services and
+streaming upload (receive_release) of the JSON admin routes in views/store/admin_api.py.
 
 Prices are typed in major units (``49.00`` for 4900 cents), one field per enabled
 currency (and per currency the product already has a price in): the text is converted
@@ -23,7 +23,13 @@ from cmsshop.services.store import currencies, products, text
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.forms import FormInvalid, field_errors, posted_value, see_other
 from cmsshop.views.shared.json import flatten_errors, query_value, read_page_request
-from cmsshop.views.store.admin_api import ProductSchema, receive_release, service_names
+from cmsshop.views.store.admin_api import (
+    CurrencyPatchSchema,
+    CurrencySchema,
+    ProductSchema,
+    receive_release,
+    service_names,
+)
 
 NOTICES = {
     "product_created": "The product was created.",
@@ -31,6 +37,8 @@ NOTICES = {
     "product_archived": "The product is archived: the shop no longer shows it.",
     "product_unarchived": "The product is no longer archived.",
     "release_uploaded": "The release was uploaded.",
+    "currency_created": "The currency was added.",
+    "currency_saved": "The currency was saved.",
 }
 TEXT_FIELDS = (
     "slug",
@@ -360,3 +368,138 @@ def upload_release(request):
             request, product, upload_form=typed, upload_errors=errors, status=exc.status
         )
     return see_other(request, f"/admin/products/{product.slug}/edit", notice="release_uploaded")
+
+
+# --- currencies ---------------------------------------------------------------------------
+
+CURRENCY_CHECKBOXES = ("enabled", "default")
+CURRENCY_INTEGER = re.compile(r"^[0-9]{1,9}\Z")
+# Service refusals that belong to one field of the form.
+CONFLICT_FIELDS = {"currency_exists": "code"}
+
+
+def read_currency_form(request, schema: colander.SchemaNode) -> dict:
+    """The form as ``schema``'s JSON body (checkboxes -> booleans, decimals -> an
+    integer), validated; FormInvalid with what was typed if not."""
+    names = [node.name for node in schema.children]
+    typed = {name: posted_value(request, name) for name in names if name not in CURRENCY_CHECKBOXES}
+    body: dict = {}
+    for name, raw in typed.items():
+        raw = raw.strip()
+        if name == "decimals":
+            if raw:
+                body[name] = int(raw) if CURRENCY_INTEGER.match(raw) else raw
+        elif name == "code":
+            body[name] = raw.upper() if raw.isascii() else raw
+        else:
+            body[name] = raw
+    for name in CURRENCY_CHECKBOXES:
+        if name in names:
+            typed[name] = "on" if name in request.POST else ""
+            body[name] = name in request.POST
+    try:
+        return schema.deserialize(body)
+    except colander.Invalid as exc:
+        raise FormInvalid(flatten_errors(exc), typed) from None
+
+
+def service_errors(exc: ApiError) -> dict[str, str]:
+    field = CONFLICT_FIELDS.get(exc.code)
+    return {field: exc.message} if field else field_errors(exc)
+
+
+@view_config(
+    route_name="pages.admin_currencies",
+    request_method="GET",
+    renderer="admin/store/currencies.html",
+    permission=ADMIN,
+)
+def currency_list(request):
+    no_store(request)
+    return {
+        "admin_section": "currencies",
+        "currencies": currencies.list_currencies(request.db, enabled_only=False),
+    }
+
+
+def _form_page(request, currency, form: dict, errors: dict, status: int = 200) -> dict:
+    request.response.status = status
+    no_store(request)
+    return {"admin_section": "currencies", "currency": currency, "form": form, "errors": errors}
+
+
+@view_config(
+    route_name="pages.admin_currency_new",
+    request_method="GET",
+    renderer="admin/store/currency_edit.html",
+    permission=ADMIN,
+)
+def new_currency(request):
+    return _form_page(request, None, {"decimals": "2", "enabled": "on"}, {})
+
+
+@view_config(
+    route_name="pages.admin_currency_new",
+    request_method="POST",
+    renderer="admin/store/currency_edit.html",
+    permission=ADMIN,
+)
+def create_currency(request):
+    try:
+        currencies.create_currency(request.db, read_currency_form(request, CurrencySchema()))
+    except FormInvalid as exc:
+        return _form_page(request, None, exc.form, exc.errors, 422)
+    except ApiError as exc:
+        typed = {
+            name: posted_value(request, name) for name in ("code", "name", "symbol", "decimals")
+        }
+        typed.update({name: "on" if name in request.POST else "" for name in CURRENCY_CHECKBOXES})
+        return _form_page(request, None, typed, service_errors(exc), exc.status)
+    return see_other(request, "/admin/currencies", notice="currency_created")
+
+
+def _code(request) -> str:
+    raw = request.matchdict["code"]
+    return raw.upper() if len(raw) == 3 and raw.isascii() else raw
+
+
+def _stored_form(currency) -> dict:
+    return {
+        "name": currency.name,
+        "symbol": currency.symbol,
+        "enabled": "on" if currency.enabled else "",
+        "default": "on" if currency.is_default else "",
+    }
+
+
+@view_config(
+    route_name="pages.admin_currency_edit",
+    request_method="GET",
+    renderer="admin/store/currency_edit.html",
+    permission=ADMIN,
+)
+def edit_currency(request):
+    currency = currencies.find_currency(request.db, _code(request))
+    return _form_page(request, currency, _stored_form(currency), {})
+
+
+@view_config(
+    route_name="pages.admin_currency_edit",
+    request_method="POST",
+    renderer="admin/store/currency_edit.html",
+    permission=ADMIN,
+)
+def update_currency(request):
+    code = _code(request)
+    currency = currencies.find_currency(request.db, code)  # 404 before reading the form
+    try:
+        changes = read_currency_form(request, CurrencyPatchSchema())
+        currencies.update_currency(request.db, code, changes)
+    except FormInvalid as exc:
+        return _form_page(request, currency, exc.form, exc.errors, 422)
+    except ApiError as exc:
+        typed = {name: posted_value(request, name) for name in ("name", "symbol")}
+        typed.update({name: "on" if name in request.POST else "" for name in CURRENCY_CHECKBOXES})
+        request.db.expire(currency)
+        return _form_page(request, currency, typed, service_errors(exc), exc.status)
+    return see_other(request, "/admin/currencies", notice="currency_saved")

@@ -1,0 +1,238 @@
+"""The OpenAPI part of the payments module: the payment admin area (``OPENAPI_*``, with the
+settings schema of every registered provider) and each provider's webhook route
+(``webhook_paths``, ``WEBHOOK_SCHEMAS``)."""
+
+from __future__ import annotations
+
+from cmsshop import openapi as oa
+from cmsshop.models import EVENT_STATUSES
+from cmsshop.views.payments.webhooks import STATUSES
+
+# --- the payment admin area ------------------------------------------------------------
+
+
+def provider_settings_schema(provider, list_fields) -> dict:
+    """The settings object of one provider (GET shows it, PUT takes a part of it)."""
+    properties = {}
+    for field in provider.settings_fields:
+        if field in list_fields:
+            properties[field] = {"type": ["array", "null"], "items": {"type": "string"}}
+        else:
+            properties[field] = {"type": ["string", "null"]}
+    return {"type": "object", "properties": properties}
+
+
+def settings_schemas(per_provider: dict) -> dict:
+    shown = {}
+    for name, schema in per_provider.items():
+        fields = list(schema["properties"])
+        shown[name] = {
+            "type": "object",
+            "required": [*fields, "sources"],
+            "properties": {
+                **schema["properties"],
+                "sources": {
+                    "type": "object",
+                    "additionalProperties": {"enum": ["admin", "ini", "unset"]},
+                },
+            },
+        }
+        schema["additionalProperties"] = False
+    return {
+        "PaymentSettingsUpdate": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": per_provider,
+        },
+        "PaymentSettings": {"type": "object", "properties": shown},
+    }
+
+
+EVENT_SUMMARY = {
+    "type": "object",
+    "required": [
+        "id",
+        "provider",
+        "eventId",
+        "type",
+        "status",
+        "attempts",
+        "orderNumber",
+        "receivedAt",
+        "processedAt",
+        "lastError",
+        "nextAttemptAt",
+    ],
+    "properties": {
+        "id": {"type": "integer"},
+        "provider": {"type": "string"},
+        "eventId": {"type": "string"},
+        "type": {"type": "string"},
+        "status": {"type": "string", "enum": list(EVENT_STATUSES)},
+        "attempts": {"type": "integer"},
+        "orderNumber": {"type": ["string", "null"]},
+        "receivedAt": {"type": "string", "format": "date-time"},
+        "processedAt": {"type": ["string", "null"], "format": "date-time"},
+        "lastError": {"type": ["string", "null"]},
+        "nextAttemptAt": {"type": ["string", "null"], "format": "date-time"},
+    },
+}
+EVENT_DETAIL = {
+    "type": "object",
+    "required": [*EVENT_SUMMARY["required"], "payloadSha256", "payload", "headers"],
+    "properties": {
+        **EVENT_SUMMARY["properties"],
+        "payloadSha256": {"type": "string"},
+        "payload": {"type": "string"},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+FULFILMENT = {
+    "type": "object",
+    "required": ["id", "provider", "paymentReference", "manual", "createdAt"],
+    "properties": {
+        "id": {"type": "integer"},
+        "provider": {"type": "string"},
+        "paymentReference": {"type": "string"},
+        "manual": {"type": "boolean"},
+        "adminId": {"type": ["integer", "null"]},
+        "reason": {"type": ["string", "null"]},
+        "paymentEventId": {"type": ["integer", "null"]},
+        "createdAt": {"type": "string", "format": "date-time"},
+    },
+}
+EVENT_ID = oa.path_param("id", {"type": "integer", "minimum": 1})
+
+OPENAPI_PATHS = {
+    "/api/admin/settings/payments": {
+        "get": oa.operation(
+            "Payment provider settings (secrets show their last 4 characters only)",
+            {**oa.ok(oa.ref("PaymentSettings")), **oa.errors(401, 403)},
+            tags=["admin", "payments"],
+        ),
+        "put": oa.operation(
+            "Update payment provider settings (partial; null restores the ini default)",
+            {**oa.ok(oa.ref("PaymentSettings")), **oa.errors(401, 403, 415, 422)},
+            body=oa.ref("PaymentSettingsUpdate"),
+            csrf=True,
+            tags=["admin", "payments"],
+        ),
+    },
+    "/api/admin/payment-events": {
+        "get": oa.operation(
+            "The provider event log, newest first",
+            {**oa.ok(oa.page_of(oa.ref("PaymentEventSummary"))), **oa.errors(401, 403, 422)},
+            params=[
+                oa.query_param("provider", {"type": "string", "maxLength": 40}),
+                oa.query_param("status", {"type": "string", "enum": list(EVENT_STATUSES)}),
+                oa.query_param("order", {"type": "string", "maxLength": 64}, "Order number"),
+                *oa.PAGING_PARAMS,
+            ],
+            tags=["admin", "payments"],
+        )
+    },
+    "/api/admin/payment-events/{id}": {
+        "get": oa.operation(
+            "One logged event with its payload and delivery headers",
+            {**oa.ok(oa.ref("PaymentEventDetail")), **oa.errors(401, 403, 404)},
+            params=[EVENT_ID],
+            tags=["admin", "payments"],
+        )
+    },
+    "/api/admin/payment-events/{id}/reprocess": {
+        "post": oa.operation(
+            "Process a failed event again from its stored payload (a rejected one is "
+            "re-verified with the current secrets first)",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["status", "event"],
+                        "properties": {
+                            "status": {
+                                "type": "string",
+                                "enum": ["processed", "duplicate", "ignored", "needs_review"],
+                            },
+                            "event": oa.ref("PaymentEventSummary"),
+                        },
+                    }
+                ),
+                **oa.errors(401, 403, 404, 409, 503),
+            },
+            params=[EVENT_ID],
+            csrf=True,
+            tags=["admin", "payments"],
+        )
+    },
+    "/api/admin/orders/{number}/fulfil": {
+        "post": oa.operation(
+            "Fulfil an order by hand (409 already_fulfilled names the event that did it)",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["order", "fulfilment", "invoice"],
+                        "properties": {
+                            "order": oa.ref("CheckoutOrder"),
+                            "fulfilment": oa.ref("PaymentFulfilment"),
+                            "invoice": {"type": ["string", "null"]},
+                        },
+                    }
+                ),
+                **oa.errors(401, 403, 404, 409, 415, 422),
+            },
+            body={
+                "type": "object",
+                "required": ["reason"],
+                "additionalProperties": False,
+                "properties": {
+                    "reason": {"type": "string", "minLength": 3, "maxLength": 2000},
+                    "paymentReference": {"type": "string", "minLength": 1, "maxLength": 255},
+                },
+            },
+            params=[oa.path_param("number")],
+            csrf=True,
+            tags=["admin", "payments"],
+        )
+    },
+}
+
+
+OPENAPI_SCHEMAS = {
+    "PaymentEventSummary": EVENT_SUMMARY,
+    "PaymentEventDetail": EVENT_DETAIL,
+    "PaymentFulfilment": FULFILMENT,
+    **settings_schemas({}),
+}
+
+
+# --- webhooks ------------------------------------------------------------------------------
+
+WEBHOOK_ACK = {
+    "type": "object",
+    "required": ["received", "status"],
+    "properties": {
+        "received": {"const": True},
+        "status": {"type": "string", "enum": STATUSES},
+    },
+}
+
+
+def webhook_paths(name: str) -> dict:
+    return {
+        f"/api/webhooks/{name}": {
+            "post": oa.operation(
+                f"Deliver a {name} event (signed by the provider; no session, no CSRF)",
+                {
+                    **oa.ok(oa.ref("WebhookAck"), "Handled, a duplicate, or ignored"),
+                    **oa.errors(400, 409, 422, 429, 503),
+                },
+                body={"type": "object"},
+                body_required=False,
+                tags=["webhooks"],
+            )
+        }
+    }
+
+
+WEBHOOK_SCHEMAS = {"WebhookAck": WEBHOOK_ACK}

@@ -1,0 +1,389 @@
+"""The OpenAPI part of the store module: the public catalogue (``OPENAPI_*``), the admin
+products and releases (``ADMIN_PRODUCT_*``) and the admin currencies
+(``ADMIN_CURRENCY_*``)."""
+
+from __future__ import annotations
+
+from cmsshop import openapi as oa
+from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES
+from cmsshop.services.store import currencies, releases, text
+from cmsshop.views.shared.bodies import RELEASE_SCHEMA
+from cmsshop.views.shared.caching import IF_NONE_MATCH, cached_ok
+from cmsshop.views.shared.schema import DATE_TIME, MAX_MARKDOWN, SLUG, body_schema, text_schema
+from cmsshop.views.store.admin_api import MAX_ACTIVATIONS, MAX_DURATION_DAYS, MAX_PRICES
+from cmsshop.views.store.api import MAX_AMOUNT
+
+# --- the public catalogue ---------------------------------------------------------------
+
+TEXT = {"type": "string", "pattern": text.SINGLE_LINE_PATTERN}
+SLUG_SCHEMA = {"type": "string", "pattern": text.SLUG_PATTERN, "maxLength": 100}
+
+PRICE = {
+    "type": "object",
+    "required": ["currency", "amount", "formatted"],
+    "properties": {
+        "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "amount": {"type": "integer", "minimum": 0, "description": "Minor units."},
+        "formatted": {"type": "string", "examples": ["€49.00"]},
+    },
+}
+LICENSING = {
+    "type": "object",
+    "required": [
+        "licensed",
+        "maxActivations",
+        "durationDays",
+        "features",
+        "upgradeGroup",
+        "tier",
+    ],
+    "properties": {
+        "licensed": {"type": "boolean"},
+        "maxActivations": {"type": ["integer", "null"], "minimum": 0},
+        "durationDays": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "description": "null = perpetual",
+        },
+        "features": {
+            "type": "array",
+            "maxItems": 32,
+            "items": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_.-]{0,39}$"},
+            "description": "Feature flags a license of the product carries (in its leases).",
+        },
+        "upgradeGroup": {
+            "type": ["string", "null"],
+            "description": "Licenses may be upgraded to products of the same group...",
+        },
+        "tier": {"type": "integer", "minimum": 0, "description": "...with a higher tier."},
+    },
+}
+PRODUCT_FIELDS = {
+    "slug": {"type": "string"},
+    "name": {"type": "string"},
+    "summary": {"type": "string"},
+    "description": {"type": "string", "description": "Markdown source"},
+    "descriptionHtml": {"type": "string", "description": "Rendered, sanitised HTML"},
+    "prices": {"type": "array", "items": oa.ref("Price")},
+    "licensing": oa.ref("Licensing"),
+    "versionScheme": {
+        "type": "string",
+        "enum": list(VERSION_SCHEMES),
+        "description": "How release versions compare: PEP 440 or Semantic Versioning 2.0.0",
+    },
+    "latestRelease": {"oneOf": [oa.ref("Release"), {"type": "null"}]},
+    "updatedAt": DATE_TIME,
+}
+PRODUCT = {"type": "object", "required": list(PRODUCT_FIELDS), "properties": PRODUCT_FIELDS}
+CURRENCY_FIELDS = {
+    "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+    "name": {"type": "string"},
+    "symbol": {"type": "string"},
+    "decimals": {"type": "integer", "minimum": 0, "maximum": currencies.MAX_DECIMALS},
+    "default": {"type": "boolean"},
+}
+CURRENCY = {"type": "object", "required": list(CURRENCY_FIELDS), "properties": CURRENCY_FIELDS}
+
+SEARCH_PARAM = oa.query_param(
+    "q",
+    {"type": "string", "maxLength": text.MAX_SEARCH_LENGTH, **TEXT},
+    "Case-insensitive substring of the name/title or summary.",
+)
+CURRENCY_PARAM = oa.query_param(
+    "currency",
+    {"type": "string", "pattern": "^[A-Za-z]{3}$"},
+    "Show prices in this enabled currency only (422 if it is not one).",
+)
+
+
+OPENAPI_PATHS = {
+    "/api/store/products": {
+        "get": oa.operation(
+            "Published products, paged, optionally searched",
+            {**cached_ok(oa.page_of(oa.ref("Product"))), **oa.errors(422)},
+            params=[*oa.PAGING_PARAMS, SEARCH_PARAM, CURRENCY_PARAM, IF_NONE_MATCH],
+            tags=["store"],
+        )
+    },
+    "/api/store/products/{slug}": {
+        "get": oa.operation(
+            "One published product (404 product_not_found otherwise)",
+            {**cached_ok(oa.ref("Product")), **oa.errors(404, 422)},
+            params=[oa.path_param("slug", SLUG_SCHEMA), CURRENCY_PARAM, IF_NONE_MATCH],
+            tags=["store"],
+        )
+    },
+    "/api/store/currencies": {
+        "get": oa.operation(
+            "Enabled currencies, the default first",
+            {
+                **cached_ok(
+                    {
+                        "type": "object",
+                        "required": ["items"],
+                        "properties": {"items": {"type": "array", "items": oa.ref("Currency")}},
+                    }
+                ),
+                **oa.errors(),
+            },
+            params=[IF_NONE_MATCH],
+            tags=["store"],
+        )
+    },
+}
+
+OPENAPI_SCHEMAS = {
+    "Price": PRICE,
+    "Licensing": LICENSING,
+    "Release": RELEASE_SCHEMA,
+    "Product": PRODUCT,
+    "Currency": CURRENCY,
+}
+
+
+# --- admin products and releases -------------------------------------------------------
+
+PRICE_INPUT = body_schema(
+    {
+        "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
+        "amount": {"type": "integer", "minimum": 0, "maximum": MAX_AMOUNT},
+    },
+    ["currency", "amount"],
+)
+LICENSING_INPUT = body_schema(
+    {
+        "licensed": {"type": "boolean"},
+        "maxActivations": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_ACTIVATIONS},
+        "durationDays": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": MAX_DURATION_DAYS,
+            "description": "null = perpetual",
+        },
+    },
+    [],
+)
+PRODUCT_INPUT_FIELDS = {
+    "slug": SLUG,
+    "name": text_schema(200, min_length=1),
+    "summary": text_schema(500),
+    "description": {**text_schema(MAX_MARKDOWN, multiline=True), "description": "Markdown"},
+    "published": {"type": "boolean"},
+    "licensing": LICENSING_INPUT,
+    "prices": {
+        "type": "array",
+        "maxItems": MAX_PRICES,
+        "items": PRICE_INPUT,
+        "description": "Each currency at most once; currencies must exist.",
+    },
+}
+ADMIN_PRODUCT = {
+    "allOf": [
+        oa.ref("Product"),
+        {
+            "type": "object",
+            "required": ["published", "archived", "createdAt"],
+            "properties": {
+                "published": {"type": "boolean"},
+                "archived": {"type": "boolean"},
+                "createdAt": {"type": "string", "format": "date-time"},
+            },
+        },
+    ]
+}
+DELETED = {
+    "type": "object",
+    "required": ["slug", "deleted", "archived", "message"],
+    "properties": {
+        "slug": {"type": "string"},
+        "deleted": {"type": "boolean"},
+        "archived": {"type": "boolean"},
+        "message": {"type": "string"},
+    },
+}
+SLUG_PARAM = oa.path_param("slug", {"type": "string"})
+ADMIN_TAGS = ["admin", "store"]
+
+ADMIN_PRODUCT_PATHS = {
+    "/api/admin/products": {
+        "get": oa.operation(
+            "All products, drafts and archived ones too (admin)",
+            {**oa.ok(oa.page_of(oa.ref("AdminProduct"))), **oa.errors(401, 403, 422)},
+            params=[
+                *oa.PAGING_PARAMS,
+                oa.query_param(
+                    "q",
+                    text_schema(text.MAX_SEARCH_LENGTH),
+                    "Case-insensitive substring of the name or summary.",
+                ),
+            ],
+            tags=ADMIN_TAGS,
+        ),
+        "post": oa.operation(
+            "Create a product (admin); 409 slug_taken",
+            {
+                **oa.ok(oa.ref("AdminProduct"), "Created", 201),
+                **oa.errors(401, 403, 409, 415, 422),
+            },
+            body=body_schema(PRODUCT_INPUT_FIELDS, ["slug", "name"]),
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+    },
+    "/api/admin/products/{slug}": {
+        "get": oa.operation(
+            "One product (admin)",
+            {**oa.ok(oa.ref("AdminProduct")), **oa.errors(401, 403, 404)},
+            params=[SLUG_PARAM],
+            tags=ADMIN_TAGS,
+        ),
+        "patch": oa.operation(
+            "Change some fields of a product (admin); prices, if sent, replace all prices",
+            {**oa.ok(oa.ref("AdminProduct")), **oa.errors(401, 403, 404, 409, 415, 422)},
+            params=[SLUG_PARAM],
+            body=body_schema(
+                {**PRODUCT_INPUT_FIELDS, "archived": {"type": "boolean"}},
+                [],
+            ),
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+        "delete": oa.operation(
+            "Delete a product, or archive it when orders refer to it (admin)",
+            {**oa.ok(DELETED), **oa.errors(401, 403, 404)},
+            params=[SLUG_PARAM],
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+    },
+    "/api/admin/products/{slug}/releases": {
+        "post": oa.operation(
+            "Upload a release file (admin); the version must parse under the product's "
+            "versionScheme (422); 409 version_exists for the same version, compared as "
+            "versions (1.0 and 1.0.0 under PEP 440)",
+            {
+                **oa.ok(oa.ref("Release"), "Created", 201),
+                **oa.errors(401, 403, 404, 409, 413, 415, 422),
+            },
+            params=[SLUG_PARAM],
+            body={
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["version", "file"],
+                "properties": {
+                    "version": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9.+_-]{0,49}$"},
+                    "channel": {"type": "string", "enum": list(RELEASE_CHANNELS)},
+                    "changelog": {
+                        "type": "string",
+                        "maxLength": releases.MAX_CHANGELOG,
+                        "description": "Markdown; rendered and sanitised as changelogHtml",
+                    },
+                    **{
+                        name: {
+                            "type": "string",
+                            "pattern": r"^[0-9]{1,6}(\.[0-9]{1,6}){0,3}$",
+                            "description": description,
+                        }
+                        for name, description in (
+                            ("requires", "minimum host platform version, e.g. 6.0"),
+                            ("requiresPhp", "minimum PHP version, e.g. 8.1"),
+                            ("tested", "platform version tested up to, e.g. 6.7"),
+                        )
+                    },
+                    "file": {"type": "string", "format": "binary"},
+                },
+            },
+            body_content_type="multipart/form-data",
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+    },
+}
+
+ADMIN_PRODUCT_SCHEMAS = {"AdminProduct": ADMIN_PRODUCT}
+
+
+# --- admin currencies ------------------------------------------------------------------
+
+ADMIN_CURRENCY = {
+    "allOf": [
+        oa.ref("Currency"),
+        {"type": "object", "required": ["enabled"], "properties": {"enabled": {"type": "boolean"}}},
+    ]
+}
+CONFLICTS = (
+    "409: currency_exists, currency_is_default (the default cannot be disabled or unset; "
+    "make another currency the default), currency_disabled (a disabled currency cannot be "
+    "the default)."
+)
+
+ADMIN_CURRENCY_PATHS = {
+    "/api/admin/currencies": {
+        "get": oa.operation(
+            "All currencies, disabled ones too (admin)",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["items"],
+                        "properties": {
+                            "items": {"type": "array", "items": oa.ref("AdminCurrency")}
+                        },
+                    }
+                ),
+                **oa.errors(401, 403),
+            },
+            tags=["admin", "store"],
+        ),
+        "post": {
+            **oa.operation(
+                "Add a currency (admin); default: true makes it the only default",
+                {
+                    **oa.ok(oa.ref("AdminCurrency"), "Created", 201),
+                    **oa.errors(401, 403, 409, 415, 422),
+                },
+                body=body_schema(
+                    {
+                        "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                        "name": text_schema(100, min_length=1),
+                        "symbol": text_schema(8, min_length=1),
+                        "decimals": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "maximum": currencies.MAX_DECIMALS,
+                        },
+                        "enabled": {"type": "boolean"},
+                        "default": {"type": "boolean"},
+                    },
+                    ["code", "name", "symbol"],
+                ),
+                csrf=True,
+                tags=["admin", "store"],
+            ),
+            "description": CONFLICTS,
+        },
+    },
+    "/api/admin/currencies/{code}": {
+        "patch": {
+            **oa.operation(
+                "Change a currency: enable/disable, make default, rename (admin)",
+                {**oa.ok(oa.ref("AdminCurrency")), **oa.errors(401, 403, 404, 409, 415, 422)},
+                params=[oa.path_param("code", {"type": "string"})],
+                body=body_schema(
+                    {
+                        "name": text_schema(100, min_length=1),
+                        "symbol": text_schema(8, min_length=1),
+                        "enabled": {"type": "boolean"},
+                        "default": {"type": "boolean"},
+                    },
+                    [],
+                ),
+                csrf=True,
+                tags=["admin", "store"],
+            ),
+            "description": CONFLICTS,
+        },
+    },
+}
+
+ADMIN_CURRENCY_SCHEMAS = {"AdminCurrency": ADMIN_CURRENCY}
