@@ -31,8 +31,9 @@ import pytest
 pytest.register_assert_rewrite("helpers")
 
 from alembic import command  # noqa: E402
+from helpers.account_data import Account, make_account  # noqa: E402
 from helpers.app import HASHER, PASSWORD, ROOT, alembic_config, default_settings, serve  # noqa: E402
-from helpers.clients import ApiClient, new_client  # noqa: E402
+from helpers.clients import ApiClient, logged_in, new_client  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from cmsshop import cache  # noqa: E402
@@ -211,6 +212,18 @@ def admin_app(app, admin) -> ApiClient:
     client = new_client(app)
     client.login(admin.email)
     return client
+
+
+@pytest.fixture
+def admin_pages(app, admin):
+    """The admin, logged in through the /login form (a browser-like page client)."""
+    return logged_in(app, admin)
+
+
+@pytest.fixture
+def account(dbsession, customer, storage_dir) -> Account:
+    """The customer's paid order of site-guard (licensed, a 2.0.0 release) and themes."""
+    return make_account(dbsession, customer, storage_dir)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ def session_cookie(response) -> str:
 
 
 def test_register_creates_an_unverified_account_hashed_with_argon2(testapp, dbsession):
-    # Issue #14: registering no longer logs in; the account waits for its mailed link
+    # Registering does not log in; the account waits for its mailed link
     # (tests/test_email_verification.py follows it).
     response = testapp.post_json(
         "/api/auth/register",
@@ -34,8 +34,8 @@ def test_register_creates_an_unverified_account_hashed_with_argon2(testapp, dbse
 
 
 def test_register_taken_email_answers_like_a_new_one_without_a_session(testapp, customer):
-    # Deliberate change (issue #10): a taken email used to answer 409 email_taken, which
-    # told anyone which emails have accounts. Issue #14: both answer 202 with one body.
+    # Not 409 email_taken, which would tell anyone which emails have accounts: both
+    # answer 202 with one body.
     new = testapp.post_json(
         "/api/auth/register",
         {"email": "fresh@example.com", "password": "another password"},

@@ -1,4 +1,4 @@
-"""Issue #14's reset journey in a real Chromium: "Forgot your password?" -> the sender
+"""The password-reset journey in a real Chromium: "Forgot your password?" -> the sender
 delivers the mail over SMTP to a real mailbox on loopback -> the link in it -> a new
 password -> log in with it; the session another browser had is logged out. Every page
 passes ``check_page`` (axe-core, one <h1>, phone width, screenshots)."""
@@ -6,7 +6,7 @@ passes ``check_page`` (axe-core, one <h1>, phone width, screenshots)."""
 from __future__ import annotations
 
 from helpers.app import PASSWORD
-from helpers.browser import check_page
+from helpers.browser import check_page, log_in
 from helpers.mail_links import link_in, mails_to, reset_link
 
 from cmsshop.services.mail.delivery import make_mail_backend
@@ -14,13 +14,6 @@ from cmsshop.services.mail.sender import send_due
 from cmsshop.settings import load_settings
 
 NEW_PASSWORD = "a fresh new password"
-
-
-def log_in(page, email: str, password: str) -> None:
-    page.goto("/login")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
 
 
 def deliver(dbsession, smtp_server) -> None:
@@ -37,7 +30,7 @@ def test_forgot_password_reset_and_log_in_with_the_new_one(
 ):
     # Another device, logged in before the reset.
     other = new_page(site)
-    log_in(other, customer.email, PASSWORD)
+    log_in(other, customer.email)
     other.wait_for_url("**/account")
 
     page = new_page(site)

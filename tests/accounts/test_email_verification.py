@@ -1,4 +1,4 @@
-"""Issue #14: registration mails a verification link to a new email and an "account
+"""Registration mails a verification link to a new email and an "account
 exists" note to a taken one, answering both the same (no enumeration); an unverified
 account cannot log in (said only after the password check); the link logs in, once."""
 
@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 import webtest
-from helpers.clients import new_client
+from helpers.clients import client_from, page_client
 from helpers.mail_links import mails_to, token_of, verify_link
 from sqlalchemy import func, select, update
 
@@ -19,17 +19,6 @@ REGISTER = "/api/auth/register"
 VERIFY = "/api/auth/verify-email"
 LOGIN = "/api/auth/login"
 NEW_PASSWORD = "a long new password"
-
-
-def client_from(app, ip: str = "127.0.0.1"):
-    client = new_client(app)
-    client.extra_environ["REMOTE_ADDR"] = ip
-    client.refresh_csrf()
-    return client
-
-
-def page_client(app) -> webtest.TestApp:
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
 
 
 def register(client, email: str, password: str = NEW_PASSWORD, status: int = 202):

@@ -1,4 +1,4 @@
-"""Issue #10, class 1: parallel wrong passwords must not get more checks than the limit.
+"""Parallel wrong passwords must not get more checks than the limit.
 
 The guesses race over real HTTP (waitress, 8 threads, real commits), so each request
 runs in its own thread with its own database connection, as in production.

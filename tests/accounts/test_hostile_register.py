@@ -1,23 +1,16 @@
-"""Issue #10, class 4: registration is rate limited per IP and does not reveal which
+"""Registration is rate limited per IP and does not reveal which
 emails have accounts."""
 
 from __future__ import annotations
 
 import time
 
-from helpers.clients import new_client
+from helpers.clients import client_from
 from sqlalchemy import func, select
 
 from cmsshop.models import User, UserSession
 
 REGISTER = "/api/auth/register"
-
-
-def client_from(app, ip: str):
-    client = new_client(app)
-    client.extra_environ["REMOTE_ADDR"] = ip
-    client.refresh_csrf()
-    return client
 
 
 def register(client, email: str, status: int = 202):

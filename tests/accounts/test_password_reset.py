@@ -1,4 +1,4 @@
-"""Issue #14: password reset by a mailed, single-use, expiring link stored hashed; the
+"""Password reset by a mailed, single-use, expiring link stored hashed; the
 request answers the same for every email and is rate limited; a reset ends every
 session of the account. JSON routes and the /forgot-password and /reset-password pages."""
 
@@ -9,9 +9,8 @@ import hashlib
 import threading
 
 import pytest
-import webtest
 from helpers.app import PASSWORD
-from helpers.clients import new_client
+from helpers.clients import client_from, new_client, page_client
 from helpers.mail_links import mails_to, reset_link, token_of
 from sqlalchemy import func, select, update
 
@@ -21,17 +20,6 @@ from cmsshop.util import utcnow
 RESET = "/api/auth/password-reset"
 CONFIRM = "/api/auth/password-reset/confirm"
 NEW_PASSWORD = "a brand new password"
-
-
-def client_from(app, ip: str = "127.0.0.1"):
-    client = new_client(app)
-    client.extra_environ["REMOTE_ADDR"] = ip
-    client.refresh_csrf()
-    return client
-
-
-def page_client(app) -> webtest.TestApp:
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
 
 
 def ask_reset(app, dbsession, email: str) -> str:

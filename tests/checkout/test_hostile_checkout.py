@@ -1,4 +1,4 @@
-"""Hostile checkout (issue #10): one customer cannot pile up pending orders. Each
+"""Hostile checkout: one customer cannot pile up pending orders. Each
 checkout commits an order before calling the provider, so the number of recent pending
 orders per customer is capped (429 with Retry-After), exactly even for parallel
 checkouts."""

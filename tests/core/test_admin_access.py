@@ -7,7 +7,7 @@ import re
 
 import pytest
 import webtest
-from helpers.app import PASSWORD
+from helpers.clients import logged_in
 from pyramid.interfaces import IRoutesMapper
 
 
@@ -32,15 +32,6 @@ def admin_page_routes(app) -> list[tuple[str, str, set[str]]]:
 
 def fill(pattern: str) -> str:
     return re.sub(r"\{[^}]+\}", "x1", pattern)
-
-
-def logged_in(app, email: str) -> webtest.TestApp:
-    client = webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-    form = client.get("/login").forms[0]
-    form["email"] = email
-    form["password"] = PASSWORD
-    form.submit(status=303)
-    return client
 
 
 def test_there_are_admin_pages_of_every_area(app):

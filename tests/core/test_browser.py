@@ -32,7 +32,7 @@ def test_register_log_out_and_log_in_again_with_the_keyboard(page, dbsession):
     check_page(page, "register-errors")
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Create account").click()
-    # Issue #14: the account waits for the link mailed to the address.
+    # The account waits for the link mailed to the address.
     page.wait_for_url("**/check-email?reason=register")
     check_page(page, "register-check-email")
     page.goto(verify_link(dbsession, "browser@example.com"))

@@ -1,4 +1,4 @@
-"""Issue #13's admin journey in a real Chromium, on the demo data (`seed-demo`) and the
+"""The admin journey in a real Chromium, on the demo data (`seed-demo`) and the
 fake card provider at the edge:
 
 log in as the demo admin -> create a product with a price and upload a release ->
@@ -16,7 +16,7 @@ import webtest
 from fakes.shop import event_row
 from fakes.stripe_api import closed_port_url, delivery, event, session_object
 from helpers.app import HASHER, serve
-from helpers.browser import check_page
+from helpers.browser import check_page, log_in
 from helpers.clients import new_client
 from sqlalchemy import select
 
@@ -30,14 +30,6 @@ def demo_site(card_app, dbsession, settings):
     dbsession.commit()
     with serve(card_app) as url:
         yield url
-
-
-def log_in(page, email: str, next_path: str) -> None:
-    page.goto(f"/login?next={next_path}")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(DEMO_PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"**{next_path}")
 
 
 def test_the_demo_admin_runs_the_shop(
@@ -61,7 +53,7 @@ def test_the_demo_admin_runs_the_shop(
     )
 
     page = new_page(demo_site)
-    log_in(page, "admin@example.com", "/admin")
+    log_in(page, "admin@example.com", "/admin", password=DEMO_PASSWORD)
     check_page(page, "journey-admin-dashboard")
 
     # A product with a price, then a release through the upload form (with progress).
@@ -136,7 +128,7 @@ def test_the_demo_admin_runs_the_shop(
 
     # The customer reads the reply on the ticket's page.
     buyer = new_page(demo_site)
-    log_in(buyer, "demo@example.com", "/account/tickets")
+    log_in(buyer, "demo@example.com", "/account/tickets", password=DEMO_PASSWORD)
     buyer.get_by_role("link", name="Where is my license?").click()
     assert "It is on your licenses page now." in buyer.locator("main").inner_text()
     assert dbsession.scalar(select(User.email).where(User.role == "admin")) == ("admin@example.com")

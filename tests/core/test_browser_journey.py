@@ -1,4 +1,4 @@
-"""The whole customer journey of issue #12 in a real Chromium, on the real app served by
+"""The whole customer journey in a real Chromium, on the real app served by
 waitress with the fake card provider at the edge:
 
 browse -> register -> buy -> pay on the provider's page (its signed webhook, confirmed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers.app import ROOT
 from pyramid.exceptions import ConfigurationError
 
 from cmsshop.config import configure
@@ -98,7 +99,7 @@ def test_production_ini_refuses_to_start_without_secret(monkeypatch):
     from pyramid.paster import get_app
 
     monkeypatch.delenv("CMSSHOP_SECRET", raising=False)
-    ini = os.path.join(os.path.dirname(os.path.dirname(__file__)), "production.ini")
+    ini = os.path.join(ROOT, "production.ini")
     with pytest.raises(ConfigurationError, match="cmsshop.secret"):
         get_app(ini)
 

@@ -1,4 +1,4 @@
-"""Issue #10, class 3: body limits and slow clients."""
+"""Body limits and slow clients."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue #10, class 5: a frozen database answers 503 database_unavailable within seconds,
+"""A frozen database answers 503 database_unavailable within seconds,
 and routes that need no database keep answering.
 
 Timings are taken over real HTTP (waitress), as a client sees them.

@@ -1,4 +1,4 @@
-"""Issue #10, class 9: every 5xx gets a stored error record, whatever the input, and the
+"""Every 5xx gets a stored error record, whatever the input, and the
 record holds no secrets and nothing PostgreSQL cannot store."""
 
 from __future__ import annotations

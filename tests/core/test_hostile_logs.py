@@ -1,4 +1,4 @@
-"""Issue #10, class 8: log lines cannot be forged and do not carry secrets."""
+"""Log lines cannot be forged and do not carry secrets."""
 
 from __future__ import annotations
 

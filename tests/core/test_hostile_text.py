@@ -1,4 +1,4 @@
-"""Issue #10, class 7: NUL bytes, lone surrogates, control characters and over-long digit
+"""NUL bytes, lone surrogates, control characters and over-long digit
 strings are refused at the edge (400/422 JSON), never a 500, whatever the route."""
 
 from __future__ import annotations

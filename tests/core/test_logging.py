@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 
-from cmsshop.logs import BackgroundStreamHandler, SafeFormatter
+from helpers.app import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from cmsshop.logs import BackgroundStreamHandler, SafeFormatter
 
 
 def test_every_record_is_written_in_order_and_close_writes_the_rest():

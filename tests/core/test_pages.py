@@ -7,23 +7,14 @@ from __future__ import annotations
 import re
 
 import pytest
-import webtest
 from helpers.app import PASSWORD
-from helpers.clients import new_client
+from helpers.clients import new_client, page_client
+from helpers.html import title_of
 from helpers.mail_links import mails_to, verify_link
 from pyramid.config import Configurator
 from sqlalchemy import func, select
 
 from cmsshop.models import ErrorRecord, User, UserSession
-
-
-def page_client(app) -> webtest.TestApp:
-    """A browser-like client: no CSRF header, forms carry their own token."""
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-
-
-def title_of(response) -> str:
-    return response.html.title.get_text(strip=True)
 
 
 def test_home_page_is_html_with_security_headers(app):

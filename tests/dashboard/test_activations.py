@@ -5,7 +5,8 @@ runtime's next validate failing, and nobody else's license reachable."""
 from __future__ import annotations
 
 import pytest
-from helpers.account_data import activate, license_call, make_account, runtime
+from helpers.account_data import RUNTIME_IP, activate, license_call, make_account
+from helpers.licensing import runtime
 from helpers.purchases import openapi_validator
 from sqlalchemy import select
 
@@ -17,11 +18,6 @@ OLD_SHOP = "old-shop.example.com"
 
 
 @pytest.fixture
-def account(dbsession, customer, storage_dir):
-    return make_account(dbsession, customer, storage_dir)
-
-
-@pytest.fixture
 def sites(app, account):
     """Two active production sites and one deactivated by its own runtime."""
     ids = {
@@ -30,7 +26,12 @@ def sites(app, account):
         "gone": activate(app, account.license.key, "gone.example.com", "install-gone-01"),
     }
     license_call(
-        runtime(app), "deactivate", account.license.key, "gone.example.com", "install-gone-01", 200
+        runtime(app, RUNTIME_IP),
+        "deactivate",
+        account.license.key,
+        "gone.example.com",
+        "install-gone-01",
+        200,
     )
     return ids
 
@@ -78,7 +79,7 @@ def test_deactivate_frees_the_seat_and_validate_then_fails(
 
     listed = customer_app.get(activations_path(key)).json["items"]
     assert [item["domain"] for item in listed] == [SHOP]
-    client = runtime(app)
+    client = runtime(app, RUNTIME_IP)
     failed = license_call(client, "validate", key, OLD_SHOP, "install-old-01", 404)
     assert failed.json["code"] == "activation_not_found"
     # The other site keeps working, and the freed seat can be taken by a new one.

@@ -5,9 +5,9 @@ activation is deactivated with its button."""
 from __future__ import annotations
 
 import pytest
-from helpers.account_data import RELEASE_BYTES, activate, make_account
-from helpers.app import PASSWORD, serve
-from helpers.browser import check_page
+from helpers.account_data import RELEASE_BYTES, activate
+from helpers.app import serve
+from helpers.browser import check_page, log_in
 
 
 @pytest.fixture
@@ -20,23 +20,15 @@ def site(app):
 
 
 @pytest.fixture
-def account(app, dbsession, customer, storage_dir):
-    account = make_account(dbsession, customer, storage_dir)
+def account(account, app):
+    """The customer's account with two sites activated."""
     activate(app, account.license.key, "shop.example.com", "install-shop-01")
     activate(app, account.license.key, "old.example.com", "install-old-01")
     return account
 
 
-def log_in(page, customer):
-    page.goto("/login")
-    page.get_by_label("Email").fill(customer.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/account")
-
-
 def test_every_account_page_passes_the_checks(page, customer, account):
-    log_in(page, customer)
+    log_in(page, customer.email, lands_on="/account")
     check_page(page, "account-overview")
     for name in ("Orders", "Invoices", "Downloads", "Licenses"):
         page.get_by_role("navigation", name="Your account").get_by_role("link", name=name).click()
@@ -56,7 +48,7 @@ def test_every_account_page_passes_the_checks(page, customer, account):
 
 
 def test_download_button_delivers_the_file(page, customer, account, tmp_path):
-    log_in(page, customer)
+    log_in(page, customer.email, lands_on="/account")
     page.goto("/account/downloads")
     assert "/api/downloads/" not in page.content()
     with page.expect_download() as download_info:
@@ -69,7 +61,7 @@ def test_download_button_delivers_the_file(page, customer, account, tmp_path):
 
 
 def test_deactivate_an_activation(page, customer, account):
-    log_in(page, customer)
+    log_in(page, customer.email, lands_on="/account")
     page.goto("/account/licenses")
     assert page.get_by_text("2 of 3").is_visible()
     page.get_by_role("button", name="Deactivate old.example.com").click()

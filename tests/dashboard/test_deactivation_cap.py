@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from helpers.account_data import activate, make_account
+from helpers.account_data import activate
 from helpers.app import serve
 from helpers.clients import new_client
 from sqlalchemy import select, update
@@ -24,11 +24,6 @@ DAY = 86400
 @pytest.fixture
 def capped_app(make_app):
     return make_app(**{"cmsshop.license_self_deactivations_per_month": str(LIMIT)})
-
-
-@pytest.fixture
-def account(dbsession, customer, storage_dir):
-    return make_account(dbsession, customer, storage_dir)
 
 
 @pytest.fixture
@@ -123,10 +118,16 @@ def test_the_cap_is_per_license_and_admins_and_runtimes_are_not_capped(
     for activation_id in sites[:LIMIT]:
         deactivate(owner, key, activation_id, 200)
     # The runtime of a site still running frees its own seat: not a dashboard deactivation.
-    from helpers.account_data import license_call, runtime
+    from helpers.account_data import RUNTIME_IP, license_call
+    from helpers.licensing import runtime
 
     license_call(
-        runtime(capped_app), "deactivate", key, "shop2.example.com", "install-shop-02", 200
+        runtime(capped_app, RUNTIME_IP),
+        "deactivate",
+        key,
+        "shop2.example.com",
+        "install-shop-02",
+        200,
     )
     dbsession.rollback()
     assert dbsession.get(Activation, sites[2]).active is False

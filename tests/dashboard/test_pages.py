@@ -6,9 +6,10 @@ form, hostile ids a 4xx page."""
 from __future__ import annotations
 
 import pytest
-import webtest
-from helpers.account_data import RELEASE_BYTES, activate, license_call, make_account, runtime
-from helpers.app import PASSWORD
+from helpers.account_data import RELEASE_BYTES, RUNTIME_IP, activate, license_call, make_account
+from helpers.clients import logged_in, page_client
+from helpers.html import assert_error_page, h1_of, title_of
+from helpers.licensing import runtime
 from sqlalchemy import select, update
 
 from cmsshop.models import Activation, Entitlement, LicenseAuditEntry
@@ -22,40 +23,6 @@ ACCOUNT_PAGES = [
 ]
 HOSTILE_IDS = ["0", "-1", "99999999999999999999", "2147483648", "abc", "1.5", "%00", "1%00"]
 HOSTILE_NUMBERS = ["%00", "INV-%00", "x" * 300, "%F0%9F%98%80", "'%20OR%201=1--", "0", "-1"]
-
-
-def page_client(app) -> webtest.TestApp:
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-
-
-def logged_in(app, user) -> webtest.TestApp:
-    client = page_client(app)
-    form = client.get("/login").forms[0]
-    form["email"] = user.email
-    form["password"] = PASSWORD
-    form.submit(status=303)
-    return client
-
-
-def title_of(response) -> str:
-    return response.html.title.get_text(strip=True)
-
-
-def h1_of(response) -> str:
-    (h1,) = response.html.find_all("h1")
-    return h1.get_text(" ", strip=True)
-
-
-def assert_error_page(response, status: int) -> None:
-    assert response.status_int == status, response.text[:500]
-    assert response.content_type == "text/html"
-    assert response.html.find(class_="support-code") is not None
-    assert "Traceback" not in response.text
-
-
-@pytest.fixture
-def account(dbsession, customer, storage_dir):
-    return make_account(dbsession, customer, storage_dir)
 
 
 @pytest.fixture
@@ -325,11 +292,21 @@ def test_deactivate_button_frees_the_seat(app, client, account, sites, dbsession
     assert "old.example.com" not in after.text and "1 of 3" in after.text
     # The runtime of that site is refused from now on; the others keep working.
     refused = license_call(
-        runtime(app), "validate", account.license.key, "old.example.com", "install-old-01", 404
+        runtime(app, RUNTIME_IP),
+        "validate",
+        account.license.key,
+        "old.example.com",
+        "install-old-01",
+        404,
     )
     assert refused.json["code"] == "activation_not_found"
     license_call(
-        runtime(app), "validate", account.license.key, "shop.example.com", "install-shop-01", 200
+        runtime(app, RUNTIME_IP),
+        "validate",
+        account.license.key,
+        "shop.example.com",
+        "install-shop-01",
+        200,
     )
     # The same form again (a double click): nothing changes, and the page says so.
     again = form.submit(status=303)

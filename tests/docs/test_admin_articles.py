@@ -157,7 +157,7 @@ def test_delete(admin_app, testapp, created):
     assert response.json["code"] == "article_not_found"
     for slug in ("UP", "x" * 200):
         admin_app.delete(f"/api/admin/articles/{slug}", status=404)
-    # Control characters are refused at the edge, before the route (issue #10, class 7).
+    # Control characters are refused at the edge, before the route.
     response = admin_app.delete("/api/admin/articles/%00", status=400)
     assert response.json["code"] == "malformed_request"
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-import webtest
-from helpers.app import PASSWORD
+from helpers.clients import logged_in, page_client
 from helpers.docs import add_article
+from helpers.html import errors_of, title_of
 from sqlalchemy import func, select
 
 from cmsshop.models import Article
@@ -17,24 +17,6 @@ from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.util import utcnow
 
 HOSTILE_SCRIPT = "Hello\n\n<script>alert('x')</script>\n\n[click](javascript:alert(1))"
-
-
-def page_client(app) -> webtest.TestApp:
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-
-
-def logged_in(app, email: str) -> webtest.TestApp:
-    """A browser-like client logged in through the /login form."""
-    client = page_client(app)
-    form = client.get("/login").forms[0]
-    form["email"] = email
-    form["password"] = PASSWORD
-    form.submit(status=303)
-    return client
-
-
-def title_of(response) -> str:
-    return response.html.title.get_text(strip=True)
 
 
 @pytest.fixture
@@ -60,13 +42,6 @@ def admin_client(app, admin):
 
 def listed_slugs(response) -> list[str]:
     return [link["href"].removeprefix("/docs/") for link in response.html.select(".docs-list h2 a")]
-
-
-def errors_of(response) -> dict[str, str]:
-    return {
-        p["id"].removeprefix("f-").removesuffix("-error"): p.get_text(strip=True)
-        for p in response.html.find_all("p", class_="error")
-    }
 
 
 # --- public pages -------------------------------------------------------------------------

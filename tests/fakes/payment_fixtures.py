@@ -10,7 +10,7 @@ import requests
 import webtest
 
 from fakes.paypal import WALLET_ROUTE, WEBHOOK_ID, FakePayPal, TestPKI, body_of, signed
-from fakes.shop import make_catalogue
+from fakes.shop import make_catalogue, make_order
 from fakes.stripe_api import API_KEY, PREVIOUS_SECRET, SECRET, FakeStripe
 
 
@@ -25,6 +25,12 @@ def fake_stripe():
 @pytest.fixture
 def catalogue(dbsession):
     return make_catalogue(dbsession)
+
+
+@pytest.fixture
+def order(dbsession, catalogue, customer):
+    """The customer's pending order of site-guard and themes."""
+    return make_order(dbsession, customer, ("site-guard", "themes"))
 
 
 @pytest.fixture

@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 import secrets
 
-import webtest
 from fakes.shop import make_catalogue, make_order
 from sqlalchemy import select
 
 from cmsshop.models import Entitlement, Invoice, License, Order, Product
 from cmsshop.services.payments import fulfilment
 from cmsshop.services.store.releases import ReleaseWriter, add_release
+from helpers.licensing import runtime
 
 RELEASE_BYTES = b"PK\x03\x04 site-guard release 2.0.0\n" * 64
 RUNTIME_IP = "203.0.113.9"
@@ -86,11 +86,6 @@ def make_account(session, user, storage_dir, *, catalogue: bool = True) -> Accou
     )
 
 
-def runtime(app) -> webtest.TestApp:
-    """A product runtime: no cookies, no CSRF token, the license key authenticates."""
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": RUNTIME_IP})
-
-
 def license_call(
     client, action: str, key: str, domain: str, fingerprint: str, status="*", product="site-guard"
 ):
@@ -106,5 +101,7 @@ def license_call(
 
 def activate(app, key: str, domain: str, fingerprint: str, product: str = "site-guard") -> int:
     """Activate a site through the licensing route; the activation's id."""
-    response = license_call(runtime(app), "activate", key, domain, fingerprint, 201, product)
+    response = license_call(
+        runtime(app, RUNTIME_IP), "activate", key, domain, fingerprint, 201, product
+    )
     return response.json["activation"]["id"]

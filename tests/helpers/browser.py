@@ -22,7 +22,7 @@ import threading
 import pytest
 
 from cmsshop.server import app_limits, create_server
-from helpers.app import ROOT, serve
+from helpers.app import PASSWORD, ROOT, serve
 
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
@@ -178,3 +178,16 @@ def check_page(page, name: str) -> None:
     assert page.locator("h1").count() == 1, f"{name}: a page has exactly one <h1>"
     assert serious_violations(page) == [], f"{name}: accessibility violations"
     save_screenshots(page, name)
+
+
+def log_in(
+    page, email: str, next_path: str | None = None, *, password: str = PASSWORD, lands_on=None
+) -> None:
+    """Log in through the /login form (on to ``next_path``), then wait until the browser
+    is at ``lands_on`` (by default ``next_path``; no wait when neither is given)."""
+    page.goto(f"/login?next={next_path}" if next_path else "/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    if lands_on or next_path:
+        page.wait_for_url(f"**{lands_on or next_path}")

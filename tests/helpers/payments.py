@@ -1,5 +1,5 @@
-"""Webhook storms: the same payment's events delivered many times at once, and the
-check that they paid the order exactly once."""
+"""Delivering the card provider's signed events to the app: one at a time, or a storm of
+the same payment's events at once and the check that they paid the order exactly once."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
+import webtest
 from fakes.shop import counts, event_row, order_status
-from fakes.stripe_api import delivery, event, intent_object, session_object
+from fakes.stripe_api import SECRET, delivery, event, intent_object, session_object
 
 SAME_EVENT_DELIVERIES = 20
 
@@ -57,3 +58,10 @@ def check_exactly_once(dbsession, order, completed, responses):
     }
     row = event_row(dbsession, completed["id"])
     assert row.attempts == len(responses) - 2
+
+
+def deliver(app, payload, secret=SECRET, status="*", timestamp=None):
+    body, headers = delivery(payload, secret=secret, timestamp=timestamp)
+    return webtest.TestApp(app).post(
+        "/api/webhooks/cardprovider", body, headers=headers, status=status
+    )

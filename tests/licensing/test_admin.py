@@ -6,31 +6,14 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-import webtest
-from helpers.clients import new_client
+from helpers.clients import logged_in, new_client, page_client
+from helpers.html import title_of
 from sqlalchemy import select
 
 from cmsshop.models import Activation, License, LicenseAuditEntry, Product
 from cmsshop.services.licensing.issuing import generate_license_key
 from cmsshop.services.licensing.records import fingerprint_hash
 from cmsshop.util import utcnow
-
-
-def page_client(app) -> webtest.TestApp:
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-
-
-def logged_in(app, email: str) -> webtest.TestApp:
-    client = page_client(app)
-    form = client.get("/login").forms[0]
-    form["email"] = email
-    form["password"] = "correct horse battery"
-    form.submit(status=303)
-    return client
-
-
-def title_of(response) -> str:
-    return response.html.title.get_text(strip=True)
 
 
 def make_license(
@@ -84,11 +67,6 @@ def audit_of(session, license: License) -> list[LicenseAuditEntry]:
             .order_by(LicenseAuditEntry.id)
         )
     )
-
-
-@pytest.fixture
-def admin_pages(app, admin):
-    return logged_in(app, admin.email)
 
 
 @pytest.fixture

@@ -53,7 +53,7 @@ def test_normalise_domain(raw, expected):
         "..",
         "x" * 3000,
         "http://[::1",
-        # credentials are refused since issue #10 (see tests/test_hostile_domains.py)
+        # credentials are refused (see tests/licensing/test_hostile_domains.py)
         "http://user:secret@shop.com/",
     ],
 )

@@ -1,4 +1,4 @@
-"""Hostile domains (issue #10, class 10: license domain steering).
+"""Hostile domains: license domain steering.
 
 A runtime reports its site URL; a customer who wants a free staging/local seat for a
 public shop may dress the URL up so that a lax parser sees ``localhost`` while every

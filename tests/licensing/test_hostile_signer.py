@@ -1,4 +1,4 @@
-"""A hostile or slow remote signer (issue #10, class 6).
+"""A hostile or slow remote signer.
 
 A per-read timeout is no deadline: a signer that sends a byte now and then keeps a
 request (and whatever it holds) for as long as it likes. The remote signer must give up

@@ -611,28 +611,30 @@ def test_concurrent_activations_for_the_last_seat_exactly_one_wins(lic_app, dbse
     assert count(dbsession, Activation, Activation.active.is_(True)) == 1
 
 
-def test_activate_plans_on_one_snapshot(client, dbsession, product, engine, monkeypatch):
+def test_activate_plans_on_one_snapshot(client, lic_app, dbsession, product, engine):
     """The lock-free plan reads the license, the installation and the seats in use as of
     one moment. Here another process activates the same installation between the plan's
     look for it and its count of seats (it happened in a CI run of four racing
     reinstalls): on PostgreSQL's per-statement snapshots the plan saw no installation but
     a full license and answered 409; on one snapshot it plans an activation, and under the
-    lock finds the installation already active (200)."""
-    import cmsshop.services.licensing.seats as seats
+    lock finds the installation already active (200). The other process writes just
+    before the app's connection sends the count of seats (the one statement that sums
+    activations by environment)."""
+    from sqlalchemy import event
+
     from cmsshop.services.licensing.domains import normalise_domain
 
     license = make_license(dbsession, product, max_activations=1)
     body = call_body(license)
-    count_seats = seats.seats_used
     concurrent: list[bool] = []
 
-    def another_process_activates_first(session, license_id, exclude_id=None):
-        if not concurrent:
+    def another_process_activates_first(conn, cursor, statement, *args):
+        if not concurrent and "sum(CASE WHEN" in statement:
             concurrent.append(True)
-            with engine.begin() as conn:
-                conn.execute(
+            with engine.begin() as other:
+                other.execute(
                     Activation.__table__.insert().values(
-                        licence_id=license_id,
+                        licence_id=license.id,
                         fingerprint=body["fingerprint"],
                         fingerprint_sha256=fingerprint_hash(body["fingerprint"]),
                         domain=normalise_domain(body["domain"]),
@@ -641,10 +643,13 @@ def test_activate_plans_on_one_snapshot(client, dbsession, product, engine, monk
                         activated_at=utcnow(),
                     )
                 )
-        return count_seats(session, license_id, exclude_id)
 
-    monkeypatch.setattr(seats, "seats_used", another_process_activates_first)
-    data = post(client, "activate", body, 200).json
+    app_engine = lic_app.registry["cmsshop.engine"]
+    event.listen(app_engine, "before_cursor_execute", another_process_activates_first)
+    try:
+        data = post(client, "activate", body, 200).json
+    finally:
+        event.remove(app_engine, "before_cursor_execute", another_process_activates_first)
     assert concurrent and data["license"]["activationsUsed"] == 1
     assert count(dbsession, Activation) == 1
 
@@ -676,16 +681,16 @@ def test_validate_purges_old_rate_windows_like_every_counted_call(
 ):
     """Validate counts its calls in its own statements (cmsshop.services.licensing.
     validation); it still drops rate windows older than a day now and then."""
-    from sqlalchemy import text
+    import random
 
-    import cmsshop.services.ratelimit as ratelimit
+    from sqlalchemy import text
 
     assert post(client, "activate", call_body(license)).status_code == 201
     dbsession.execute(
         text("INSERT INTO rate_counters (key, window_start, count) VALUES ('old:x', 0, 1)")
     )
     dbsession.commit()
-    monkeypatch.setattr(ratelimit, "PURGE_PROBABILITY", 1.0)
+    monkeypatch.setattr(random, "random", lambda: 0.0)  # "now and then" is now
     assert post(client, "validate", call_body(license)).status_code == 200
     dbsession.rollback()
     assert (
@@ -697,9 +702,9 @@ def test_validate_purges_old_rate_windows_like_every_counted_call(
 def test_validate_purges_old_nonces_now_and_then(client, license, dbsession, monkeypatch):
     """The purge rides in validate's last batch (its own prepared statement on
     PostgreSQL): old nonces go, the call's own stays."""
-    from sqlalchemy import text
+    import random
 
-    import cmsshop.services.licensing.validation as validation
+    from sqlalchemy import text
 
     assert post(client, "activate", call_body(license)).status_code == 201
     license_id = dbsession.execute(
@@ -713,7 +718,7 @@ def test_validate_purges_old_nonces_now_and_then(client, license, dbsession, mon
         {"id": license_id, "at": dt.datetime(2020, 1, 1, tzinfo=dt.UTC)},
     )
     dbsession.commit()
-    monkeypatch.setattr(validation, "NONCE_PURGE_PROBABILITY", 1.0)
+    monkeypatch.setattr(random, "random", lambda: 0.0)  # "now and then" is now
     body = call_body(license)
     assert post(client, "validate", body).status_code == 200
     dbsession.rollback()

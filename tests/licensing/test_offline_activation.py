@@ -24,11 +24,6 @@ FINGERPRINT = "airgapped-install-0001"
 
 
 @pytest.fixture
-def account(dbsession, customer, storage_dir):
-    return make_account(dbsession, customer, storage_dir)
-
-
-@pytest.fixture
 def pinned(testapp):
     return testapp.get("/api/license/jwks.json").json
 

@@ -12,13 +12,13 @@ import os
 import pytest
 from helpers.account_data import (
     RELEASE_BYTES,
+    RUNTIME_IP,
     activate,
     license_call,
-    make_account,
-    runtime,
     store_release,
 )
 from helpers.app import serve
+from helpers.licensing import runtime
 from helpers.purchases import openapi_validator
 from sqlalchemy import select, update
 
@@ -29,12 +29,6 @@ from cmsshop.services.store.releases import ReleaseWriter, add_release
 SITE = "shop.example.com"
 FINGERPRINT = "install-shop-01"
 PATH = "/api/license/update-check"
-
-
-@pytest.fixture
-def account(dbsession, customer, storage_dir):
-    """site-guard (PEP 440) with a 2.0.0 release, a paid license and one activation."""
-    return make_account(dbsession, customer, storage_dir)
 
 
 @pytest.fixture
@@ -79,7 +73,7 @@ def test_offers_the_newest_release_with_a_download_url_that_works(
 ):
     add(dbsession, storage_dir, "2.10.0", days_ago=5, requires="6.0", requires_php="8.1")
     add(dbsession, storage_dir, "2.9.0", days_ago=1)  # newer date, lower version
-    client = runtime(app)
+    client = runtime(app, RUNTIME_IP)
     response = check(client, account, "2.0.0")
     assert response.headers["Cache-Control"] == "no-store"
     body = response.json
@@ -110,7 +104,7 @@ def test_beta_channel_sees_beta_releases_and_stable_does_not(
     app, account, site, dbsession, storage_dir
 ):
     add(dbsession, storage_dir, "2.1.0rc1", channel="beta")
-    client = runtime(app)
+    client = runtime(app, RUNTIME_IP)
     assert check(client, account, "2.0.0").json["status"] == "up_to_date"
     beta = check(client, account, "2.0.0", channel="beta").json
     assert beta["release"]["version"] == "2.1.0rc1" and beta["release"]["channel"] == "beta"
@@ -132,7 +126,7 @@ def test_an_expired_license_sees_only_releases_published_before_its_expiry(
         .values(expires_at=dt.datetime.now(dt.UTC) - dt.timedelta(days=10))
     )
     dbsession.commit()
-    client = runtime(app)
+    client = runtime(app, RUNTIME_IP)
     body = check(client, account, "2.0.0").json
     assert body["licenseExpired"] is True and body["release"]["version"] == "2.1.0"
     assert check(client, account, "2.1.0").json["status"] == "up_to_date"
@@ -148,11 +142,11 @@ def test_suspended_and_revoked_licenses_are_refused(app, account, site, dbsessio
     dbsession.rollback()
     dbsession.execute(update(License).where(License.id == account.license.id).values(status=status))
     dbsession.commit()
-    assert check(runtime(app), account, "1.0", status=403).json["code"] == code
+    assert check(runtime(app, RUNTIME_IP), account, "1.0", status=403).json["code"] == code
 
 
 def test_unknown_keys_products_and_installations_are_refused(app, account, site, dbsession):
-    client = runtime(app)
+    client = runtime(app, RUNTIME_IP)
     unknown = check(client, account, licenseKey="AAAAA-BBBBB-CCCCC-DDDDD-EEEEE", status=404)
     assert unknown.json["code"] == "license_not_found"
     assert check(client, account, product="pixel-forge", status=403).json["code"] in (
@@ -179,12 +173,12 @@ def test_unknown_keys_products_and_installations_are_refused(app, account, site,
     ],
 )
 def test_bad_fields_are_422(app, account, site, change):
-    body = check(runtime(app), account, status=422, **change).json
+    body = check(runtime(app, RUNTIME_IP), account, status=422, **change).json
     assert body["code"] == "validation_failed" and body["errors"]
 
 
 def test_malformed_bodies_are_4xx_json(app, account, site):
-    client = runtime(app)
+    client = runtime(app, RUNTIME_IP)
     for body, content_type in (
         (b'{"product": "site-guard", "licenseKey": ', "application/json"),
         (b"[1, 2]", "application/json"),
@@ -204,7 +198,7 @@ def test_a_form_post_works_like_json(app, account, site):
         "fingerprint": FINGERPRINT,
         "currentVersion": "1.0",
     }
-    body = runtime(app).post(PATH, form, status=200).json
+    body = runtime(app, RUNTIME_IP).post(PATH, form, status=200).json
     assert body["release"]["version"] == "2.0.0"
 
 
@@ -212,7 +206,7 @@ def test_semver_products_compare_by_semver(app, admin_app, account, site, dbsess
     admin_app.patch_json("/api/admin/products/site-guard", {"versionScheme": "semver"}, status=200)
     add(dbsession, storage_dir, "2.1.0-beta.2", channel="beta")
     add(dbsession, storage_dir, "2.1.0-beta.11", channel="beta")
-    client = runtime(app)
+    client = runtime(app, RUNTIME_IP)
     beta = check(client, account, "2.1.0-beta.2", channel="beta").json
     assert beta["release"]["version"] == "2.1.0-beta.11"
     assert check(client, account, "2.0", status=422).json["errors"]["currentVersion"]
@@ -220,7 +214,7 @@ def test_semver_products_compare_by_semver(app, admin_app, account, site, dbsess
 
 def test_the_wordpress_shape(app, account, site, dbsession, storage_dir):
     add(dbsession, storage_dir, "2.2.0", requires="6.0", requires_php="8.1", tested="6.7")
-    client = runtime(app)
+    client = runtime(app, RUNTIME_IP)
     body = check(client, account, "2.0.0", query="?format=wordpress").json
     assert body["slug"] == "site-guard" and body["new_version"] == "2.2.0"
     assert body["package"].startswith("http://localhost/api/downloads/")
@@ -239,7 +233,7 @@ def test_no_download_url_when_downloads_are_on_hold(app, account, site, dbsessio
     )
     dbsession.commit()
     # On hold means a dispute, which suspends the license too; here only the download is.
-    release = check(runtime(app), account, "1.0").json["release"]
+    release = check(runtime(app, RUNTIME_IP), account, "1.0").json["release"]
     assert release["version"] == "2.0.0" and release["downloadUrl"] is None
     assert release["downloadUnavailable"]
 
@@ -294,7 +288,7 @@ def test_the_client_checks_downloads_and_verifies_an_update(
 ):
     add(dbsession, storage_dir, "2.3.0")
     with serve(app) as base_url:
-        jwks = runtime(app).get("/api/license/jwks.json").json
+        jwks = runtime(app, RUNTIME_IP).get("/api/license/jwks.json").json
         client = LicenseClient(
             base_url,
             product="site-guard",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 import webtest
 from fakes.shop import counts, event_row, make_order, order_status
 from fakes.stripe_api import closed_port_url, delivery, event, session_object
@@ -22,11 +21,6 @@ from cmsshop.services.payments import fulfilment
 from cmsshop.settings import load_settings
 
 SETTINGS = {"cmsshop.base_url": "https://shop.example.com/", "cmsshop.site_name": "Shop"}
-
-
-@pytest.fixture
-def order(dbsession, catalogue, customer):
-    return make_order(dbsession, customer, ("site-guard", "themes"))
 
 
 def send(webhook, payload, status="*"):

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import pytest
 import webtest
-from helpers.app import PASSWORD, ROOT, requires_postgresql, write_admin_ini
+from helpers.app import ROOT, requires_postgresql, write_admin_ini
+from helpers.cli import start_admin
+from helpers.clients import logged_in
 from helpers.outbox import hostile_message, queue, rows
 from pyramid.exceptions import ConfigurationError
 from sqlalchemy import update
@@ -235,16 +237,6 @@ def mail_ini(tmp_path, database_url, storage_dir, smtp_server):
     )
 
 
-def start_admin(ini: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "cmsshop.scripts.admin", ini, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-
-
 def test_a_sender_killed_mid_batch_loses_nothing_and_sends_nothing_twice(
     mail_ini, dbsession, smtp_server
 ):
@@ -354,15 +346,6 @@ def test_send_mail_with_a_bad_setting_is_a_configuration_error(tmp_path, mail_in
 
 
 # --- the admin outbox ---------------------------------------------------------------------------
-
-
-def logged_in(app, email_address: str) -> webtest.TestApp:
-    client = webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-    form = client.get("/login").forms[0]
-    form["email"] = email_address
-    form["password"] = PASSWORD
-    form.submit(status=303)
-    return client
 
 
 def test_admin_outbox_list_filter_and_paging(app, admin, dbsession):

@@ -19,6 +19,7 @@ from fakes.stripe_api import (
     session_object,
 )
 from helpers.clients import new_client
+from helpers.payments import deliver
 from sqlalchemy import select
 
 from cmsshop.models import Fulfilment, PaymentEvent, PaymentSetting
@@ -170,13 +171,6 @@ def test_settings_put_needs_csrf(card_admin):
 
 
 # --- event log ---------------------------------------------------------------------------
-
-
-def deliver(app, payload, secret=SECRET, status="*", timestamp=None):
-    body, headers = delivery(payload, secret=secret, timestamp=timestamp)
-    return webtest.TestApp(app).post(
-        "/api/webhooks/cardprovider", body, headers=headers, status=status
-    )
 
 
 def test_event_log_lists_filters_and_shows(

@@ -9,26 +9,11 @@ import pytest
 import webtest
 from fakes.shop import counts, make_order, order_status
 from fakes.stripe_api import delivery, event, session_object
+from helpers.clients import logged_in, page_client
+from helpers.html import title_of
 from sqlalchemy import func, select
 
 from cmsshop.models import Order, OrderNote, SupportTicket
-
-
-def page_client(app) -> webtest.TestApp:
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-
-
-def logged_in(app, email: str) -> webtest.TestApp:
-    client = page_client(app)
-    form = client.get("/login").forms[0]
-    form["email"] = email
-    form["password"] = "correct horse battery"
-    form.submit(status=303)
-    return client
-
-
-def title_of(response) -> str:
-    return response.html.title.get_text(strip=True)
 
 
 def order_numbers(response) -> list[str]:
@@ -47,16 +32,6 @@ def set_created(session, order: Order, when: dt.datetime) -> None:
 
 def fulfil_form(page):
     return next(f for f in page.forms.values() if f.action.endswith("/fulfil"))
-
-
-@pytest.fixture
-def admin_pages(app, admin):
-    return logged_in(app, admin.email)
-
-
-@pytest.fixture
-def card_admin_pages(card_app, admin):
-    return logged_in(card_app, admin.email)
 
 
 # --- the list ------------------------------------------------------------------------------------

@@ -7,17 +7,18 @@ import json
 import time
 
 import pytest
-import webtest
 from fakes.shop import counts, event_row, make_order, order_status
 from fakes.stripe_api import (
     API_KEY,
     PREVIOUS_SECRET,
     SECRET,
     closed_port_url,
-    delivery,
     event,
     session_object,
 )
+from helpers.clients import logged_in, page_client
+from helpers.html import title_of
+from helpers.payments import deliver
 from sqlalchemy import select
 
 from cmsshop.models import PaymentSetting
@@ -25,37 +26,8 @@ from cmsshop.models import PaymentSetting
 NEW_SECRET = "whsec_rotated_secret_0123456789abcdef"
 
 
-def page_client(app) -> webtest.TestApp:
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-
-
-def logged_in(app, email: str) -> webtest.TestApp:
-    client = page_client(app)
-    form = client.get("/login").forms[0]
-    form["email"] = email
-    form["password"] = "correct horse battery"
-    form.submit(status=303)
-    return client
-
-
-def title_of(response) -> str:
-    return response.html.title.get_text(strip=True)
-
-
-def deliver(app, payload, secret=SECRET, status="*", timestamp=None):
-    body, headers = delivery(payload, secret=secret, timestamp=timestamp)
-    return webtest.TestApp(app).post(
-        "/api/webhooks/cardprovider", body, headers=headers, status=status
-    )
-
-
 def rotate_form(page, provider: str = "cardprovider"):
     return next(f for f in page.forms.values() if f.action.endswith(f"/rotate/{provider}"))
-
-
-@pytest.fixture
-def card_admin_pages(card_app, admin):
-    return logged_in(card_app, admin.email)
 
 
 ALL_SECRETS = (SECRET, PREVIOUS_SECRET, API_KEY, NEW_SECRET, "test-client-secret")

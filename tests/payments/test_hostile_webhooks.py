@@ -1,4 +1,4 @@
-"""Hostile webhook traffic (issue #10): unsigned deliveries must not grow the database
+"""Hostile webhook traffic: unsigned deliveries must not grow the database
 without bound, and a correctly signed event the database cannot store must be logged
 and answered 4xx (so the provider stops retrying) instead of failing with a 500."""
 
@@ -12,7 +12,7 @@ import webtest
 from fakes.paypal import WALLET_ROUTE, body_of, capture_event, new_id, signed
 from fakes.shop import counts, make_order, order_status
 from fakes.stripe_api import delivery, event, session_object, sign
-from helpers.clients import new_client
+from helpers.clients import new_client, page_client
 from sqlalchemy import func, select
 
 from cmsshop.models import PaymentEvent
@@ -43,10 +43,6 @@ def big_body(size: int) -> bytes:
     return head + b"x" * (size - len(head) - 2) + b'"}'
 
 
-def client_from(app, address: str) -> webtest.TestApp:
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": address})
-
-
 # --- class 2: rejected deliveries are bounded ---------------------------------------------
 
 
@@ -56,7 +52,7 @@ def test_a_burst_of_unsigned_deliveries_stores_at_most_a_few_kib_each(card_app, 
     limit does not hide anything: together they add well under 1 MiB."""
     body = big_body(size)
     for index in range(200):
-        client = client_from(card_app, f"10.1.{index // 250}.{index % 250 + 1}")
+        client = page_client(card_app, REMOTE_ADDR=f"10.1.{index // 250}.{index % 250 + 1}")
         response = client.post(
             CARD_ROUTE, body, headers={"Stripe-Signature": sign(b"other")}, status=400
         )
@@ -117,7 +113,7 @@ def test_rejected_deliveries_are_rate_limited_per_address(
     make_app, card_settings, limit, dbsession
 ):
     app = make_app(**card_settings, **{"cmsshop.webhooks.rejected_per_ip": str(limit)})
-    attacker = client_from(app, "203.0.113.9")
+    attacker = page_client(app, REMOTE_ADDR="203.0.113.9")
     forged = {"Stripe-Signature": sign(b"other")}
     for _ in range(limit):
         attacker.post(CARD_ROUTE, big_body(4 * KIB), headers=forged, status=400)
@@ -128,7 +124,7 @@ def test_rejected_deliveries_are_rate_limited_per_address(
         assert refused.content_type == "application/json"
     assert len(rejected_rows(dbsession)) == limit  # nothing written past the limit
     # Another address is not affected.
-    client_from(app, "198.51.100.7").post(CARD_ROUTE, b"{}", headers=forged, status=400)
+    page_client(app, REMOTE_ADDR="198.51.100.7").post(CARD_ROUTE, b"{}", headers=forged, status=400)
     assert len(rejected_rows(dbsession)) == limit + 1
 
 
@@ -138,7 +134,7 @@ def test_a_limited_address_still_gets_its_valid_deliveries_through(
     """Only rejected deliveries count: a provider address that sent a few bad ones (a
     secret being rotated) is not locked out of real payments."""
     app = make_app(**card_settings, **{"cmsshop.webhooks.rejected_per_ip": "1"})
-    client = client_from(app, "192.0.2.10")
+    client = page_client(app, REMOTE_ADDR="192.0.2.10")
     forged = {"Stripe-Signature": sign(b"other")}
     client.post(CARD_ROUTE, b"{}", headers=forged, status=400)
     client.post(CARD_ROUTE, b"{}", headers=forged, status=429)

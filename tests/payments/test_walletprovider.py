@@ -980,7 +980,8 @@ def test_production_imports_never_load_the_development_pki():
 
     code = (
         "import sys, cmsshop.config, cmsshop.modules.payments.walletprovider, "
-        "cmsshop.views.webhooks, cmsshop.views.admin_payments, cmsshop.views.checkout.api; "
+        "cmsshop.views.payments.webhooks, cmsshop.views.payments.admin_api, "
+        "cmsshop.views.checkout.api; "
         "print(sorted(m for m in sys.modules if m.startswith('cmsshop.devtools')))"
     )
     out = subprocess.run(

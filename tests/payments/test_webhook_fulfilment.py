@@ -22,11 +22,6 @@ from sqlalchemy import select
 from cmsshop.models import Entitlement, Fulfilment, Invoice, License, Order
 
 
-@pytest.fixture
-def order(dbsession, catalogue, customer):
-    return make_order(dbsession, customer, ("site-guard", "themes"))
-
-
 def paid_session(fake_stripe, order, **kwargs):
     return fake_stripe.add_session(session_object(order.number, order.total, **kwargs))
 

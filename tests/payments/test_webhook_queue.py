@@ -6,10 +6,7 @@ Also the per-process cache of the providers' saved settings."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -18,7 +15,8 @@ import pytest
 import webtest
 from fakes.shop import counts, event_row, make_order, order_status
 from fakes.stripe_api import SECRET, delivery, event, intent_object, session_object
-from helpers.app import ROOT, write_admin_ini
+from helpers.app import write_admin_ini
+from helpers.cli import start_admin
 from helpers.clients import new_client
 from sqlalchemy import select, text, update
 
@@ -273,23 +271,12 @@ def worker_ini(tmp_path, settings, card_settings):
     )
 
 
-def admin(ini: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "cmsshop.scripts.admin", ini, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": ROOT},
-    )
-
-
 def test_the_worker_fulfils_queued_payments_and_stops_on_sigterm(
     worker_ini, post, fake_stripe, order, dbsession
 ):
     session = fake_stripe.add_session(session_object(order.number, order.total))
     post(event("checkout.session.completed", session))
-    process = admin(worker_ini, "worker")
+    process = start_admin(worker_ini, "worker")
     try:
         deadline = time.monotonic() + 60
         while order_status(dbsession, order.number) != "paid" and time.monotonic() < deadline:
@@ -310,7 +297,7 @@ def test_the_worker_fulfils_queued_payments_and_stops_on_sigterm(
 def test_process_payments_makes_one_pass(worker_ini, post, fake_stripe, order, dbsession):
     session = fake_stripe.add_session(session_object(order.number, order.total))
     post(event("checkout.session.completed", session))
-    process = admin(worker_ini, "process-payments")
+    process = start_admin(worker_ini, "process-payments")
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert "payments: {'processed': 1}" in stdout

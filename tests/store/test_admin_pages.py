@@ -11,8 +11,8 @@ import hashlib
 import pytest
 import webtest
 from fakes.shop import make_catalogue, make_order
-from helpers.app import PASSWORD
-from helpers.clients import new_client
+from helpers.clients import logged_in, new_client, page_client
+from helpers.html import errors_of, title_of
 from pyramid.config import Configurator
 from sqlalchemy import select
 
@@ -49,38 +49,9 @@ POSTS = [
 ]
 
 
-def page_client(app) -> webtest.TestApp:
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-
-
-def logged_in(app, email: str) -> webtest.TestApp:
-    client = page_client(app)
-    form = client.get("/login").forms[0]
-    form["email"] = email
-    form["password"] = PASSWORD
-    form.submit(status=303)
-    return client
-
-
-@pytest.fixture
-def admin_pages(app, admin):
-    return logged_in(app, admin.email)
-
-
 @pytest.fixture
 def catalogue(dbsession):
     return make_catalogue(dbsession)
-
-
-def title_of(response) -> str:
-    return response.html.title.get_text(strip=True)
-
-
-def errors_of(response) -> dict[str, str]:
-    return {
-        p["id"].removeprefix("f-").removesuffix("-error"): p.get_text(strip=True)
-        for p in response.html.find_all("p", class_="error")
-    }
 
 
 def fresh(dbsession):

@@ -5,25 +5,16 @@ JavaScript progress path, and accessibility (axe-core) and phone width on every 
 from __future__ import annotations
 
 from fakes.shop import make_catalogue
-from helpers.app import PASSWORD
-from helpers.browser import check_page
+from helpers.browser import check_page, log_in
 from sqlalchemy import select
 
 from cmsshop.models import Release
 from cmsshop.services.support.codes import record_server_error
 
 
-def log_in(page, email: str) -> None:
-    page.goto("/login?next=/admin")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/admin")
-
-
 def test_admin_creates_a_product_and_uploads_a_release(page, app, admin, dbsession, tmp_path):
     make_catalogue(dbsession)
-    log_in(page, admin.email)
+    log_in(page, admin.email, "/admin")
     assert page.get_by_role("heading", level=1).inner_text() == "Admin dashboard"
     check_page(page, "admin-dashboard")
 
@@ -91,7 +82,7 @@ def test_currency_and_error_pages(page, app, admin, dbsession):
         exception_type="builtins.RuntimeError",
         traceback='Traceback (most recent call last):\n  File "x.py", line 1\n' + "x" * 400,
     )
-    log_in(page, admin.email)
+    log_in(page, admin.email, "/admin")
     page.goto("/admin/currencies")
     check_page(page, "admin-currencies")
     page.get_by_role("link", name="Add a currency").click()

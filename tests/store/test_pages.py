@@ -10,29 +10,13 @@ import webtest
 from fakes.shop import make_order, order_status
 from fakes.stripe_api import closed_port_url
 from helpers.app import PASSWORD, TEST_SECRET
+from helpers.clients import logged_in, page_client
+from helpers.html import title_of
 from sqlalchemy import func, select
 
 from cmsshop.models import Order, Product, Release
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.util import utcnow
-
-
-def page_client(app, **environ) -> webtest.TestApp:
-    """A browser-like client: no CSRF header, forms carry their own token."""
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1", **environ})
-
-
-def logged_in(app, user, **environ) -> webtest.TestApp:
-    client = page_client(app, **environ)
-    form = client.get("/login").forms[0]
-    form["email"] = user.email
-    form["password"] = PASSWORD
-    form.submit(status=303)
-    return client
-
-
-def title_of(response) -> str:
-    return response.html.title.get_text(strip=True)
 
 
 def card_names(response) -> list[str]:

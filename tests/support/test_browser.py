@@ -4,16 +4,7 @@ and answers. Every page passes check_page (axe-core, phone width, screenshots)."
 
 from __future__ import annotations
 
-from helpers.app import PASSWORD
-from helpers.browser import check_page
-
-
-def log_in(page, email: str, next_path: str) -> None:
-    page.goto(f"/login?next={next_path}")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"**{next_path}")
+from helpers.browser import check_page, log_in
 
 
 def test_a_ticket_from_opening_to_the_customers_answer(page, new_page, site, customer, admin):

@@ -6,37 +6,13 @@ refused with a 4xx page, never a 500."""
 from __future__ import annotations
 
 import pytest
-import webtest
-from helpers.app import PASSWORD
+from helpers.clients import logged_in, page_client
+from helpers.html import h1_of, title_of
 from helpers.purchases import make_purchase
 from helpers.support import open_by_form
 from sqlalchemy import func, select
 
 from cmsshop.models import SupportTicket, TicketMessage
-
-
-def page_client(app) -> webtest.TestApp:
-    """A browser-like client: no CSRF header, forms carry their own token."""
-    return webtest.TestApp(app, extra_environ={"REMOTE_ADDR": "127.0.0.1"})
-
-
-def logged_in(app, email: str) -> webtest.TestApp:
-    client = page_client(app)
-    form = client.get("/login").forms[0]
-    form["email"] = email
-    form["password"] = PASSWORD
-    form.submit(status=303)
-    return client
-
-
-def title_of(response) -> str:
-    return response.html.title.get_text(strip=True)
-
-
-def h1_of(response) -> str:
-    headings = response.html.find_all("h1")
-    assert len(headings) == 1
-    return headings[0].get_text(strip=True)
 
 
 def field_errors(response) -> dict[str, str]:
