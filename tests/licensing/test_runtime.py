@@ -37,11 +37,6 @@ FINGERPRINT = "a3f1c2e4-install-7788"
 
 
 @pytest.fixture
-def key_dir(tmp_path):
-    return tmp_path / "keys"
-
-
-@pytest.fixture
 def license(dbsession):
     product = Product(slug=PRODUCT, name="SiteGuard Pro", licensed=True, published=True)
     dbsession.add(product)

@@ -7,7 +7,6 @@ deliveries on PostgreSQL, and simulate-payment run as an operator runs it."""
 from __future__ import annotations
 
 import concurrent.futures
-import socket
 
 import pytest
 import requests
@@ -24,6 +23,7 @@ from fakes.paypal import (
     signed,
 )
 from fakes.shop import counts, event_row, make_order, order_status
+from fakes.smtp import free_port
 from fakes.stripe_api import delivery as card_delivery
 from fakes.stripe_api import event as card_event
 from fakes.stripe_api import session_object
@@ -651,12 +651,6 @@ def test_redeliveries_in_sequence_fulfil_exactly_once(send, paypal, order, dbses
 
 
 # --- simulate-payment ---------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_simulate_payment_pays_through_the_real_route(

@@ -10,7 +10,7 @@ import hashlib
 
 import pytest
 import webtest
-from fakes.shop import make_catalogue, make_order
+from fakes.shop import make_order
 from helpers.clients import logged_in, new_client, page_client
 from helpers.html import errors_of, title_of
 from pyramid.config import Configurator
@@ -47,11 +47,6 @@ POSTS = [
     "/admin/currencies/new",
     "/admin/currencies/EUR/edit",
 ]
-
-
-@pytest.fixture
-def catalogue(dbsession):
-    return make_catalogue(dbsession)
 
 
 def fresh(dbsession):
