@@ -12,7 +12,7 @@ class ErrorCode(NamedTuple):
     meaning: str
 
 
-# Every error ``code`` the API can answer: one place for clients, the README table and
+# Every error ``code`` the API can answer: one place for clients, the table in docs/errors.md and
 # tests/test_error_catalogue.py (which finds each code raised anywhere in cmsshop/ here).
 ERROR_CODES: dict[str, ErrorCode] = {
     # --- core: every route ---------------------------------------------------------------

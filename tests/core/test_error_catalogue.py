@@ -1,5 +1,5 @@
 """One catalogue of error codes (cmsshop.errors.ERROR_CODES), in step with the code that
-raises them and with the README's "Error codes" table."""
+raises them and with the "Error codes" table of docs/errors.md."""
 
 from __future__ import annotations
 
@@ -75,9 +75,9 @@ def test_catalogue_entries_are_well_formed():
         assert entry.title and entry.meaning.endswith("."), code
 
 
-def readme_error_table() -> dict[str, int] | None:
-    """{code: status} from the README's "Error codes" section, or None without one."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+def documented_error_table() -> dict[str, int] | None:
+    """{code: status} from the "Error codes" section of docs/errors.md, or None without one."""
+    with open(os.path.join(ROOT, "docs", "errors.md"), encoding="utf-8") as handle:
         text = handle.read()
     match = re.search(r"^#+ Error codes\s*$(.*?)(?=^#+ |\Z)", text, re.MULTILINE | re.DOTALL)
     if match is None:
@@ -86,15 +86,15 @@ def readme_error_table() -> dict[str, int] | None:
     return {code: int(status) for code, status in rows}
 
 
-def test_every_catalogued_code_is_documented_in_the_readme():
-    table = readme_error_table()
-    assert table is not None, 'README.md has no "Error codes" section'
+def test_every_catalogued_code_is_documented():
+    table = documented_error_table()
+    assert table is not None, 'docs/errors.md has no "Error codes" section'
     missing = sorted(set(ERROR_CODES) - set(table))
-    assert not missing, f"README Error codes table lacks: {missing}"
+    assert not missing, f"docs/errors.md Error codes table lacks: {missing}"
     wrong = {c: s for c, s in table.items() if c in ERROR_CODES and ERROR_CODES[c].status != s}
-    assert not wrong, f"README statuses differ from ERROR_CODES: {wrong}"
+    assert not wrong, f"docs/errors.md statuses differ from ERROR_CODES: {wrong}"
     unknown = sorted(set(table) - set(ERROR_CODES))
-    assert not unknown, f"README documents codes that do not exist: {unknown}"
+    assert not unknown, f"docs/errors.md documents codes that do not exist: {unknown}"
 
 
 def test_a_raise_naming_a_catalogued_code_gets_its_status_and_title():
