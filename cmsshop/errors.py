@@ -12,8 +12,9 @@ class ErrorCode(NamedTuple):
     meaning: str
 
 
-# Every error ``code`` the API can answer: one place for clients, the table in docs/errors.md and
-# tests/test_error_catalogue.py (which finds each code raised anywhere in cmsshop/ here).
+# Every error ``code`` the API can answer: one place for clients, the table in
+# docs/errors.md and tests/core/test_error_catalogue.py (which finds each code raised
+# anywhere in cmsshop/ here).
 ERROR_CODES: dict[str, ErrorCode] = {
     # --- core: every route ---------------------------------------------------------------
     "bad_request": ErrorCode(400, "Bad request", "The request could not be processed."),
