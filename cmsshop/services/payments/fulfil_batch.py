@@ -144,13 +144,14 @@ def _plain_cases(
         session.scalars(select(Fulfilment.order_id).where(Fulfilment.order_id.in_(order_ids)))
     )
     references = {c.confirmation.payment_reference for c in confirmed}
-    used = set(
-        session.execute(
+    used = {
+        (provider, reference)
+        for provider, reference in session.execute(
             select(Fulfilment.provider, Fulfilment.payment_reference).where(
                 Fulfilment.payment_reference.in_(references)
             )
-        ).tuples()
-    )
+        )
+    }
     plain: list[tuple[Confirmed, Order]] = []
     left: list[Confirmed] = []
     for event in confirmed:
