@@ -400,8 +400,10 @@ def _pg_commit_if_unchanged(
     # psycopg parsed the flags; they go back as JSON text
     params["seen_features"] = None if row.features is None else json.dumps(row.features)
     purge = random.random() < NONCE_PURGE_PROBABILITY
-    results = (_PG_PURGE_AND_IF_UNCHANGED if purge else _PG_IF_UNCHANGED).run(conn, params)
-    return results[-1][0][0] == 1
+    *_, [(nonces_stored,)] = (_PG_PURGE_AND_IF_UNCHANGED if purge else _PG_IF_UNCHANGED).run(
+        conn, params
+    )
+    return nonces_stored == 1
 
 
 def _commit_after_second_look(
