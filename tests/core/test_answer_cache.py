@@ -19,6 +19,14 @@ from cmsshop.cache import AnswerCache, Entry
 
 
 @pytest.fixture
+def app(make_app):
+    """A new process's app, not the session's: these tests count the statements of its
+    first requests, and a process reads the content version once a second, counted
+    from its own last check."""
+    return make_app()
+
+
+@pytest.fixture
 def catalogue(dbsession):
     add_currencies(dbsession)
     add_product(dbsession, "site-guard", prices={"EUR": 4900})
