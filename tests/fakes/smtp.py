@@ -2,7 +2,9 @@
 
 The ``smtp_server`` fixture (a plugin of tests/conftest.py) is a
 :class:`FakeSmtpServer` with ``host``/``port``, the ``messages`` it accepted (parsed,
-with their Message-ID), and knobs for bad days:
+with their Message-ID).
+
+``raw_messages`` are the same messages as the bytes that arrived. Knobs for bad days:
 
 - ``answer(451)`` / ``answer(421)``: answer DATA with that temporary error until
   ``answer(None)``; ``refuse_recipients(550)`` answers RCPT TO with it;
@@ -43,6 +45,7 @@ class Mailbox:
 
     def __init__(self):
         self.messages: list[EmailMessage] = []
+        self.raw: list[bytes] = []  # the bytes of each accepted message, as received
         self.envelopes: list[tuple[str, list[str]]] = []
         self.data_started = 0  # DATA commands begun, accepted or not
         self.reply: str | None = None
@@ -68,6 +71,7 @@ class Mailbox:
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
         with self.changed:
             self.messages.append(message)
+            self.raw.append(envelope.content)
             self.envelopes.append((envelope.mail_from, list(envelope.rcpt_tos)))
             self.changed.notify_all()
         return "250 2.0.0 OK: queued"
@@ -85,6 +89,11 @@ class FakeSmtpServer:
     def messages(self) -> list[EmailMessage]:
         with self.mailbox.changed:
             return list(self.mailbox.messages)
+
+    @property
+    def raw_messages(self) -> list[bytes]:
+        with self.mailbox.changed:
+            return list(self.mailbox.raw)
 
     @property
     def message_ids(self) -> list[str]:

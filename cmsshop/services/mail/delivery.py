@@ -27,6 +27,7 @@ from email.utils import format_datetime
 from typing import Protocol
 
 from cmsshop.logs import redact
+from cmsshop.services.mail.headers import header_address, header_mailbox, header_text
 from cmsshop.util import utcnow
 
 MAX_ERROR_LENGTH = 1000
@@ -50,19 +51,18 @@ class MailBackend(Protocol):
         """Let go of any connection (between passes of the worker)."""
 
 
-def _one_line(value: str) -> str:
-    """A header value on one line: a CR or LF in it would be refused by ``email``."""
-    return " ".join(value.splitlines()).strip()
-
-
 def build_email(row, from_address: str, *, now: dt.datetime | None = None) -> EmailMessage:
     """The MIME message of an outbox row: plain text with an HTML alternative, UTF-8,
     and the row's own Message-ID (fixed when it was queued, so a message delivered twice
-    is one message to the recipient's mail client)."""
+    is one message to the recipient's mail client).
+
+    Every header made of typed text (the site name in From, the address, the subject)
+    goes through ``headers`` first; an address that cannot be put in a header as it is
+    raises :class:`UnsafeAddress` (a ValueError: the message can never be sent)."""
     message = EmailMessage(policy=email.policy.SMTP)
-    message["From"] = from_address
-    message["To"] = _one_line(row.to_address)
-    message["Subject"] = _one_line(row.subject)
+    message["From"] = header_mailbox(from_address)
+    message["To"] = header_address(row.to_address)
+    message["Subject"] = header_text(row.subject)
     message["Date"] = format_datetime(now or utcnow(), usegmt=True)
     message["Message-ID"] = row.message_id
     # RFC 3834: an automatic message, so auto-responders do not answer it.
