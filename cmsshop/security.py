@@ -17,6 +17,7 @@ import secrets
 from pyramid.interfaces import ICSRFStoragePolicy, ISecurityPolicy
 from pyramid.security import Allowed, Denied
 from sqlalchemy import delete, select
+from webob.cookies import RequestCookies
 from zope.interface import implementer
 
 from cmsshop.models import User, UserSession
@@ -36,10 +37,34 @@ def hash_token(token: str) -> str:
 
 
 def _cookie_token(request) -> str | None:
-    token = request.cookies.get(COOKIE_NAME)
+    return _valid_token(request.cookies.get(COOKIE_NAME))
+
+
+def _valid_token(token: str | None) -> str | None:
     if token and 20 <= len(token) <= 128 and token.isascii():
         return token
     return None
+
+
+def session_role(registry, environ) -> str | None:
+    """The role of the live session the request's Cookie header names, or None.
+
+    Read from the headers alone, in a short session of its own: the body limit of a
+    release upload depends on it, and is decided before the body is read (by the WSGI
+    server, before the app sees the request; see cmsshop/server.py).
+    """
+    token = _valid_token(RequestCookies(environ).get(COOKIE_NAME))
+    if token is None:
+        return None
+    with registry["cmsshop.session_factory"]() as db:
+        row = db.execute(
+            select(User.role, UserSession.expires_at)
+            .join(User, User.id == UserSession.user_id)
+            .where(UserSession.id == hash_token(token))
+        ).first()
+    if row is None or row.expires_at <= utcnow():
+        return None
+    return row.role
 
 
 def get_user_session(request) -> UserSession | None:

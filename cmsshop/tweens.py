@@ -2,17 +2,18 @@
 
 From the WSGI server inwards, a request passes:
 
-1. the execution policy (``execution_policy``): refuses a declared body over the limit
-   before pyramid_retry spools it, runs pyramid_retry's attempts (``back_off_before_retry``
-   pauses between them), and answers JSON for whatever escapes every view;
+1. the execution policy (``execution_policy``): refuses a body over the request's limit
+   (``check_body``) and an upload by anyone but an admin before pyramid_retry spools it,
+   runs pyramid_retry's attempts (``back_off_before_retry`` pauses between them), and
+   answers JSON for whatever escapes every view;
 2. the security headers tween (cmsshop.web): outermost, so every answer carries them;
 3. the request log tween: one log line per request and its X-Request-ID, outside the
    cache so that cached answers are logged too;
 4. the answer cache tween (cmsshop.cache, under the request log, over pyramid_tm): a hit
    opens no transaction;
 5. pyramid_tm's transaction, then Pyramid's exception view tween;
-6. the edge check tween (over MAIN, inside the exception view tween), so that its 400 or
-   413 renders like any other error; then the view.
+6. the edge check tween (over MAIN, inside the exception view tween), so that its 400
+   renders like any other error; then the view.
 
 The cache and security-headers tweens stay beside the code they serve; this module
 registers the rest.
@@ -26,11 +27,13 @@ import random
 import re
 import time
 
+from pyramid.interfaces import IRoutesMapper
 from pyramid.response import Response
 from pyramid.tweens import MAIN
 from pyramid_retry import IBeforeRetry, RetryableExecutionPolicy
 
 from cmsshop import errors as E
+from cmsshop.security import ADMIN, session_role
 from cmsshop.views.errors import error_response, raw_path, request_id
 
 log = logging.getLogger("cmsshop.request")
@@ -125,28 +128,97 @@ def headers_are_safe(request) -> bool:
     return not HEADER_UNSAFE.search("".join(texts))
 
 
-def check_body_length(settings, environ) -> None:
-    """413 for a declared Content-Length over the limit: multipart uploads have
-    cmsshop.max_upload_bytes, everything else cmsshop.max_body_bytes."""
+# --- body limits ---------------------------------------------------------------------------
+#
+# Every body is held to cmsshop.max_body_bytes, except a POST to a release-upload route
+# (declared by its module with add_upload_route) whose Cookie header names an admin's
+# live session: that one may reach cmsshop.max_upload_bytes. Anyone else's upload is
+# answered 401 or 403 from the headers, its body unread. The WSGI server applies the same
+# rule while it receives the body (cmsshop/server.py); the execution policy applies it
+# again for any other server and for WebTest.
+
+
+def add_upload_route(config, route_name: str) -> None:
+    """Let admins' POSTs to ``route_name`` carry bodies up to cmsshop.max_upload_bytes."""
+    config.registry.setdefault("cmsshop.upload_routes", []).append(route_name)
+
+
+def is_upload_request(registry, environ) -> bool:
+    """A POST to a release-upload route (from the method and path alone)."""
+    if environ.get("REQUEST_METHOD") != "POST" or not registry.get("cmsshop.upload_routes"):
+        return False
+    try:
+        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return False  # no route matches it: the router answers
+    mapper = registry.getUtility(IRoutesMapper)
+    for name in registry["cmsshop.upload_routes"]:
+        route = mapper.get_route(name)
+        if route is not None and route.match(path) is not None:
+            return True
+    return False
+
+
+def body_limit(registry, environ) -> int:
+    """The most body bytes this request may send; 401 or 403 for an upload by anyone but
+    an admin (before a byte of its body is read)."""
+    settings = registry.settings
+    if is_upload_request(registry, environ):
+        role = session_role(registry, environ)
+        if role is None:
+            raise E.NotAuthenticated()
+        if role != ADMIN:
+            raise E.Forbidden()
+        return settings["cmsshop.max_upload_bytes"]
+    return settings["cmsshop.max_body_bytes"]
+
+
+def check_body(registry, environ) -> None:
+    """413 for a declared Content-Length over the request's limit; a body without one
+    (chunked) is read through :class:`BoundedInput`, so it fails as soon as it passes."""
+    limit = body_limit(registry, environ)
     try:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
         length = 0
-    is_upload = environ.get("CONTENT_TYPE", "").startswith("multipart/form-data")
-    limit = settings.get("cmsshop.max_upload_bytes") if is_upload else None
-    limit = limit or settings["cmsshop.max_body_bytes"]
     if length > limit:
         raise E.PayloadTooLarge(f"The body is larger than {limit} bytes.")
+    if not environ.get("CONTENT_LENGTH") and environ.get("wsgi.input_terminated"):
+        environ["wsgi.input"] = BoundedInput(environ["wsgi.input"], limit)
+
+
+class BoundedInput:
+    """``wsgi.input`` of a body of unknown length: 413 once more than ``limit`` bytes
+    have been read, before the rest is read or spooled."""
+
+    def __init__(self, stream, limit: int):
+        self.stream, self.limit, self.received = stream, limit, 0
+
+    def _count(self, data: bytes) -> bytes:
+        self.received += len(data)
+        if self.received > self.limit:
+            raise E.PayloadTooLarge(f"The body is larger than {self.limit} bytes.")
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        # Never ask for more than one byte past the limit: an unbounded read() would take
+        # the whole body into memory first.
+        room = self.limit - self.received + 1
+        return self._count(self.stream.read(room if size is None or size < 0 else min(size, room)))
+
+    def readline(self, size: int = -1) -> bytes:
+        room = self.limit - self.received + 1
+        return self._count(self.stream.readline(room if size < 0 else min(size, room)))
+
+    def __iter__(self):
+        return iter(self.readline, b"")
 
 
 def edge_check_tween_factory(handler, registry):
-    """Refuse hostile input before any view sees it: a declared body over the route's
-    limit (413, before the body is read) and control characters in headers and query
-    values."""
-    settings = registry.settings
+    """Refuse hostile input before any view sees it: control characters in headers and
+    query values (the body's size was checked by the execution policy, unread)."""
 
     def edge_check_tween(request):
-        check_body_length(settings, request.environ)
         check_request_text(request)
         return handler(request)
 
@@ -176,8 +248,8 @@ def execution_policy(attempts: int):
     def policy(environ, router):
         try:
             # Before pyramid_retry copies the body to make it seekable: an oversized
-            # declared body is refused unread, never spooled.
-            check_body_length(router.registry.settings, environ)
+            # declared body, or an upload by anyone but an admin, is refused unread.
+            check_body(router.registry, environ)
             return retry_policy(environ, router)
         except Exception as exc:  # noqa: BLE001 - last resort, logged with a support code
             try:
@@ -204,6 +276,6 @@ def back_off_before_retry(event) -> None:
 def includeme(config) -> None:
     config.add_subscriber(back_off_before_retry, IBeforeRetry)
     config.add_tween("cmsshop.tweens.request_log_tween_factory")
-    # Inside the exception view tween, so a 400 or 413 renders like any other error.
+    # Inside the exception view tween, so a 400 renders like any other error.
     config.add_tween("cmsshop.tweens.edge_check_tween_factory", over=MAIN)
     config.set_execution_policy(execution_policy(config.get_settings()["retry.attempts"]))

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import as_int, declare
+from cmsshop.tweens import add_upload_route
 from cmsshop.views.store import admin_pages, openapi
 
 MIB = 1024 * 1024
 SETTINGS = {
-    # Largest release file accepted; the body-limit tween (cmsshop/tweens.py) applies the
-    # same number to every multipart body before a view reads it.
+    # Largest release file accepted; only an admin's POST to an upload route (below) may
+    # send a body that large (cmsshop/tweens.py, body limits).
     "cmsshop.max_upload_bytes": (as_int, 512 * MIB, "CMSSHOP_MAX_UPLOAD_BYTES"),
     **PUBLIC_CONTENT_SETTINGS,
 }
@@ -40,10 +41,16 @@ ROUTES = {
 }
 
 
+UPLOAD_ROUTES = ("store.admin_product_releases", "pages.admin_product_releases")
+
+
 def includeme(config) -> None:
     declare(config.get_settings(), SETTINGS)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
+    # The release uploads: the JSON route and the admin page's form.
+    for name in UPLOAD_ROUTES:
+        add_upload_route(config, name)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_PRODUCT_PATHS, schemas=openapi.ADMIN_PRODUCT_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_CURRENCY_PATHS, schemas=openapi.ADMIN_CURRENCY_SCHEMAS)

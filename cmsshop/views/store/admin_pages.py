@@ -340,9 +340,9 @@ def unarchive_product(request):
 # body, the file streams from the request into ReleaseWriter as in the JSON route. The
 # form's action carries no secret. Without JavaScript the plain form submit still works:
 # Pyramid then finds csrf_token in the parsed form (cgi.FieldStorage spools the file to a
-# temporary file, not memory; the declared size was already held to
-# cmsshop.max_upload_bytes by the edge tween and the waitress body limit), and the same
-# streaming reader reads the body again from the start, skipping the csrf_token field.
+# temporary file, not memory; the body was already held to cmsshop.max_upload_bytes, and
+# to an admin's session, by cmsshop.server and tweens.check_body), and the same streaming
+# reader reads the body again from the start, skipping the csrf_token field.
 
 UPLOAD_ERROR_FIELDS = {"version_exists": "version", "payload_too_large": "file"}
 
