@@ -3,8 +3,16 @@ transaction.
 
 A public answer (``cached_json`` in the store and docs views: no user, ETag, max-age)
 is the same for every visitor, so a process keeps the finished response -- status,
-headers, body -- keyed by path, query and ``Accept``. A hit skips the transaction, the
-session, the queries and the JSON work: it costs little more than routing a request.
+headers, body. A hit skips the transaction, the session, the queries and the JSON work:
+it costs little more than routing a request.
+
+Only the routes a module declares (``config.add_cached_routes``, with the query
+parameters each one's view reads) are looked up. The key is the path, the values of
+those parameters as the view reads them (decoded, in a fixed order) and the
+representation served -- JSON for every cached route, whatever the ``Accept`` header
+says. Unknown parameters are left out of the key, so they change neither the answer
+nor the number of entries (a 422 for them would have changed what existing clients
+get). A query string that is not UTF-8 is not looked up (the view answers it as before).
 
 Freshness, across several processes on one database, rests on one counter: the
 ``public`` row of ``content_versions``, which triggers on the content tables (products,
@@ -25,7 +33,8 @@ operator's SQL alike.
 An answer computed from a snapshot older than the latest invalidation is not stored
 (generation check), so a slow request cannot put back what a write just replaced.
 Bounded in memory: ``cmsshop.answer_cache_entries`` entries and
-``cmsshop.answer_cache_bytes`` bytes, least recently used out first. Conditional
+``cmsshop.answer_cache_bytes`` bytes -- body, headers and the key itself all counted --
+least recently used out first. Conditional
 requests are answered from the entry (304 on a matching ``If-None-Match``).
 ``cmsshop.answer_cache_ttl = 0`` turns the cache off. ``hits`` and ``misses`` count the
 lookups (for the benchmarks and an operator's curiosity).
@@ -35,10 +44,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import sys
 import threading
 import time
 import weakref
 
+from pyramid.interfaces import IRoutesMapper
 from pyramid.response import Response
 from sqlalchemy import event
 from sqlalchemy.orm import Session
@@ -49,6 +60,11 @@ from cmsshop.models.store import CONTENT_TABLES, PUBLIC_CONTENT
 CACHEABLE = "cmsshop.answer_cacheable"
 # Headers the cache never replays: per-request or per-visitor.
 NOT_REPLAYED = {"set-cookie", "x-request-id", "content-length"}
+# Registry key: {route name: the query parameters its view reads}, from the modules.
+CACHED_ROUTES = "cmsshop.cached_routes"
+# The representation every cached route serves, whatever the Accept header asks for
+# (the views do not negotiate): the key holds it, never the raw header.
+REPRESENTATION = "application/json"
 
 
 @dataclasses.dataclass(slots=True)
@@ -58,12 +74,22 @@ class Entry:
     etag: str | None
     fresh_until: float
     stale_until: float
+    # What the cache counted for it (its size and its key's), set when it is stored.
+    counted: int = 0
 
     @property
     def size(self) -> int:
         """Bytes counted against ``max_bytes``: the body, the headers, and about what
         Python's objects around them take."""
         return len(self.body) + sum(len(k) + len(v) + 130 for k, v in self.headerlist) + 400
+
+
+def key_bytes(key) -> int:
+    """The memory a key holds: its strings and tuples as Python sizes them (a long
+    query value costs what it weighs, whatever the key is made of)."""
+    if isinstance(key, tuple):
+        return sys.getsizeof(key) + sum(key_bytes(part) for part in key)
+    return sys.getsizeof(key)
 
 
 class AnswerCache:
@@ -106,11 +132,12 @@ class AnswerCache:
             self.refreshing.discard(key)
             if entry is None or generation != self.generation:
                 return
-            size = entry.size
+            size = entry.size + key_bytes(key)
             if size > self.max_bytes // 8:
                 return  # one answer may not take over the cache
             if key in self.entries:
                 self._drop(key)
+            entry.counted = size
             self.entries[key] = entry
             self.bytes += size
             while len(self.entries) > self.max_entries or self.bytes > self.max_bytes:
@@ -124,7 +151,7 @@ class AnswerCache:
 
     def _drop(self, key: tuple) -> None:
         entry = self.entries.pop(key)
-        self.bytes -= entry.size
+        self.bytes -= entry.counted
 
 
 _ALL_CACHES: weakref.WeakSet[AnswerCache] = weakref.WeakSet()
@@ -231,6 +258,11 @@ def answer_cache_tween_factory(handler, registry):
         max_bytes=settings["cmsshop.answer_cache_bytes"],
     )
     registry["cmsshop.answer_cache"] = cache
+    declared: dict[str, tuple[str, ...]] = registry.get(CACHED_ROUTES, {})
+    mapper = registry.queryUtility(IRoutesMapper)
+    # A path that cannot be a declared route's skips the route match here (the router
+    # matches it anyway): the static part of each pattern, before its first placeholder.
+    prefixes = tuple({mapper.get_route(name).pattern.split("{")[0] for name in declared})
     watch = VersionWatch(
         registry["cmsshop.engine"], cache, settings["cmsshop.answer_cache_check_interval"]
     )
@@ -238,13 +270,18 @@ def answer_cache_tween_factory(handler, registry):
 
     def answer_cache_tween(request):
         environ = request.environ
-        if environ["REQUEST_METHOD"] != "GET" or not environ.get("PATH_INFO", "").startswith(
-            "/api/"
-        ):
+        path = environ.get("PATH_INFO", "")
+        if environ["REQUEST_METHOD"] != "GET" or not path.startswith(prefixes):
+            return handler(request)
+        route = mapper(request)["route"]
+        params = declared.get(route.name) if route is not None else None
+        if params is None:
+            return handler(request)
+        key = cache_key(request, path, params)
+        if key is None:
             return handler(request)
         if cache.entries:  # nothing cached, nothing to invalidate: no database read
             watch.check()
-        key = (environ["PATH_INFO"], environ.get("QUERY_STRING", ""), environ.get("HTTP_ACCEPT"))
         entry, refresh = cache.lookup(key)
         if entry is not None and headers_are_safe(request):
             return replay(request, entry)
@@ -268,6 +305,18 @@ def answer_cache_tween_factory(handler, registry):
     return answer_cache_tween
 
 
+def cache_key(request, path: str, params: tuple[str, ...]) -> tuple | None:
+    """(path, the values of each parameter the route reads, the representation), or
+    None for a query string that is not UTF-8 (not looked up: the view answers it)."""
+    if not params or not request.environ.get("QUERY_STRING"):
+        return (path, ((),) * len(params), REPRESENTATION)
+    try:
+        query = request.GET
+    except UnicodeDecodeError:
+        return None
+    return (path, tuple(tuple(query.getall(name)) for name in params), REPRESENTATION)
+
+
 def keep(response, cache: AnswerCache) -> Entry | None:
     if "Set-Cookie" in response.headers:
         return None
@@ -289,7 +338,15 @@ def replay(request, entry: Entry) -> Response:
     return Response(body=entry.body, headerlist=list(entry.headerlist))
 
 
+def add_cached_routes(config, routes: dict[str, tuple[str, ...]]) -> None:
+    """Declare routes whose public answers (``cached_json``) the cache may keep, each
+    with the query parameters its view reads -- all of them: the key holds those and
+    nothing else (a test checks them against the routes' OpenAPI parameters)."""
+    config.registry.setdefault(CACHED_ROUTES, {}).update(routes)
+
+
 def includeme(config) -> None:
+    config.add_directive("add_cached_routes", add_cached_routes)
     # Under the request log (hits are logged and get their X-Request-ID), over pyramid_tm
     # (a hit opens no transaction and checks out no connection).
     config.add_tween(

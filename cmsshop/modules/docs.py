@@ -24,11 +24,19 @@ ROUTES = {
     "pages.admin_article_delete": "/admin/articles/{slug}/delete",
 }
 
+# The public answers the answer cache may keep, with the query parameters each view
+# reads (the cache key holds these; any other parameter is left out of it).
+CACHED_ROUTES = {
+    "docs.articles": ("page", "perPage", "q", "category"),
+    "docs.article": (),
+}
+
 
 def includeme(config) -> None:
     declare(config.get_settings(), PUBLIC_CONTENT_SETTINGS)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
+    config.add_cached_routes(CACHED_ROUTES)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_PATHS, schemas=openapi.ADMIN_SCHEMAS)
     config.add_page_notices(admin_pages.NOTICES)

@@ -40,6 +40,14 @@ ROUTES = {
     "pages.admin_currency_edit": "/admin/currencies/{code}/edit",
 }
 
+# The public answers the answer cache may keep, with the query parameters each view
+# reads (the cache key holds these; any other parameter is left out of it).
+CACHED_ROUTES = {
+    "store.products": ("page", "perPage", "q", "currency"),
+    "store.product": ("currency",),
+    "store.currencies": (),
+}
+
 
 UPLOAD_ROUTES = ("store.admin_product_releases", "pages.admin_product_releases")
 
@@ -51,6 +59,7 @@ def includeme(config) -> None:
     # The release uploads: the JSON route and the admin page's form.
     for name in UPLOAD_ROUTES:
         add_upload_route(config, name)
+    config.add_cached_routes(CACHED_ROUTES)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_PRODUCT_PATHS, schemas=openapi.ADMIN_PRODUCT_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_CURRENCY_PATHS, schemas=openapi.ADMIN_CURRENCY_SCHEMAS)

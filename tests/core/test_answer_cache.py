@@ -78,17 +78,135 @@ def test_a_repeated_public_get_runs_no_statement(app, catalogue):
     assert not_modified.headers["ETag"] == first.headers["ETag"]
 
 
-def test_keys_are_path_query_and_accept(app, catalogue):
+def test_keys_are_path_and_the_parameters_the_route_reads(app, catalogue):
     client = new_client(app)
     warm(client, "/api/store/products")
     cache = app.registry["cmsshop.answer_cache"]
     count, _ = statements_during(app, lambda: client.get("/api/store/products?perPage=1"))
     assert count > 0
+    # Every cached route answers JSON whatever the Accept header says: one entry.
     count, _ = statements_during(
         app, lambda: client.get("/api/store/products", headers={"Accept": "application/json"})
     )
-    assert count > 0
-    assert len(cache.entries) == 3
+    assert count == 0
+    assert len(cache.entries) == 2
+
+
+# --- junk keys: unknown parameters, long query strings, odd Accept values ----------------
+
+ODD_ACCEPTS = ("", "*/*", "text/html", "application/json;q=0.1, text/plain;q=0.9", "x/y;;;")
+
+
+def odd_accept(i: int) -> str:
+    return ODD_ACCEPTS[i % len(ODD_ACCEPTS)] if i % 2 else f"application/x-junk-{i}+json"
+
+
+def test_unknown_parameters_and_accept_values_share_the_known_entry(app, catalogue):
+    client = new_client(app)
+    first = warm(client, "/api/store/products?perPage=1")
+    cache = app.registry["cmsshop.answer_cache"]
+
+    def junk():
+        for i in range(1500):
+            url = f"/api/store/products?_={i}&perPage=1&utm_{i}={'x' * 2000}"
+            answer = client.get(url, headers={"Accept": odd_accept(i)})
+            assert answer.body == first.body
+            assert answer.headers["ETag"] == first.headers["ETag"]
+
+    count, _ = statements_during(app, junk)
+    assert count == 0  # every one a hit on the known entry
+    assert len(cache.entries) == 1
+
+
+def real_bytes(value) -> int:
+    """What the cache really holds for a key or an entry's body: every string and bytes
+    object in it, at least its length (the cache must count no less)."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, tuple):
+        return sum(real_bytes(part) for part in value)
+    return 0
+
+
+def test_the_counted_bytes_bound_the_cache_whatever_the_keys(make_app, catalogue):
+    bound = 96 * 1024
+    app = make_app(**{"cmsshop.answer_cache_bytes": str(bound)})
+    client = new_client(app)
+    cache = app.registry["cmsshop.answer_cache"]
+    warm(client, "/api/store/products")
+    highest = 0
+    for i in range(2000):
+        # Distinct known values (each a real answer, each kept) under kilobytes of junk.
+        url = f"/api/store/products?q=w{i:04d}{'y' * 150}&pad{i}={'z' * (i % 7) * 3000}"
+        client.get(url, headers={"Accept": odd_accept(i)})
+        held = sum(real_bytes(key) + len(e.body) for key, e in cache.entries.items())
+        assert held <= cache.bytes <= bound, (i, held, cache.bytes)
+        highest = max(highest, cache.bytes)
+        assert len(cache.entries) <= bound // 400
+    assert highest > bound // 2  # the cache was filled, and stayed within its bound
+
+
+def test_known_parameters_still_choose_and_cache_the_answer(app, catalogue):
+    client = new_client(app)
+    cache = app.registry["cmsshop.answer_cache"]
+    client.get("/api/store/products")  # the process learns the content version
+    site = client.get("/api/store/products?q=site&junk=1").json
+    theme = client.get("/api/store/products?q=theme&junk=2").json
+    assert [p["slug"] for p in site["items"]] == ["site-guard"]
+    assert [p["slug"] for p in theme["items"]] == ["theme-pack"]
+    # Each cached under its known parameters: other junk, a percent-encoded spelling
+    # and another parameter order are hits.
+    count, again = statements_during(
+        app, lambda: client.get("/api/store/products?other=x&q=%73ite", headers={"Accept": "*/*"})
+    )
+    assert count == 0 and again.json == site
+    count, again = statements_during(app, lambda: client.get("/api/store/products?q=theme"))
+    assert count == 0 and again.json == theme
+    # A product in a currency, and without one.
+    eur = client.get("/api/store/products/site-guard?currency=EUR&x=1").json
+    plain = client.get("/api/store/products/site-guard?y=2").json
+    assert [p["currency"] for p in eur["prices"]] == ["EUR"]
+    count, again = statements_during(
+        app, lambda: client.get("/api/store/products/site-guard?currency=EUR&z=3")
+    )
+    assert count == 0 and again.json == eur
+    count, again = statements_during(app, lambda: client.get("/api/store/products/site-guard"))
+    assert count == 0 and again.json == plain
+    # Bad or repeated known values are still refused, and nothing is kept for them.
+    entries = len(cache.entries)
+    assert client.get("/api/store/products?q=a&q=b", status=422).json["code"]
+    assert client.get("/api/store/products?currency=XXX&junk=1", status=422).json["code"]
+    response = client.get("/api/store/products?junk=%FF", status=400)
+    assert response.json["code"] == "malformed_query"
+    assert len(cache.entries) == entries
+    # A route that reads no parameter answers as before, whatever the query string.
+    assert client.get("/api/store/currencies?junk=%FF").json["items"]
+    # The docs routes too.
+    client.get("/api/docs/articles?perPage=5&junk=1")
+    count, _ = statements_during(app, lambda: client.get("/api/docs/articles?perPage=5&j=2"))
+    assert count == 0
+
+
+def test_cached_routes_declare_what_their_openapi_operation_documents(app):
+    """The key's parameters are the route's documented query parameters, and the routes
+    whose answers the cache may keep are those documented with a 304."""
+    from cmsshop.cache import CACHED_ROUTES
+    from cmsshop.openapi import build_document
+
+    declared = app.registry[CACHED_ROUTES]
+    introspector = app.registry.introspector
+    patterns = {name: introspector.get("routes", name)["pattern"] for name in declared}
+    document = build_document(app.registry)
+    with_304 = {
+        path
+        for path, ops in document["paths"].items()
+        if "304" in ops.get("get", {}).get("responses", {})
+    }
+    assert set(patterns.values()) == with_304
+    for name, params in declared.items():
+        operation = document["paths"][patterns[name]]["get"]
+        documented = {p["name"] for p in operation.get("parameters", []) if p["in"] == "query"}
+        assert set(params) == documented, name
 
 
 def test_errors_and_private_answers_are_not_kept(app, catalogue, customer):
@@ -279,6 +397,16 @@ def test_bounded_by_entries_and_bytes_least_recently_used_first():
     small.lookup(huge)
     small.store(huge, small.generation, entry(small, b"z" * 2000))  # over an eighth
     assert huge not in small.entries
+
+
+def test_the_key_is_counted_against_the_bytes():
+    cache = AnswerCache(ttl=10, stale=30, max_entries=100, max_bytes=80_000, clock=Clock())
+    for i in range(50):
+        key = (f"/api/{i}", "q" * 9000, None)
+        cache.lookup(key)
+        cache.store(key, cache.generation, entry(cache))
+        assert sum(len(k[1]) for k in cache.entries) <= cache.bytes <= cache.max_bytes
+    assert 0 < len(cache.entries) < 10
 
 
 def test_concurrent_lookups_elect_one_refresher():

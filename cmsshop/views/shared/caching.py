@@ -9,7 +9,8 @@ from cmsshop.views.shared.json import json_with_etag
 
 def cached_json(request, body: dict):
     """A public catalogue or docs answer: JSON with an ETag, cached for
-    cmsshop.public_max_age seconds."""
+    cmsshop.public_max_age seconds. The answer cache keeps it only on a route its module
+    declared with ``config.add_cached_routes`` (with every query parameter the view reads)."""
     max_age = request.registry.settings["cmsshop.public_max_age"]
     request.environ[CACHEABLE] = True  # the same for every visitor: the answer cache may keep it
     return json_with_etag(request, body, max_age=max_age)
