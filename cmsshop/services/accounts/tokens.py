@@ -8,13 +8,21 @@ racing with the same link (a double click, a mail scanner and the user) succeed 
 
 - ``request_password_reset`` answers the same for every email (the caller cannot tell
   who has an account) and is rate limited per email and per IP; when limited it queues
-  nothing and logs it, and the caller still answers as usual.
+  nothing and logs it, and the caller still answers as usual. It does the same work for
+  every address, known or not (so its timing tells nothing either): it queues a reset
+  message to the address as typed, without looking the account up.
+- ``issue_mailed_token`` is called by the mail sender as it sends a reset or
+  verification message: it finds the account (none: the message is dropped), issues the
+  token and hands it to the sender, which puts it only into the message that leaves. The
+  outbox row keeps the link masked (``TOKEN_PLACEHOLDER``): the raw token is never
+  stored, not even encrypted, and each attempt (a retry, an admin's resend) mails a
+  fresh link.
 - ``reset_password`` sets the new password, marks the email verified (the link proved
   the mailbox) and deletes every login session of the user: all devices are logged out.
 - ``verify_email`` marks the email verified; the caller then starts a session.
 
 Messages go through the outbox (``services.mail.outbox.enqueue``) in the caller's
-transaction, so a link is mailed exactly when its token committed.
+transaction, so a message is mailed exactly when its cause committed.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import datetime as dt
 import hashlib
 import logging
 import secrets
+import uuid
 from urllib.parse import urlencode
 
 from sqlalchemy import delete, select, update
@@ -30,9 +39,9 @@ from sqlalchemy.orm import Session
 
 from cmsshop.db import take_write_lock
 from cmsshop.errors import ApiError
-from cmsshop.models import AccountToken, User, UserSession
+from cmsshop.models import AccountToken, OutboxMessage, User, UserSession
 from cmsshop.services.accounts.users import PasswordHasher, find_user, normalise_email
-from cmsshop.services.mail.outbox import enqueue
+from cmsshop.services.mail.outbox import TOKEN_PLACEHOLDER, enqueue
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import utcnow
 
@@ -45,6 +54,8 @@ RESET_IP_POLICY = "password_reset.ip"
 # token_urlsafe(32) gives 43 characters; anything far from that is not one of ours.
 TOKEN_MIN_LENGTH, TOKEN_MAX_LENGTH = 20, 128
 TOKEN_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+# The outbox kinds whose link the sender issues a token for, and the token's purpose.
+MAILED_TOKEN_PURPOSES = {"password_reset": PASSWORD_RESET, "verify_email": VERIFY_EMAIL}
 
 
 class InvalidToken(ApiError):
@@ -168,10 +179,10 @@ def _duration(seconds: int) -> str:
 
 
 def send_verification(session: Session, settings, user: User, next_path: str = "") -> None:
-    """Issue a verification token and queue the mail with its link (``next_path``, a
-    local path checked by the caller, is where the link leads once verified)."""
-    row, token = issue_token(session, settings, user, VERIFY_EMAIL)
-    params = {"token": token, **({"next": next_path} if next_path else {})}
+    """Queue the verification mail with its link masked (the sender issues the token;
+    ``next_path``, a local path checked by the caller, is where the link leads once
+    verified)."""
+    params = {"token": TOKEN_PLACEHOLDER, **({"next": next_path} if next_path else {})}
     enqueue(
         session,
         settings,
@@ -184,7 +195,7 @@ def send_verification(session: Session, settings, user: User, next_path: str = "
             "link": _link(settings, "/verify-email", **params),
             "valid_for": _duration(settings["cmsshop.verify_email_ttl"]),
         },
-        dedupe_key=f"verify-email:{row.id}",
+        dedupe_key=f"verify-email:{user.id}",
         user_id=user.id,
     )
 
@@ -220,26 +231,39 @@ def request_password_reset(
             refusal.limit,
         )
         return
-    take_write_lock(session)  # the token is the request's first write (see log_in)
-    user = find_user(session, email)
-    if user is None:
-        return
-    row, token = issue_token(session, settings, user, PASSWORD_RESET)
+    take_write_lock(session)  # the message is the request's first write (see log_in)
+    # The same work for every address: no account lookup here (the sender does it), one
+    # message rendered and queued, so neither the answer nor its timing tells.
     enqueue(
         session,
         settings,
         kind="password_reset",
-        to=user.email,
+        to=email,
         subject="Reset your password",
         template="password_reset",
         context={
-            "name": user.name,
-            "link": _link(settings, "/reset-password", token=token),
+            "link": _link(settings, "/reset-password", token=TOKEN_PLACEHOLDER),
             "valid_for": _duration(settings["cmsshop.password_reset_ttl"]),
         },
-        dedupe_key=f"password-reset:{row.id}",
-        user_id=user.id,
+        dedupe_key=f"password-reset:{uuid.uuid4().hex}",
     )
+
+
+def issue_mailed_token(session: Session, settings, message: OutboxMessage) -> str | None:
+    """The token for the masked link of ``message`` (a kind of
+    ``MAILED_TOKEN_PURPOSES``), issued in the sender's transaction; None when the
+    message is to be dropped: a reset asked for an address without an account, or an
+    account deleted since. Its row holds only the token's hash, like any token's."""
+    purpose = MAILED_TOKEN_PURPOSES[message.kind]
+    if message.user_id is not None:
+        user = session.get(User, message.user_id)
+    else:
+        user = find_user(session, message.to_address)
+    if user is None:
+        return None
+    message.user_id = user.id
+    _, token = issue_token(session, settings, user, purpose)
+    return token
 
 
 def reset_password(session: Session, hasher: PasswordHasher, token: object, password: str) -> User:

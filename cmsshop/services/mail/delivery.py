@@ -28,6 +28,7 @@ from typing import Protocol
 
 from cmsshop.logs import redact
 from cmsshop.services.mail.headers import header_address, header_mailbox, header_text
+from cmsshop.services.mail.outbox import with_token
 from cmsshop.util import utcnow
 
 MAX_ERROR_LENGTH = 1000
@@ -51,10 +52,13 @@ class MailBackend(Protocol):
         """Let go of any connection (between passes of the worker)."""
 
 
-def build_email(row, from_address: str, *, now: dt.datetime | None = None) -> EmailMessage:
+def build_email(
+    row, from_address: str, *, now: dt.datetime | None = None, token: str | None = None
+) -> EmailMessage:
     """The MIME message of an outbox row: plain text with an HTML alternative, UTF-8,
     and the row's own Message-ID (fixed when it was queued, so a message delivered twice
-    is one message to the recipient's mail client).
+    is one message to the recipient's mail client). ``token``: the one the sender issued
+    for the row's masked link; without it the link stays masked (the admin's view).
 
     Every header made of typed text (the site name in From, the address, the subject)
     goes through ``headers`` first; an address that cannot be put in a header as it is
@@ -67,8 +71,11 @@ def build_email(row, from_address: str, *, now: dt.datetime | None = None) -> Em
     message["Message-ID"] = row.message_id
     # RFC 3834: an automatic message, so auto-responders do not answer it.
     message["Auto-Submitted"] = "auto-generated"
-    message.set_content(row.text_body, charset="utf-8")
-    message.add_alternative(row.html_body, subtype="html", charset="utf-8")
+    text, html = row.text_body, row.html_body
+    if token is not None:
+        text, html = with_token(text, token), with_token(html, token)
+    message.set_content(text, charset="utf-8")
+    message.add_alternative(html, subtype="html", charset="utf-8")
     return message
 
 

@@ -9,6 +9,12 @@ pass) queues one message: the insert does nothing when the key exists.
 Messages are rendered when queued, from ``templates/mail/<template>.txt`` (plain text,
 not escaped) and ``templates/mail/<template>.html`` (autoescaped), so what is sent is
 what was true when its cause committed.
+
+A message with a link that logs its reader in (password reset, email verification) is
+queued with ``TOKEN_PLACEHOLDER`` where the link's token goes: the sender issues the
+token as it sends and puts it only into the message that leaves (see
+``services.accounts.tokens.issue_mailed_token``), so no table, backup or admin page ever
+holds a usable link -- the outbox and the admin console show the link masked.
 """
 
 from __future__ import annotations
@@ -23,6 +29,15 @@ from sqlalchemy.orm import Session
 
 from cmsshop.models import OutboxMessage
 from cmsshop.util import utcnow
+
+# Stands for a mailed link's token until the sender issues it. In the token alphabet but
+# shorter than a token, so the masked link a reader may follow is refused as invalid.
+TOKEN_PLACEHOLDER = "HIDDEN-UNTIL-SENT"
+
+
+def with_token(body: str, token: str) -> str:
+    """``body`` with its masked link's token put in (only in the message that leaves)."""
+    return body.replace(f"token={TOKEN_PLACEHOLDER}", f"token={token}")
 
 
 @functools.cache

@@ -30,6 +30,14 @@ before sending would lose messages instead, which is worse for receipts and rese
 links. The Message-ID is fixed when a message is queued, so such a duplicate carries
 the same Message-ID and mail clients show it as one message.
 
+A reset or verification message carries a link that logs its reader in: its row holds
+the link masked, and the sender issues the token in the transaction that claims the row
+(``services.accounts.tokens.issue_mailed_token``) and puts it only into the message it
+hands to the backend. Such a message whose account does not exist (a reset asked for an
+unknown address: the request path never looks) is dropped: its row deleted, nothing
+sent. The token row commits with the claim on SQLite and with the outcome on
+PostgreSQL, at the latest just after the server accepted the message.
+
 A failed attempt counts against ``cmsshop.mail.max_attempts`` and schedules the next
 one with growing back-off (1 min, 5 min, 15 min, 1 h, 3 h, 6 h, then every 12 h,
 each +-10 % so messages that failed together do not retry together); the last one
@@ -51,6 +59,7 @@ from sqlalchemy.orm import sessionmaker
 
 from cmsshop.db import make_session_factory, take_write_lock
 from cmsshop.models import OutboxMessage
+from cmsshop.services.accounts.tokens import MAILED_TOKEN_PURPOSES, issue_mailed_token
 from cmsshop.services.mail.delivery import DeliveryFailed, MailBackend, build_email
 from cmsshop.util import utcnow
 
@@ -63,18 +72,21 @@ JITTER = 0.1
 
 @dataclasses.dataclass
 class SendReport:
-    """One pass: messages sent, retried later, given up (failed)."""
+    """One pass: messages sent, retried later, given up (failed), dropped (a reset for
+    an address without an account)."""
 
     sent: int = 0
     retried: int = 0
     failed: int = 0
+    dropped: int = 0
 
     @property
     def attempted(self) -> int:
         return self.sent + self.retried + self.failed
 
     def __str__(self) -> str:
-        return f"{self.sent} sent, {self.retried} to retry, {self.failed} failed"
+        text = f"{self.sent} sent, {self.retried} to retry, {self.failed} failed"
+        return text + (f", {self.dropped} dropped" if self.dropped else "")
 
 
 def backoff(attempts: int, rng: Callable[[], float] = random.random) -> dt.timedelta:
@@ -92,9 +104,11 @@ class Outcome:
     permanent: bool = False
 
 
-def _deliver(row: OutboxMessage, backend: MailBackend, settings, now: dt.datetime) -> Outcome:
+def _deliver(
+    row: OutboxMessage, backend: MailBackend, settings, now: dt.datetime, token: str | None
+) -> Outcome:
     try:
-        message = build_email(row, settings["cmsshop.mail.from"], now=now)
+        message = build_email(row, settings["cmsshop.mail.from"], now=now, token=token)
     except (ValueError, TypeError) as exc:
         # A header the e-mail library refuses (an invalid address): it never will be.
         return Outcome(False, f"cannot build the message: {exc}", permanent=True)
@@ -141,6 +155,10 @@ class Attempt:
 
     def log(self) -> None:
         """One line per message, without its body."""
+        if self.state == "dropped":
+            # Not the address: whoever typed it has no account, and the log need not know.
+            log.info("mail %s dropped: %s for no account", self.id, self.kind)
+            return
         if self.state == "sent":
             log.info(
                 "mail %s sent: %s to %s %s", self.id, self.kind, self.to_address, self.message_id
@@ -155,6 +173,19 @@ class Attempt:
             self.to_address,
             self.error,
         )
+
+
+def _issue_token(session, row: OutboxMessage, settings) -> tuple[str | None, Attempt | None]:
+    """(token, None) for a row whose link the sender issues (None for other rows), or
+    (None, the dropped attempt) after deleting a row that has no account to mail."""
+    if row.kind not in MAILED_TOKEN_PURPOSES:
+        return None, None
+    token = issue_mailed_token(session, settings, row)
+    if token is not None:
+        return token, None
+    dropped = Attempt.of(row, "dropped", Outcome(False))
+    session.delete(row)
+    return None, dropped
 
 
 def _due(now: dt.datetime):
@@ -174,7 +205,10 @@ def _send_one_locked(
         row = session.scalars(_due(now).limit(1).with_for_update(skip_locked=True)).first()
         if row is None:
             return None
-        outcome = _deliver(row, backend, settings, now)
+        token, dropped = _issue_token(session, row, settings)
+        if dropped is not None:
+            return dropped
+        outcome = _deliver(row, backend, settings, now, token)
         state = _record(row, outcome, settings, clock())
         return Attempt.of(row, state, outcome)
 
@@ -208,10 +242,14 @@ def _send_one_claimed(
             ).rowcount
             row = session.get(OutboxMessage, row_id) if claimed == 1 else None
             if row is not None:
+                token, dropped = _issue_token(session, row, settings)
+                if dropped is not None:
+                    return dropped
+                session.flush()
                 session.expunge(row)  # read while sending, whatever the factory expires
         if row is not None:
             break  # else another sender won this one: take the next
-    outcome = _deliver(row, backend, settings, clock())
+    outcome = _deliver(row, backend, settings, clock(), token)
     with factory() as session, session.begin():
         take_write_lock(session)  # write lock first: a read snapshot may not upgrade
         row = session.get(OutboxMessage, row_id)
@@ -245,7 +283,9 @@ def send_due(
             if attempt is None:
                 break
             attempt.log()
-            if attempt.state == "sent":
+            if attempt.state == "dropped":
+                report.dropped += 1
+            elif attempt.state == "sent":
                 report.sent += 1
             elif attempt.state == "failed":
                 report.failed += 1
