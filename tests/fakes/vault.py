@@ -7,6 +7,7 @@ import contextlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cryptography.hazmat.primitives import serialization
@@ -23,6 +24,8 @@ class FakeVaultSigner:
     "drip-body" / "drip-headers" (a byte every ``drip_every`` s for ``drip_for`` s),
     "silent" (reads the request, never answers). ``delay`` seconds before answering
     calls whose lease is for one of ``slow_fingerprints`` (all calls when it is None).
+    ``while_signing``, when set, is called with the request's body before the answer is
+    made: what happens elsewhere while the lease is being signed.
     """
 
     def __init__(self, mode: str = "vault"):
@@ -31,6 +34,7 @@ class FakeVaultSigner:
         self.requests: list[dict] = []
         self.delay = 0.0
         self.slow_fingerprints: set[str] | None = None
+        self.while_signing: Callable[[dict], None] | None = None
         self.drip_every, self.drip_for = 0.3, 8.0
         signer = self
 
@@ -43,6 +47,8 @@ class FakeVaultSigner:
                 signer.requests.append({"body": body, "token": self.headers.get("X-Vault-Token")})
                 if self.headers.get("X-Vault-Token") != VAULT_TOKEN:
                     return self._send(403, {"errors": ["permission denied"]})
+                if signer.while_signing is not None:
+                    signer.while_signing(body)
                 if signer.mode == "error":
                     return self._send(500, {"errors": ["internal"]})
                 if signer.mode == "slow":

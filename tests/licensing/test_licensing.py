@@ -825,8 +825,46 @@ def test_sqlite_validate_with_a_remote_signer_refuses_429_before_the_lookup(
     assert not any("FROM licences" in sql for sql in statements), statements
 
 
+# Which statement stored each validate's nonce, seen from the database: a statement-level
+# trigger fires even when its INSERT stored no row. The app's statements are EXECUTEs of
+# statements it PREPAREd, so the trigger looks up the text of the one EXECUTEd.
+_NOTE_NONCE_WRITES = (
+    "CREATE TABLE test_nonce_writes (id serial PRIMARY KEY, statement text, stored int)",
+    "CREATE FUNCTION test_note_nonce_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+    "INSERT INTO test_nonce_writes (statement, stored) SELECT coalesce(("
+    "SELECT string_agg(p.statement, '; ') FROM pg_prepared_statements AS p "
+    "WHERE strpos(p.statement, 'INSERT INTO licence_nonces') > 0 "
+    "AND current_query() ~ ('EXECUTE ' || p.name || '\\M')), current_query()), "
+    "(SELECT count(*) FROM stored); RETURN NULL; END $$",
+    "CREATE TRIGGER test_nonce_writes AFTER INSERT ON licence_nonces "
+    "REFERENCING NEW TABLE AS stored FOR EACH STATEMENT EXECUTE FUNCTION test_note_nonce_write()",
+)
+_FORGET_NONCE_WRITES = (
+    "DROP TRIGGER IF EXISTS test_nonce_writes ON licence_nonces",
+    "DROP FUNCTION IF EXISTS test_note_nonce_write()",
+    "DROP TABLE IF EXISTS test_nonce_writes",
+)
+
+
+def _nonce_writes(engine) -> list[tuple[str, int]]:
+    """Each INSERT into the nonces that committed since the last call, in order: "one
+    statement" when the same statement inserts the audit row, else "general", with the
+    nonces it stored."""
+    with engine.begin() as conn:
+        rows = conn.exec_driver_sql(
+            "DELETE FROM test_nonce_writes RETURNING id, statement, stored"
+        ).all()
+    return [
+        (
+            "one statement" if "INSERT INTO licence_audit_log" in row.statement else "general",
+            row.stored,
+        )
+        for row in sorted(rows)
+    ]
+
+
 def test_postgresql_validate_writes_in_one_statement_unless_the_license_changed(
-    client, license, engine, monkeypatch
+    make_lic_app, license, engine
 ):
     """PostgreSQL: after the counts and lookup, one statement stores the nonce, touch and
     audit row only if the license still reads the same; a replayed nonce or a license
@@ -834,41 +872,41 @@ def test_postgresql_validate_writes_in_one_statement_unless_the_license_changed(
     (409, or a lease signed again for the new state)."""
     if engine.dialect.name != "postgresql":
         pytest.skip("PostgreSQL's one-statement write")
-    import cmsshop.services.licensing.validation as validation
-    from cmsshop.services.licensing.signing import LocalKeySigner
-
-    written: list[bool] = []
-    one_statement = validation._pg_commit_if_unchanged
-
-    def spy(*args):
-        written.append(one_statement(*args))
-        return written[-1]
-
-    monkeypatch.setattr(validation, "_pg_commit_if_unchanged", spy)
-    post(client, "activate", call_body(license), 201)
-    body = call_body(license)
-    post(client, "validate", body, 200)
-    assert written == [True]
-    assert_error(post(client, "validate", body, 409), 409, "nonce_reused")
-    assert written == [True, False]
-
-    # The license's flags change while the first lease is being signed.
-    sign = LocalKeySigner.sign
-    changed: list[bool] = []
-
-    def sign_while_an_admin_edits(self, claims):
-        if not changed:
-            changed.append(True)
+    # A remote signer, so that an admin can edit the license while its lease is signed
+    # (PostgreSQL writes the same way whichever signer signs).
+    with fake_vault() as vault:
+        client = runtime(
+            make_lic_app(**remote_settings(vault, **{"cmsshop.license_remote_timeout": "5"}))
+        )
+        post(client, "activate", call_body(license), 201)
+        try:
             with engine.begin() as conn:
-                conn.execute(
-                    update(License).where(License.id == license.id).values(features=["sso"])
-                )
-        return sign(self, claims)
+                for sql in _NOTE_NONCE_WRITES:
+                    conn.exec_driver_sql(sql)
+            body = call_body(license)
+            post(client, "validate", body, 200)
+            assert _nonce_writes(engine) == [("one statement", 1)]
+            assert_error(post(client, "validate", body, 409), 409, "nonce_reused")
+            # (The general path then found the nonce seen and rolled back, with its row.)
+            assert _nonce_writes(engine) == [("one statement", 0)]
 
-    monkeypatch.setattr(LocalKeySigner, "sign", sign_while_an_admin_edits)
-    data = post(client, "validate", call_body(license), 200).json
-    assert written == [True, False, False]
-    assert lease_claims(client, data["lease"])[1]["lic"]["features"] == ["sso"]
+            # The license's flags change while the first lease is being signed.
+            def an_admin_edits_the_features(signing_request: dict) -> None:
+                vault.while_signing = None  # once: the lease signed again goes through
+                with engine.begin() as conn:
+                    conn.execute(
+                        update(License).where(License.id == license.id).values(features=["sso"])
+                    )
+
+            vault.while_signing = an_admin_edits_the_features
+            data = post(client, "validate", call_body(license), 200).json
+            # (The general path's first try, for the old flags, rolled back with its row.)
+            assert _nonce_writes(engine) == [("one statement", 0), ("general", 1)]
+        finally:
+            with engine.begin() as conn:
+                for sql in _FORGET_NONCE_WRITES:
+                    conn.exec_driver_sql(sql)
+        assert lease_claims(client, data["lease"])[1]["lic"]["features"] == ["sso"]
     assert data["license"]["features"] == ["sso"]
     with engine.connect() as conn:
         outcomes = conn.scalars(select(LicenseAuditEntry.outcome)).all()
