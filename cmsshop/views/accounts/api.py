@@ -13,7 +13,7 @@ from cmsshop.services.accounts import login, tokens
 from cmsshop.services.accounts.users import PasswordHasher
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.views.shared.bodies import user_body
-from cmsshop.views.shared.json import StrictMapping, StrictString, read_json
+from cmsshop.views.shared.json import StrictBool, StrictMapping, StrictString, read_json
 
 EMAIL = colander.All(colander.Email(), colander.Length(max=320))
 NEW_PASSWORD = colander.Length(min=10, max=1024)
@@ -50,6 +50,8 @@ class PasswordResetConfirmSchema(colander.MappingSchema):
 class VerifyEmailSchema(colander.MappingSchema):
     schema_type = StrictMapping
     token = colander.SchemaNode(StrictString(), validator=TOKEN)
+    # Only an explicit choice ends someone else's session (see log_in_verified).
+    switch = colander.SchemaNode(StrictBool(), missing=False)
 
 
 # The one answer to a registration and to a reset request, whatever the email: it must
@@ -143,12 +145,28 @@ def confirm_password_reset(request):
     return {"status": "password_changed", **session_body(request)}
 
 
+def log_in_verified(request, user, switch: bool) -> bool:
+    """After ``user``'s address is confirmed by its link: log them in if nobody is logged
+    in; keep the session if it is already theirs; if someone else is logged in, keep
+    that session unless the visitor chose ``switch``. A link is anyone's to send, so
+    pressing it must not quietly swap the visitor into the sender's account (login
+    CSRF). True when the browser is now logged in as ``user``."""
+    current = request.user
+    if current is not None and current.id == user.id:
+        return True
+    if current is not None and not switch:
+        return False
+    start_session(request, user)  # ends the other user's session first
+    return True
+
+
 @view_config(route_name="auth.verify_email", request_method="POST", renderer="json")
 def verify_email(request):
-    """Confirm the address with the mailed token and log in (a new session)."""
+    """Confirm the address with the mailed token and log in, unless someone else is
+    logged in and ``switch`` is not true: then their session stays, as the answer shows."""
     data = read_json(request, VerifyEmailSchema())
     user = tokens.verify_email(request.db, data["token"])
-    start_session(request, user)
+    log_in_verified(request, user, data["switch"])
     return session_body(request)
 
 

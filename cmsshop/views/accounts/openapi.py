@@ -101,7 +101,16 @@ OPENAPI_PATHS = {
                 "type": "object",
                 "required": ["token"],
                 "additionalProperties": False,
-                "properties": {"token": {"type": "string", "maxLength": 256}},
+                "properties": {
+                    "token": {"type": "string", "maxLength": 256},
+                    "switch": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "When another user is logged in: true ends their "
+                        "session and logs in the link's user; false (the default) confirms "
+                        "the address and keeps their session (the answer shows them).",
+                    },
+                },
             },
             csrf=True,
             tags=["auth"],

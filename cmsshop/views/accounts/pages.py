@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
+import colander
 from pyramid.view import view_config
 
 from cmsshop.errors import ApiError
+from cmsshop.models import User
 from cmsshop.security import end_session, start_session
 from cmsshop.services.accounts import login, tokens
 from cmsshop.services.accounts.users import PasswordHasher
@@ -19,6 +21,7 @@ from cmsshop.views.accounts.api import (
     VerifyEmailSchema,
     client_ip,
     end_own_session,
+    log_in_verified,
 )
 from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, safe_next, see_other
 
@@ -212,13 +215,43 @@ def reset_password_submit(request):
     return see_other(request, "/login", notice="password_reset")
 
 
+class FormSwitch(colander.SchemaType):
+    """The "log out and log in as" button: pressed, it posts ``switch=1``; the other
+    button posts nothing, so absent falls to the node's ``missing`` (false)."""
+
+    def deserialize(self, node, cstruct):
+        if cstruct is colander.null:
+            return cstruct
+        if cstruct == "1":
+            return True
+        raise colander.Invalid(node, "must be 1 or absent")
+
+
+def verify_form_schema() -> colander.SchemaNode:
+    """The JSON route's VerifyEmailSchema, its ``switch`` read from a button."""
+    # A clone: the JSON route's ``switch`` must stay a strict boolean.
+    schema = VerifyEmailSchema().clone()
+    schema["switch"].typ = FormSwitch()
+    return schema
+
+
 def _verify_vars(request, token: str) -> dict:
     return {
         "token": token,
         "next": safe_next(request.params.get("next"), ""),
         "problem": None,
         "problem_code": None,
+        "address": None,
+        # Who is logged in, when not the link's owner: the page then asks before
+        # switching (a link is anyone's to send).
+        "other_user": None,
+        "confirmed": False,
     }
+
+
+def _other_user(request, user_id: int):
+    current = request.user
+    return current if current is not None and current.id != user_id else None
 
 
 @view_config(
@@ -226,13 +259,15 @@ def _verify_vars(request, token: str) -> dict:
 )
 def verify_email_page(request):
     """A button to press, not the verification itself: mail scanners open links, and a
-    GET must not use the token up."""
+    GET must not use the token up. It names the address the link confirms, and who is
+    logged in if that is someone else."""
     page = _verify_vars(request, _query_token(request))
     try:
-        tokens.find_token(request.db, tokens.VERIFY_EMAIL, page["token"])
+        row = tokens.find_token(request.db, tokens.VERIFY_EMAIL, page["token"])
     except ApiError as exc:
         return _link_problem(request, exc, page)
-    return page
+    owner = request.db.get(User, row.user_id)
+    return {**page, "address": owner.email, "other_user": _other_user(request, owner.id)}
 
 
 @view_config(
@@ -241,11 +276,17 @@ def verify_email_page(request):
 def verify_email_submit(request):
     page = _verify_vars(request, "")
     try:
-        data = read_form(request, VerifyEmailSchema())
+        data = read_form(request, verify_form_schema())
         user = tokens.verify_email(request.db, data["token"])
-    except FormInvalid:
-        return _link_problem(request, tokens.InvalidToken(), page)
+    except FormInvalid as exc:
+        if "token" in exc.errors:
+            return _link_problem(request, tokens.InvalidToken(), page)
+        request.response.status = 422
+        return {**page, "problem": "Press one of the page's buttons.", "problem_code": "form"}
     except ApiError as exc:
         return _link_problem(request, exc, page)
-    start_session(request, user)
+    other_user = _other_user(request, user.id)
+    if not log_in_verified(request, user, data["switch"]):
+        # Confirmed, and the visitor stays who they were: the page says both.
+        return {**page, "confirmed": True, "address": user.email, "other_user": other_user}
     return see_other(request, page["next"] or _after_login(request), notice="email_verified")
