@@ -232,6 +232,10 @@ class ApiError(Exception):
     title = "Bad request"
     message = "The request could not be processed."
     hints: tuple[str, ...] = ()
+    # A 5xx is logged and kept as an error record, unless it answers a failure anyone can
+    # cause at will (a forged webhook naming a dead certificate host): such a failure
+    # is kept by its own feature as a bounded summary, never as a record per request.
+    recorded = True
 
     def __init_subclass__(cls, **kwargs):
         """A subclass that names a catalogued ``code`` takes its status and title from

@@ -189,7 +189,7 @@ def error_response(request, exc: BaseException) -> Response:
         response.headers[name] = value
     response.headers["Cache-Control"] = "no-store"
     request.environ["cmsshop.support_code"] = support_code
-    if error.status >= 500:
+    if error.status >= 500 and error.recorded:
         tb = "".join(traceback.format_exception(exc)) if not isinstance(exc, E.ApiError) else None
         log.error(
             "server error %s %s %s -> %s (%s)",

@@ -329,10 +329,39 @@ def test_cert_host_down_is_temporary(provider, fake, pki):
     fake.cert_status = 503
     with pytest.raises(base.ProviderUnavailable, match="503"):
         provider.verify(*delivery(pki, cert_url), fake.config())
-    fake.cert_status = None
     fake.hang_seconds = 1.0
     with pytest.raises(base.ProviderUnavailable, match="Timeout"):
-        provider.verify(*delivery(pki, cert_url), fake.config(timeout=0.2))
+        provider.verify(
+            *delivery(pki, fake.serve_cert(pki.signing.chain_pem)), fake.config(timeout=0.2)
+        )
+
+
+def test_a_failing_cert_host_is_remembered_for_a_while(provider, fake, pki):
+    """A 5xx is remembered for its URL (the host's other URLs are still fetched); no
+    answer at all is remembered for the whole host: nothing is fetched again meanwhile."""
+    failing = fake.serve_cert(pki.signing.chain_pem)
+    fake.cert_status = 503
+    with pytest.raises(base.ProviderUnavailable, match="503"):
+        provider.verify(*delivery(pki, failing), fake.config())
+    fake.cert_status = None
+    with pytest.raises(base.ProviderUnavailable, match="503 .not tried again"):
+        provider.verify(*delivery(pki, failing), fake.config())
+    assert fake.count("/v1/notifications/certs/") == 1
+    working = fake.serve_cert(pki.signing.chain_pem)
+    assert provider.verify(*delivery(pki, working), fake.config()).event_type
+    assert fake.count("/v1/notifications/certs/") == 2
+
+    fake.hang_seconds = 1.0
+    slow = fake.serve_cert(pki.signing.chain_pem)
+    with pytest.raises(base.ProviderUnavailable, match="Timeout"):
+        provider.verify(*delivery(pki, slow), fake.config(timeout=0.2))
+    fake.hang_seconds = 0.0
+    other = fake.serve_cert(pki.signing.chain_pem)
+    with pytest.raises(base.ProviderUnavailable, match="Timeout .not tried again"):
+        provider.verify(*delivery(pki, other), fake.config())
+    assert fake.count("/v1/notifications/certs/") == 3
+    # The certificate already cached is still used: the host is only not asked again.
+    assert provider.verify(*delivery(pki, working), fake.config()).event_type
 
 
 def test_tls_to_the_cert_host_must_be_trusted(provider, fake, pki, cert_url):

@@ -96,7 +96,12 @@ def receive_webhook(request):
         result = receive_delivery(
             request.registry, request.db, request.tm, spec, request.headers, raw
         )
-    except pe.DeliveryRejected as exc:
+    except (pe.DeliveryRejected, pe.VerificationUnavailable) as exc:
+        # Both answer a delivery nobody has authenticated, so both count against the
+        # address's budget and leave only the bounded summary. A 503 here is anyone's
+        # to cause (an allow-listed certificate host that does not answer), so it is
+        # not kept as a server-error record either.
+        unavailable = isinstance(exc, pe.VerificationUnavailable)
         record_rejected(
             request.registry,
             request.find_service(RateLimiter),
@@ -105,8 +110,11 @@ def receive_webhook(request):
             raw,
             str(exc),
             request.client_addr or "unknown",
+            failure="verification unavailable" if unavailable else "invalid signature",
         )
-        raise delivery_error(exc) from None
+        error = delivery_error(exc)
+        error.recorded = not unavailable
+        raise error from None
     except pe.DeliveryError as exc:
         raise delivery_error(exc) from None
     return {"received": True, "status": result.status}

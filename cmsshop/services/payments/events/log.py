@@ -179,7 +179,11 @@ def _queue_event(registry, event: VerifiedEvent, headers: Mapping[str, str], now
 
 
 def rejected_summary(
-    provider: PaymentProvider, headers: Mapping[str, str], raw: bytes, reason: str
+    provider: PaymentProvider,
+    headers: Mapping[str, str],
+    raw: bytes,
+    reason: str,
+    failure: str = "invalid signature",
 ) -> dict[str, Any]:
     """The bounded row of a delivery that failed verification: whatever an anonymous
     caller sends, a few KiB at most. A small body is kept whole (an operator can
@@ -204,7 +208,7 @@ def rejected_summary(
         "payload_sha256": hashlib.sha256(raw).hexdigest(),
         "payload": safe_text(stored),
         "last_error": safe_text(
-            f"invalid signature: {safe_text(reason, 300)}"
+            f"{failure}: {safe_text(reason, 300)}"
             + ("" if keep_whole else f" (body of {len(raw)} bytes; only an excerpt kept)"),
             MAX_ERROR,
         ),
@@ -223,16 +227,18 @@ def record_rejected(
     raw: bytes,
     reason: str,
     client_ip: str,
+    failure: str = "invalid signature",
 ) -> None:
     """Log a delivery that failed verification (bounded, never a secret). The claimed
     event id is not trusted, so the row gets an id of its own; reprocess re-verifies it.
 
-    Anyone can send a bad signature: past the per-address policy nothing is logged and
-    RateLimited is raised, so a flood costs one counter row per address and window, not a
-    row per request."""
+    ``failure`` says why: an invalid signature, or a verification that could not be
+    done now (a certificate host that does not answer). Both come from anyone, and both
+    count: past the per-address policy nothing is logged and RateLimited is raised, so a
+    flood costs one counter row per address and window, not a row per request."""
     refusal = limiter.count([(REJECTED_IP_POLICY, client_ip)])
     if refusal is not None:
-        raise RateLimited(refusal.retry_after, "Too many deliveries with an invalid signature.")
+        raise RateLimited(refusal.retry_after, "Too many deliveries that could not be verified.")
     try:
         with own_transaction(registry) as session:
             session.add(
@@ -242,7 +248,7 @@ def record_rejected(
                     received_at=utcnow(),
                     status="rejected",
                     attempts=1,
-                    **rejected_summary(provider, headers, raw, reason),
+                    **rejected_summary(provider, headers, raw, reason, failure),
                 )
             )
     except Exception:  # noqa: BLE001 - the 400 answer must not turn into a 500

@@ -80,13 +80,17 @@ from cmsshop.services.payments.walletprovider.api import (
 )
 from cmsshop.services.payments.walletprovider.certificates import (
     CachedCert,
+    FailureMemory,
     TrustStores,
     check_cert_url,
+    origin_of,
     signed_message,
 )
 from cmsshop.services.payments.walletprovider.config import (
     ACCEPTED_ALGORITHM,
     CERT_CACHE_SIZE,
+    CERT_FAILURE_MEMORY,
+    CERT_FAILURE_SLOTS,
     DEFAULT_CERT_SUBJECTS,
     HEADER_AUTH_ALGO,
     HEADER_CERT_URL,
@@ -130,6 +134,8 @@ class WalletProvider:
         self._cert_cache: collections.OrderedDict[tuple, CachedCert] = collections.OrderedDict()
         self._cert_cache_size = cert_cache_size
         self._cert_lock = threading.Lock()
+        self._cert_failures = FailureMemory(CERT_FAILURE_MEMORY, CERT_FAILURE_SLOTS)
+        self._cert_fetches: dict[str, threading.Event] = {}  # by origin, while in flight
         self._stores = TrustStores()
         self._tokens: dict[tuple, tuple[str, float]] = {}
         self._token_lock = threading.Lock()
@@ -191,15 +197,35 @@ class WalletProvider:
         ca_bundle = config_text(config, "caBundle") or certifi.where()
         subjects = tuple(config_list(config, "certSubjects", DEFAULT_CERT_SUBJECTS))
         key = (url, ca_bundle, subjects)
-        now = dt.datetime.now(dt.UTC)
-        with self._cert_lock:
-            cached = self._cert_cache.get(key)
-            if cached is not None:
-                if cached.valid_at(now):
-                    self._cert_cache.move_to_end(key)
-                    return cached.public_key
-                del self._cert_cache[key]
-        cached = self._fetch_and_check(url, ca_bundle, subjects, config, now)
+        origin = origin_of(url)
+        deadline = time.monotonic() + sum(timeouts(config))
+        while True:
+            now = dt.datetime.now(dt.UTC)
+            with self._cert_lock:
+                cached = self._cert_cache.get(key)
+                if cached is not None:
+                    if cached.valid_at(now):
+                        self._cert_cache.move_to_end(key)
+                        return cached.public_key
+                    del self._cert_cache[key]
+                failed = self._cert_failures.recent(origin, url)
+                if failed is not None:
+                    raise pb.ProviderUnavailable(failed)
+                fetching = self._cert_fetches.get(origin)
+                if fetching is None:
+                    fetching = self._cert_fetches[origin] = threading.Event()
+                    break
+            # One fetch per host at a time: the others wait for its outcome (a cached
+            # certificate or a remembered failure) instead of each opening a connection
+            # to a host that may not answer.
+            if not fetching.wait(max(0.0, deadline - time.monotonic())):
+                raise pb.ProviderUnavailable("certificate host is slow to answer")
+        try:
+            cached = self._fetch_and_check(url, ca_bundle, subjects, config, now)
+        finally:
+            with self._cert_lock:
+                del self._cert_fetches[origin]
+            fetching.set()
         with self._cert_lock:
             self._cert_cache[key] = cached
             self._cert_cache.move_to_end(key)
@@ -263,7 +289,9 @@ class WalletProvider:
             ) as response:
                 status = response.status_code
                 if status >= 500 or status == 429:
-                    raise pb.ProviderUnavailable(f"certificate host answered HTTP {status}")
+                    reason = f"certificate host answered HTTP {status}"
+                    self._cert_failures.remember(url, reason)
+                    raise pb.ProviderUnavailable(reason)
                 if status != 200:
                     raise pb.SignatureInvalid(
                         f"certificate URL answered HTTP {status} (no redirects)"
@@ -280,9 +308,9 @@ class WalletProvider:
         except requests.exceptions.SSLError as exc:
             raise pb.SignatureInvalid("TLS to the certificate host is not trusted") from exc
         except (requests.ConnectionError, requests.Timeout) as exc:
-            raise pb.ProviderUnavailable(
-                f"certificate could not be fetched: {type(exc).__name__}"
-            ) from exc
+            reason = f"certificate could not be fetched: {type(exc).__name__}"
+            self._cert_failures.remember(origin_of(url), reason)
+            raise pb.ProviderUnavailable(reason) from exc
         except requests.RequestException as exc:
             raise pb.SignatureInvalid(
                 f"certificate could not be fetched: {type(exc).__name__}"

@@ -3,11 +3,13 @@ cache, and the message PayPal signs."""
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import ipaddress
 import os
 import re
 import threading
+import time
 import urllib.parse
 import warnings
 import zlib
@@ -140,6 +142,47 @@ class TrustStores:
         with self._lock:
             self._stores[path] = (mtime, store)
         return store
+
+
+class FailureMemory:
+    """Certificate fetches that failed lately, by origin (``host:port``, when the host did
+    not answer at all) or by URL (when it answered 5xx or 429: one odd path of a real
+    host must not make its other URLs wait). Bounded; thread-safe."""
+
+    def __init__(self, seconds: float, slots: int, clock=time.monotonic):
+        self._seconds = seconds
+        self._slots = slots
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failed: collections.OrderedDict[str, tuple[float, str]] = collections.OrderedDict()
+
+    def remember(self, key: str, reason: str) -> None:
+        with self._lock:
+            self._failed[key] = (self._clock() + self._seconds, reason)
+            self._failed.move_to_end(key)
+            while len(self._failed) > self._slots:
+                self._failed.popitem(last=False)
+
+    def recent(self, *keys: str) -> str | None:
+        """Why one of ``keys`` failed within the period, with the seconds left; or None."""
+        now = self._clock()
+        with self._lock:
+            for key in keys:
+                entry = self._failed.get(key)
+                if entry is None:
+                    continue
+                until, reason = entry
+                if until <= now:
+                    del self._failed[key]
+                    continue
+                return f"{reason} (not tried again for {max(1, round(until - now))} s)"
+        return None
+
+
+def origin_of(url: str) -> str:
+    """``host:port`` of a URL ``check_cert_url`` returned."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.hostname}:{parts.port or 443}"
 
 
 class CachedCert:

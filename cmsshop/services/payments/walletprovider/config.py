@@ -26,6 +26,11 @@ MAX_CERT_BYTES = 64 * 1024  # a PEM chain is a few KB
 MAX_CHAIN_LENGTH = 6
 MIN_RSA_BITS = 2048
 CERT_CACHE_SIZE = 32
+# A certificate fetch that failed is not tried again for this long, so forged deliveries
+# naming a dead host cost one connection attempt per host and period, not one each;
+# PayPal redelivers a real event for days, so a genuine delivery caught by it is late, not lost.
+CERT_FAILURE_MEMORY = 30.0
+CERT_FAILURE_SLOTS = 256  # failures remembered at most (oldest forgotten first)
 TOKEN_EARLY_REFRESH = 60  # seconds before expiry a cached OAuth token is replaced
 
 HEADER_TRANSMISSION_ID = "paypal-transmission-id"
