@@ -174,10 +174,16 @@ class OrderNote(Base):
 class LicenseChange(Base):
     """What a paid renewal or upgrade did to a license: one row per order item (unique:
     the exactly-once backstop, like the other fulfilment tables), with the values before
-    and after for the audit trail."""
+    and after, which are also what a full refund or chargeback restores. ``reversed_at``
+    is set, once, when that happens (``reversal``: refund / chargeback)."""
 
     __tablename__ = "license_changes"
-    __table_args__ = (CheckConstraint("kind IN ('renewal', 'upgrade')", name="kind"),)
+    __table_args__ = (
+        CheckConstraint("kind IN ('renewal', 'upgrade')", name="kind"),
+        CheckConstraint(
+            "reversal IS NULL OR reversal IN ('refund', 'chargeback')", name="reversal"
+        ),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     order_item_id: Mapped[int] = mapped_column(ForeignKey("order_items.id"), unique=True)
@@ -189,4 +195,30 @@ class LicenseChange(Base):
     new_product_id: Mapped[int] = mapped_column(ForeignKey("products.id"))
     old_max_activations: Mapped[int] = mapped_column(Integer)
     new_max_activations: Mapped[int] = mapped_column(Integer)
+    # The license's own feature flags before an upgrade (an admin may have set them):
+    # NULL on changes recorded before this was kept (the old product's flags stand in).
+    old_features: Mapped[list[str] | None] = mapped_column(JSON)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    reversed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    reversal: Mapped[str | None] = mapped_column(String(10))
+
+
+class LicenseReview(Base):
+    """A license an admin has to look at because of its order's money: a partial refund,
+    or a full one whose change could not simply be taken back. One per order and license
+    (unique: a repeated or late event updates it instead of adding another); open until
+    an admin marks it resolved."""
+
+    __tablename__ = "license_reviews"
+    __table_args__ = (UniqueConstraint("order_id", "license_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    license_id: Mapped[int] = mapped_column(ForeignKey("licences.id"), index=True)
+    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id"))
+    note: Mapped[str] = mapped_column(String(500))
+    # The refunded amount the note is about (cumulative, the order's currency), if any.
+    refunded_amount: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    resolved_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    resolved_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))

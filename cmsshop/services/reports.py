@@ -1,7 +1,7 @@
 """The admin dashboard's figures: sales today and this month, and what waits for staff.
 
 Each figure is one set-based statement (GROUP BY or a conditional sum), so the dashboard
-costs five statements whatever the number of orders, events or tickets. Every table
+costs six statements whatever the number of orders, events or tickets. Every table
 exists whatever modules are on (models/__init__ lists them all), so the figures of a
 module that is off are simply zero. Days and months are UTC.
 """
@@ -15,7 +15,7 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from cmsshop.hotsql import from_db_time
-from cmsshop.models import Currency, Order, PaymentEvent, SupportTicket
+from cmsshop.models import Currency, LicenseReview, Order, PaymentEvent, SupportTicket
 from cmsshop.services.payments.events.log import FINAL_STATUSES
 
 # Orders an admin has to look at: not paid yet, or held for review.
@@ -62,6 +62,9 @@ class Overview:
     waiting_orders: dict[str, int] = field(default_factory=dict)
     failed_events: dict[str, int] = field(default_factory=dict)
     open_tickets: int = 0
+    # Licenses on the review list: a partial refund, or a full one whose renewal or
+    # upgrade could not simply be taken back (services/payments/license_changes.py).
+    license_reviews: int = 0
     queue: Queue = field(default_factory=Queue)
 
     @property
@@ -143,5 +146,10 @@ def overview(session: Session, now: dt.datetime) -> Overview:
         waiting_orders=_counts_by_status(session, Order, WAITING_ORDER_STATUSES),
         failed_events=_counts_by_status(session, PaymentEvent, FAILED_EVENT_STATUSES),
         open_tickets=_counts_by_status(session, SupportTicket, ("open",))["open"],
+        license_reviews=session.scalar(
+            select(func.count(func.distinct(LicenseReview.license_id))).where(
+                LicenseReview.resolved_at.is_(None)
+            )
+        ),
         queue=payment_queue(session, now),
     )

@@ -8,7 +8,11 @@ from __future__ import annotations
 import pytest
 import requests
 import webtest
+from helpers.account_data import paid_order
+from helpers.clients import new_client
+from sqlalchemy import select
 
+from cmsshop.models import License, OrderItem, Product, ProductPrice
 from fakes.paypal import WALLET_ROUTE, WEBHOOK_ID, FakePayPal, TestPKI, body_of, signed
 from fakes.shop import make_catalogue, make_order
 from fakes.stripe_api import API_KEY, PREVIOUS_SECRET, SECRET, FakeStripe
@@ -123,3 +127,47 @@ def send(wallet_app, pki, cert_url):
 
 def post_http(url: str, body: bytes, headers: dict) -> requests.Response:
     return requests.post(url, data=body, headers=headers, timeout=30)
+
+
+# --- licenses with a higher tier to upgrade to -----------------------------------------------
+
+
+@pytest.fixture
+def tiers(dbsession, catalogue):
+    """site-guard (3 seats, EUR 49) and site-guard-agency (10 seats, EUR 129) in one group."""
+    guard = catalogue["site-guard"]
+    guard.upgrade_group, guard.tier = "site-guard", 0
+    agency = Product(
+        slug="site-guard-agency",
+        name="SiteGuard Agency",
+        licensed=True,
+        published=True,
+        max_activations=10,
+        duration_days=365,
+        upgrade_group="site-guard",
+        tier=1,
+        features=["agency", "pro"],
+    )
+    agency.prices = [ProductPrice(currency="EUR", amount=12900)]
+    dbsession.add(agency)
+    dbsession.commit()
+    return {"guard": guard, "agency": agency}
+
+
+@pytest.fixture
+def tiered_license(dbsession, customer, tiers) -> License:
+    """The customer's paid site-guard license (which can be renewed or upgraded)."""
+    order = paid_order(dbsession, customer, ("site-guard",))
+    return dbsession.scalar(
+        select(License)
+        .join(OrderItem, OrderItem.id == License.order_item_id)
+        .where(OrderItem.order_id == order.id)
+    )
+
+
+@pytest.fixture
+def card_buyer(card_app, customer):
+    """The customer, logged in to the card-paying app's JSON API."""
+    client = new_client(card_app)
+    client.login(customer.email)
+    return client

@@ -1,4 +1,5 @@
-"""The templates of the shop-event messages (receipt, ticket reply, license expiring)
+"""The templates of the shop-event messages (receipt, ticket reply, license expiring, a
+license change taken back)
 render with realistic data: everything in both parts, HTML escaped, text as written."""
 
 from __future__ import annotations
@@ -45,6 +46,33 @@ CASES = {
         "days_left": 8,
         "licenses_url": "https://shop.example.com/account/licenses",
     },
+    "license_change_reversed": {
+        "subject": "Your license after the refund of order ORD-2026-ABCDE",
+        "customer_name": HOSTILE,
+        "order_number": "ORD-2026-ABCDE",
+        "reversal": "refund",
+        "changes": [
+            {
+                "kind": "upgrade",
+                "key": "ABCDE-FGHJK-LMNPQ-RSTUV-WXYZ2",
+                "product_before": "Site <Guard> & Co Agency",
+                "product_after": "Site <Guard> & Co",
+                "seats": 3,
+                "deactivated": ["new.example.com"],
+                "expires_on": None,
+            },
+            {
+                "kind": "renewal",
+                "key": "ZZZZZ-FGHJK-LMNPQ-RSTUV-WXYZ2",
+                "product_before": "Theme Pack",
+                "product_after": "Theme Pack",
+                "seats": 1,
+                "deactivated": [],
+                "expires_on": "2026-12-01",
+            },
+        ],
+        "licenses_url": "https://shop.example.com/account/licenses",
+    },
 }
 
 # What each message must say, in both parts.
@@ -69,12 +97,23 @@ MUST_SAY = {
         "in 8 days",
         "https://shop.example.com/account/licenses",
     ],
+    "license_change_reversed": [
+        "ORD-2026-ABCDE",
+        "refunded",
+        "ABCDE-FGHJK-LMNPQ-RSTUV-WXYZ2",
+        "3 seats",
+        "new.example.com",
+        "ZZZZZ-FGHJK-LMNPQ-RSTUV-WXYZ2",
+        "2026-12-01",
+        "https://shop.example.com/account/licenses",
+    ],
 }
 # Text with markup characters, as typed (text) and escaped (HTML).
 RAW = {
     "receipt": [HOSTILE, "Site <Guard> & Co"],
     "ticket_reply": [HOSTILE, "Download <fails> & more", "<https://x.example/?a=1&b=2>"],
     "license_expiring": [HOSTILE, "Site <Guard> & Co"],
+    "license_change_reversed": [HOSTILE, "Site <Guard> & Co Agency"],
 }
 
 

@@ -356,12 +356,14 @@ def test_partial_refund_keeps_the_order_and_a_full_one_revokes(send, paypal, ord
     capture_id = paid_capture(paypal, order)
     send(capture_event(capture_id, order.number, "68.00"), status=200)
     partial = refund_event(capture_id, order.number, "10.00")
-    assert send(partial, status=200).json["status"] == "ignored"
+    # Revokes nothing; the order's license goes to the admin's review list.
+    assert send(partial, status=200).json["status"] == "processed"
     assert order_status(dbsession, order.number) == "paid"
     assert {e.status for e in dbsession.scalars(select(Entitlement))} == {"active"}
     assert {lic.status for lic in dbsession.scalars(select(License))} == {"active"}
     row = event_row(dbsession, partial["id"])
-    assert row.status == "ignored" and row.last_error == "partial refund: 1000 of 6800"
+    assert row.status == "processed"
+    assert row.last_error == "partial refund: 1000 of 6800; licenses held for review"
     # A second partial refund: PayPal states the cumulative amount, now the whole total.
     rest = refund_event(capture_id, order.number, "58.00")
     rest["resource"]["seller_payable_breakdown"]["total_refunded_amount"]["value"] = "68.00"

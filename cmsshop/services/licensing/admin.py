@@ -15,7 +15,10 @@ change in the same transaction. The rules:
 - the seat limit (production activations) is 0 or more; activations already taken stay
   until deactivated (reset them to enforce a lower limit at once);
 - features: the license's whole set of feature flags (services/licensing/features.py),
-  signed into the next lease each runtime gets.
+  signed into the next lease each runtime gets;
+- resolve: the license's open review notes (a partial refund, or a full one whose
+  renewal or upgrade could not simply be taken back: services/payments/license_changes.py)
+  are marked resolved; the admin has done, or decided against, whatever they asked.
 """
 
 from __future__ import annotations
@@ -27,12 +30,20 @@ from sqlalchemy import exists, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from cmsshop.db import take_write_lock
-from cmsshop.models import Activation, License, LicenseAuditEntry, Product, User
+from cmsshop.models import (
+    Activation,
+    License,
+    LicenseAuditEntry,
+    LicenseReview,
+    Order,
+    Product,
+    User,
+)
 from cmsshop.services.licensing.steps import seats_used
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.util import utcnow
 
-ACTIONS = ("suspend", "reinstate", "revoke", "extend", "seats", "reset", "features")
+ACTIONS = ("suspend", "reinstate", "revoke", "extend", "seats", "reset", "features", "resolve")
 MAX_SEATS = 100_000
 MAX_EXTEND_DAYS = 36_500
 AUDIT_SHOWN = 200
@@ -77,6 +88,12 @@ class AuditLine:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReviewLine:
+    review: LicenseReview
+    order_number: str
+
+
+@dataclasses.dataclass(frozen=True)
 class LicenseDetail:
     license: License
     product: Product
@@ -84,6 +101,7 @@ class LicenseDetail:
     activations: list[Activation]
     activations_used: int
     audit: list[AuditLine]
+    reviews: list[ReviewLine] = dataclasses.field(default_factory=list)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -93,14 +111,23 @@ def _like(value: str) -> str:
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def search_licenses(session: Session, paging: PageRequest, q: str | None = None) -> Page:
+def search_licenses(
+    session: Session, paging: PageRequest, q: str | None = None, to_review: bool = False
+) -> Page:
     """Licenses newest first; ``q`` matches a key (exactly or its start), a customer's
-    email or an activation's domain (parts of either)."""
+    email or an activation's domain (parts of either); ``to_review``: only licenses with
+    an open review note."""
     query = (
         select(License, Product, User)
         .join(Product, Product.id == License.product_id)
         .outerjoin(User, User.id == License.user_id)
     )
+    if to_review:
+        query = query.where(
+            exists().where(
+                LicenseReview.license_id == License.id, LicenseReview.resolved_at.is_(None)
+            )
+        )
     q = (q or "").strip()
     if q:
         part = f"%{_like(q.lower())}%"
@@ -147,6 +174,12 @@ def license_detail(session: Session, key: str) -> LicenseDetail:
         .order_by(LicenseAuditEntry.created_at.desc(), LicenseAuditEntry.id.desc())
         .limit(AUDIT_SHOWN)
     ).all()
+    reviews = session.execute(
+        select(LicenseReview, Order.number)
+        .join(Order, Order.id == LicenseReview.order_id)
+        .where(LicenseReview.license_id == license.id, LicenseReview.resolved_at.is_(None))
+        .order_by(LicenseReview.updated_at.desc(), LicenseReview.id.desc())
+    ).all()
     return LicenseDetail(
         license=license,
         product=session.get(Product, license.product_id),
@@ -154,6 +187,7 @@ def license_detail(session: Session, key: str) -> LicenseDetail:
         activations=activations,
         activations_used=seats_used(session, license.id)[0],
         audit=[AuditLine(entry, email) for entry, email in rows],
+        reviews=[ReviewLine(review, number) for review, number in reviews],
     )
 
 
@@ -319,6 +353,23 @@ def reset_activations(session: Session, key: str, admin: Admin) -> License:
     return license
 
 
+def resolve_reviews(session: Session, key: str, admin: Admin) -> License:
+    """Mark the license's open review notes resolved."""
+    license = _lock(session, key)
+    now = utcnow()
+    result = session.execute(
+        update(LicenseReview)
+        .where(LicenseReview.license_id == license.id, LicenseReview.resolved_at.is_(None))
+        .values(resolved_at=now, resolved_by=admin.id)
+        .execution_options(synchronize_session=False)
+    )
+    count = result.rowcount or 0
+    if count == 0:
+        raise ActionRefused("This license has no open review notes.")
+    _audit(session, license, admin, "resolve", f"{count} review note(s) resolved")
+    return license
+
+
 def apply_action(session: Session, key: str, admin: Admin, action: str, values: dict) -> License:
     """Run one of ACTIONS with its values (``days``/``until``, ``maxActivations``,
     ``features``)."""
@@ -342,4 +393,6 @@ def apply_action(session: Session, key: str, admin: Admin, action: str, values: 
                 "Give the license's features (an empty list clears them).", "features"
             )
         return set_features(session, key, admin, values["features"])
+    if action == "resolve":
+        return resolve_reviews(session, key, admin)
     raise ValueError(f"unknown license action {action!r}")

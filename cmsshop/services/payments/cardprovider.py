@@ -186,14 +186,15 @@ class CardProvider:
             full = obj.get("refunded") is True or (
                 _is_int(amount) and _is_int(refunded) and refunded >= amount
             )
-            if not full:
+            if not full and not (_is_int(refunded) and refunded > 0):
                 return pb.EventAction(
                     pb.IGNORE,
                     payment_reference=_object_id(obj.get("payment_intent")),
                     reason=f"partial refund: {refunded} of {amount}",
                 )
             # The refunded amount goes along, so the shared refund step checks it against
-            # the order total too (only a full refund revokes).
+            # the order total: only a full refund revokes, a partial one is held for an
+            # admin's review.
             action = _charge_action(pb.REFUND, obj)
             if _is_int(refunded) and refunded > 0:
                 return dataclasses.replace(

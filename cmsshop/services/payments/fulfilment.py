@@ -405,12 +405,30 @@ def close_order(session: Session, order: Order, status: str) -> Result:
     return Result("processed")
 
 
+def _money_back(
+    session: Session, order: Order, settings: Mapping[str, Any], reversal: str
+) -> Result:
+    """The order's money went back in full: refunded, its grants revoked, and what its
+    renewals and upgrades did to licenses taken back (license_changes)."""
+    move(order, "refunded")
+    _set_grants(session, order, "revoked", "revoked")
+    held = license_changes.reverse_license_changes(session, order, settings, reversal=reversal)
+    return Result("processed", "; ".join(held))
+
+
 def refund(
-    session: Session, order: Order, *, amount: int | None = None, currency: str | None = None
+    session: Session,
+    order: Order,
+    *,
+    settings: Mapping[str, Any],
+    amount: int | None = None,
+    currency: str | None = None,
 ) -> Result:
     """A refund revokes only when it is full: ``amount`` (the cumulative refunded amount,
     when the provider states one) at least the order total, in the order's currency. A
-    partial refund changes nothing and is answered ``ignored`` with the amounts."""
+    partial refund revokes nothing: the licenses the order issued or changed go to the
+    admin's review list (``processed``), or, for an order without any or one already
+    noted with as much, the event is ``ignored`` with the amounts."""
     if order.status == "refunded":
         return Result("duplicate", "order is already refunded")
     if amount is not None:
@@ -419,12 +437,15 @@ def refund(
                 "ignored", f"refund in {currency} for an order in {order.currency}; not revoked"
             )
         if amount < order.total:
-            return Result("ignored", f"partial refund: {amount} of {order.total}")
+            partial = f"partial refund: {amount} of {order.total}"
+            if order.status in ("paid", "disputed", "needs_review") and (
+                license_changes.review_partial_refund(session, order, amount)
+            ):
+                return Result("processed", f"{partial}; licenses held for review")
+            return Result("ignored", partial)
     if "refunded" not in TRANSITIONS[order.status]:
         return Result("ignored", f"order is {order.status}")
-    move(order, "refunded")
-    _set_grants(session, order, "revoked", "revoked")
-    return Result("processed")
+    return _money_back(session, order, settings, "refund")
 
 
 def open_dispute(session: Session, order: Order) -> Result:
@@ -437,7 +458,9 @@ def open_dispute(session: Session, order: Order) -> Result:
     return Result("processed")
 
 
-def close_dispute(session: Session, order: Order, won: bool) -> Result:
+def close_dispute(
+    session: Session, order: Order, *, settings: Mapping[str, Any], won: bool
+) -> Result:
     if order.status != "disputed":
         wanted = "paid" if won else "refunded"
         if order.status == wanted:
@@ -450,8 +473,7 @@ def close_dispute(session: Session, order: Order, won: bool) -> Result:
         move(order, "paid")
         _set_grants(session, order, "active", "active")
     else:
-        move(order, "refunded")
-        _set_grants(session, order, "revoked", "revoked")
+        return _money_back(session, order, settings, "chargeback")
     return Result("processed")
 
 

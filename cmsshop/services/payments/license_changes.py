@@ -15,12 +15,24 @@ FOR UPDATE before it is read, so two renewals of one license paid at the same mo
 both count (one after the other), and a ``license_changes`` row unique per order item
 backs it up. The license's state is checked again at payment: if it was revoked or
 suspended (or already upgraded) meanwhile, the order goes to ``needs_review`` and nothing
-changes. A refund of a renewal or upgrade order revokes no license (the license was paid
-for by its first order): an admin decides what to take back (docs/payments.md).
+changes.
+
+When the money goes back, so does the change (docs/payments.md, "Renewals and upgrades"):
+a full refund or a lost dispute (chargeback) of such an order restores what its
+``license_changes`` row says the license had before -- an upgrade's tier, seats and
+feature flags, with the production installations over the old seat limit deactivated
+newest first; a renewal's expiry -- and mails the customer. It runs in the transaction
+that moves the order to ``refunded``, under the order's lock, so it happens once however
+often or in whatever order the provider's events arrive; ``reversed_at`` backs that up.
+A change that a later one builds on (a later renewal counted from its expiry, a later
+upgrade from its tier) or that an admin has changed since is not undone: the license goes
+to the admin's review list instead, as it does on a partial refund (``license_reviews``).
+The license itself was paid for by its first order and is never revoked here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
@@ -28,9 +40,23 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cmsshop.models import License, LicenseAuditEntry, LicenseChange, Order, Product
+from cmsshop.models import (
+    Activation,
+    Currency,
+    License,
+    LicenseAuditEntry,
+    LicenseChange,
+    LicenseReview,
+    Order,
+    OrderItem,
+    Product,
+    User,
+)
+from cmsshop.services.licensing.domains import PRODUCTION
 from cmsshop.services.licensing.features import features_of_product
 from cmsshop.services.licensing.issuing import DEFAULT_MAX_ACTIVATIONS
+from cmsshop.services.mail.outbox import enqueue
+from cmsshop.services.store.currencies import format_amount
 from cmsshop.util import utcnow
 
 DEFAULT_GRACE_DAYS = 30
@@ -263,6 +289,7 @@ def apply_license_changes(session: Session, order: Order, settings: Mapping[str,
             old_expires_at=license.expires_at,
             old_product_id=license.product_id,
             old_max_activations=license.max_activations,
+            old_features=list(license.features or []),
             created_at=now,
         )
         if item.kind == "renewal":
@@ -289,3 +316,241 @@ def apply_license_changes(session: Session, order: Order, settings: Mapping[str,
         session.add(change)
         _audit(session, license, item.kind, detail, order)
     session.flush()
+
+
+# --- when the money goes back ----------------------------------------------------------------
+
+REVERSAL_MAIL = "license_change_reversed"
+
+
+@dataclasses.dataclass(frozen=True)
+class Reversed:
+    """One change taken back, as the customer's mail tells it."""
+
+    kind: str
+    key: str
+    product_before: str
+    product_after: str
+    seats: int
+    deactivated: list[str]
+    expires_on: str | None
+
+
+def _changes_of(session: Session, order: Order) -> list[LicenseChange]:
+    """The order's changes not taken back yet, the latest first (an order that renews and
+    upgrades one license is undone in the opposite order it was done)."""
+    return list(
+        session.scalars(
+            select(LicenseChange)
+            .join(OrderItem, OrderItem.id == LicenseChange.order_item_id)
+            .where(OrderItem.order_id == order.id, LicenseChange.reversed_at.is_(None))
+            .order_by(LicenseChange.id.desc())
+        )
+    )
+
+
+def _why_not_undone(session: Session, change: LicenseChange, license: License) -> str | None:
+    """Why ``change`` cannot simply be undone now (None: it can)."""
+    later = session.scalar(
+        select(LicenseChange.id).where(
+            LicenseChange.license_id == license.id,
+            LicenseChange.kind == change.kind,
+            LicenseChange.id > change.id,
+            LicenseChange.reversed_at.is_(None),
+        )
+    )
+    if change.kind == "renewal":
+        if later is not None:
+            return "a later renewal counts from the expiry it gave"
+        if license.expires_at != change.new_expires_at:
+            return "the expiry was changed since"
+        return None
+    if later is not None:
+        return "a later upgrade builds on it"
+    if (license.product_id, license.max_activations) != (
+        change.new_product_id,
+        change.new_max_activations,
+    ):
+        return "the license's product or seats were changed since"
+    return None
+
+
+def note_for_review(
+    session: Session, order: Order, license_id: int, note: str, amount: int | None = None
+) -> bool:
+    """Put ``license_id`` on the admin's review list for ``order`` (one entry per order
+    and license). A later event updates the entry, and reopens a resolved one, only with a
+    larger refunded amount (or none stated): an older, smaller partial refund delivered
+    late changes nothing. False when nothing changed."""
+    now = utcnow()
+    review = session.scalar(
+        select(LicenseReview).where(
+            LicenseReview.order_id == order.id, LicenseReview.license_id == license_id
+        )
+    )
+    if review is None:
+        session.add(
+            LicenseReview(
+                license_id=license_id,
+                order_id=order.id,
+                note=note[:500],
+                refunded_amount=amount,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+        session.flush()
+        return True
+    if amount is not None and review.refunded_amount is not None:
+        if amount <= review.refunded_amount:
+            return False
+    elif review.note == note[:500]:
+        return False
+    review.note, review.refunded_amount, review.updated_at = note[:500], amount, now
+    review.resolved_at = review.resolved_by = None
+    return True
+
+
+def _money(session: Session, order: Order, amount: int) -> str:
+    currency = session.get(Currency, order.currency)
+    if currency is None:  # a foreign key target; never missing
+        return f"{amount} {order.currency}"
+    return format_amount(amount, currency.symbol, currency.decimals)
+
+
+def review_partial_refund(session: Session, order: Order, amount: int) -> bool:
+    """A partial refund of a paid (or disputed, or held) order: every license the order
+    issued or changed goes to the admin's review list, unchanged. False when that was
+    already known (a repeated or older event)."""
+    item_ids = [item.id for item in order.items]
+    issued = session.scalars(select(License.id).where(License.order_item_id.in_(item_ids)))
+    changed = session.scalars(
+        select(LicenseChange.license_id).where(LicenseChange.order_item_id.in_(item_ids))
+    )
+    note = (
+        f"Partial refund of order {order.number}: {_money(session, order, amount)} of "
+        f"{_money(session, order, order.total)}. Nothing was taken back; decide whether to."
+    )
+    noted = False
+    for license_id in sorted({*issued, *changed}):
+        noted = note_for_review(session, order, license_id, note, amount) or noted
+    return noted
+
+
+def _trim_seats(session: Session, license: License, now: dt.datetime) -> list[str]:
+    """Deactivate the production installations over the seat limit, newest first (the
+    ones that came with the upgrade); their domains."""
+    active = list(
+        session.scalars(
+            select(Activation)
+            .where(
+                Activation.license_id == license.id,
+                Activation.active.is_(True),
+                Activation.environment == PRODUCTION,
+            )
+            .order_by(Activation.activated_at.desc(), Activation.id.desc())
+        )
+    )
+    over = active[: max(0, len(active) - license.max_activations)]
+    for activation in over:
+        activation.active = False
+        activation.deactivated_at = now
+    return [activation.domain for activation in over]
+
+
+def _undo(session: Session, change: LicenseChange, license: License, now: dt.datetime):
+    """Restore what ``change`` found; the audit detail and what the mail says."""
+    if change.kind == "renewal":
+        before = license.expires_at
+        license.expires_at = change.old_expires_at
+        product = session.get(Product, license.product_id)
+        detail = f"expiry {before:%Y-%m-%d} -> {license.expires_at:%Y-%m-%d}"
+        return detail, Reversed(
+            "renewal", license.key, product.name, product.name, license.max_activations, [],
+            f"{license.expires_at:%Y-%m-%d}",
+        )  # fmt: skip
+    upgraded = session.get(Product, change.new_product_id)
+    previous = session.get(Product, change.old_product_id)
+    license.product_id = previous.id
+    license.max_activations = change.old_max_activations
+    license.features = (
+        list(change.old_features)
+        if change.old_features is not None
+        else features_of_product(previous)
+    )
+    session.flush()
+    dropped = _trim_seats(session, license, now)
+    detail = (
+        f"product {upgraded.slug} -> {previous.slug}; seats {change.new_max_activations} -> "
+        f"{license.max_activations}; deactivated {', '.join(dropped) or 'none'}"
+    )
+    return detail, Reversed(
+        "upgrade", license.key, upgraded.name, previous.name, license.max_activations, dropped,
+        None,
+    )  # fmt: skip
+
+
+def reverse_license_changes(
+    session: Session, order: Order, settings: Mapping[str, Any], *, reversal: str
+) -> list[str]:
+    """Take back the renewals and upgrades of a locked ``order`` whose money went back in
+    full (``reversal``: refund / chargeback), in the transaction that moves it to
+    ``refunded``; mail the customer what was taken back. Notes on what was not."""
+    now = utcnow()
+    done: list[Reversed] = []
+    notes = []
+    for change in _changes_of(session, order):
+        license = _lock_license(session, change.license_id)
+        if license is None:
+            continue
+        if license.status == "revoked":
+            # Nothing left to take back from; the row says the money went back.
+            change.reversed_at, change.reversal = now, reversal
+            continue
+        problem = _why_not_undone(session, change, license)
+        if problem is not None:
+            note = (
+                f"Full {reversal} of order {order.number}: its {change.kind} was not taken "
+                f"back ({problem}); decide what to take back."
+            )
+            note_for_review(session, order, license.id, note)
+            notes.append(f"license {license.key}: {change.kind} held for review ({problem})")
+            continue
+        detail, told = _undo(session, change, license, now)
+        change.reversed_at, change.reversal = now, reversal
+        license.updated_at = now
+        _audit(session, license, f"{change.kind}_reversed", f"{reversal}: {detail}", order)
+        done.append(told)
+    session.flush()
+    if done:
+        _queue_reversal_mail(session, settings, order, reversal, done)
+    return notes
+
+
+def _queue_reversal_mail(
+    session: Session,
+    settings: Mapping[str, Any],
+    order: Order,
+    reversal: str,
+    done: list[Reversed],
+) -> None:
+    user = session.get(User, order.user_id)
+    base_url = settings["cmsshop.base_url"].rstrip("/")
+    enqueue(
+        session,
+        settings,
+        kind=REVERSAL_MAIL,
+        to=user.email,
+        subject=f"Your license after the {reversal} of order {order.number}",
+        template=REVERSAL_MAIL,
+        context={
+            "customer_name": user.name,
+            "order_number": order.number,
+            "reversal": reversal,
+            "changes": [dataclasses.asdict(item) for item in reversed(done)],
+            "licenses_url": f"{base_url}/account/licenses",
+        },
+        # One mail per order: the reversal happens once, this backs it up.
+        dedupe_key=f"license-reversal:order:{order.id}",
+        user_id=user.id,
+    )

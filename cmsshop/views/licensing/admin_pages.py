@@ -20,7 +20,7 @@ from cmsshop.views.licensing.admin_api import (
     refusal_error,
 )
 from cmsshop.views.shared.forms import FormInvalid, read_form, see_other
-from cmsshop.views.shared.json import read_page_request
+from cmsshop.views.shared.json import query_value, read_page_request
 
 NOTICES = {
     "license_suspend": "The license is suspended.",
@@ -30,6 +30,7 @@ NOTICES = {
     "license_seats": "The seat limit is changed.",
     "license_reset": "Every activation of the license is deactivated.",
     "license_features": "The features are changed; runtimes get them with their next lease.",
+    "license_resolve": "The review notes are resolved.",
 }
 
 
@@ -46,8 +47,10 @@ def license_path(key: str) -> str:
 def licenses_page(request):
     paging = read_page_request(request)
     q = read_search(request)
-    page = license_admin.search_licenses(request.db, paging, q)
-    return {"admin_section": "licenses", "page": page, "q": q or ""}
+    # ?review=open: the dashboard's list of licenses to review.
+    to_review = query_value(request, "review") == "open"
+    page = license_admin.search_licenses(request.db, paging, q, to_review=to_review)
+    return {"admin_section": "licenses", "page": page, "q": q or "", "to_review": to_review}
 
 
 def _detail_page(request, key: str, errors: dict | None = None, form: dict | None = None):

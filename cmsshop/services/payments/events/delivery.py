@@ -364,9 +364,13 @@ def apply_action(
     if kind == pb.CANCEL:
         return fulfilment.close_order(session, order, "cancelled")
     if kind == pb.REFUND:
-        return fulfilment.refund(session, order, amount=action.amount, currency=action.currency)
+        return fulfilment.refund(
+            session, order, settings=settings, amount=action.amount, currency=action.currency
+        )
     if kind == pb.DISPUTE_OPENED:
         return fulfilment.open_dispute(session, order)
     if kind in (pb.DISPUTE_WON, pb.DISPUTE_LOST):
-        return fulfilment.close_dispute(session, order, won=kind == pb.DISPUTE_WON)
+        return fulfilment.close_dispute(
+            session, order, settings=settings, won=kind == pb.DISPUTE_WON
+        )
     return fulfilment.Result("ignored", f"unknown action {kind!r}")
