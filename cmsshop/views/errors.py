@@ -22,7 +22,7 @@ import traceback
 from urllib.parse import urlencode
 
 from pyramid.exceptions import BadCSRFOrigin, BadCSRFToken, PredicateMismatch
-from pyramid.httpexceptions import HTTPException, HTTPForbidden, HTTPNotFound, HTTPSeeOther
+from pyramid.httpexceptions import HTTPException, HTTPForbidden, HTTPNotFound
 from pyramid.renderers import render_to_response
 from pyramid.response import Response
 from pyramid_retry import (
@@ -35,6 +35,7 @@ from sqlalchemy.exc import OperationalError
 from cmsshop import errors as E
 from cmsshop.db import is_database_unavailable, is_nul_refused, is_retryable_db_error
 from cmsshop.services.support.codes import new_support_code, record_server_error
+from cmsshop.views.shared.forms import see_other
 from cmsshop.web import is_api_path
 
 log = logging.getLogger("cmsshop.request")
@@ -142,7 +143,7 @@ def page_error_response(request, exc: BaseException, error: E.ApiError, support_
         if user is None and request.method in ("GET", "HEAD"):
             # A page that needs a login: log in, then come back.
             query = urlencode({"next": request.path_qs[:1000]})
-            return HTTPSeeOther(location=f"/login?{query}")
+            return see_other(request, f"/login?{query}")
     user = request.__dict__.get("user")
     if error.status < 500 and "user" not in request.__dict__:
         # The navigation shows who is logged in; after a 5xx only a user already loaded

@@ -75,7 +75,7 @@ def license_checkout(request, item: dict):
     """Check out a renewal or upgrade; a refusal is an error page naming why (the
     account's licenses page offers only what can be bought, so this is rare)."""
     if request.user is None:
-        return HTTPSeeOther(location=f"/login?{urlencode({'next': '/account/licenses'})}")
+        return see_other(request, f"/login?{urlencode({'next': '/account/licenses'})}")
     try:
         # The JSON route's rules for an item (one form, lengths, storable text).
         posted = {key: value for key, value in item.items() if value is not None}
@@ -103,7 +103,7 @@ def checkout_submit(request):
     if request.user is None:
         # Log in (or register), then come back to the product to buy it.
         back = f"/products/{slug}" if slug else "/products"
-        return HTTPSeeOther(location=f"/login?{urlencode({'next': back})}")
+        return see_other(request, f"/login?{urlencode({'next': back})}")
     typed = {name: request.POST.get(name, "") for name in ("currency", "provider")}
     try:
         data = read_form(request, checkout_form_schema())

@@ -8,8 +8,9 @@ checkout of an unknown currency, a taken email) land on their fields the same wa
 
 from __future__ import annotations
 
+import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import colander
 from pyramid.httpexceptions import HTTPSeeOther
@@ -63,21 +64,42 @@ def field_errors(exc: ApiError) -> dict[str, str]:
     return {"form": exc.message}
 
 
+# What a Location may carry as it is (RFC 3986's unreserved and reserved characters, and
+# the percent sign of an escape); everything else is percent-encoded as UTF-8.
+URI_SAFE = "/:@!$&'()*+,;=?#[]~%"
+STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def encode_location(target: str) -> str:
+    """``target`` as ASCII a WSGI server can write in a Location header.
+
+    A target made from request text may hold any character: waitress can send only
+    latin-1 header values (anything else is its plain-text 500), and a line break would
+    start a new header. Escapes already there are kept (so encoding twice changes
+    nothing); a percent sign that starts no escape becomes ``%25``.
+    """
+    return quote(STRAY_PERCENT.sub("%25", target), safe=URI_SAFE, errors="surrogatepass")
+
+
 def safe_next(raw: str | None, default: str = "/") -> str:
-    """A local path to go back to after logging in: never another site (open redirect)."""
+    """A local path to go back to after logging in: never another site (open redirect),
+    percent-encoded (see encode_location)."""
     if not raw or not raw.startswith("/") or raw.startswith("//") or "\\" in raw:
         return default
-    parts = urlsplit(raw)
-    if parts.scheme or parts.netloc:
+    target = encode_location(raw)
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or target.startswith("//"):
         return default
-    return raw
+    return target
 
 
 def see_other(request, location: str, **notice) -> HTTPSeeOther:
-    """Post/redirect/get: 303 to ``location`` (a path), with an optional ``notice`` key
-    the next page turns into a fixed message (never text from the request)."""
+    """Post/redirect/get: 303 to ``location`` (a path on this site), with an optional
+    ``notice`` key the next page turns into a fixed message (never text from the
+    request). Every redirect of the pages goes through here, so every Location is
+    percent-encoded, whatever it was built from."""
     if notice.get("notice"):
         path, hash_mark, fragment = location.partition("#")
         joiner = "&" if "?" in path else "?"
         location = f"{path}{joiner}notice={notice['notice']}{hash_mark}{fragment}"
-    return HTTPSeeOther(location=location)
+    return HTTPSeeOther(location=encode_location(location))
