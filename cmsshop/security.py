@@ -83,6 +83,16 @@ def get_user(request) -> User | None:
     return session.user if session is not None else None
 
 
+def answer_depends_on_session(request, anonymous_too: bool) -> bool:
+    """Whether this request's answer was shaped by a login session: something (the view,
+    the permission check, the CSRF token, a login or logout) looked the session up and
+    found one, or, with ``anonymous_too``, looked it up at all (the answer then says
+    there is none, or carries the anonymous visitor's CSRF token)."""
+    if "user_session" not in request.__dict__:  # reified: set once looked up
+        return False
+    return anonymous_too or request.__dict__["user_session"] is not None
+
+
 def _set_cookie(request, token: str | None) -> None:
     settings = request.registry.settings
 

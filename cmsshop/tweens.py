@@ -256,12 +256,17 @@ def execution_policy(attempts: int):
                 with router.request_context(environ) as request:
                     response = error_response(request, exc)
                     response.headers["X-Request-ID"] = request_id(request)
+                    # Outside the security headers tween: its one header for every answer.
+                    response.headers["X-Content-Type-Options"] = "nosniff"
                     return response
             except Exception:  # noqa: BLE001 - even the error path failed: still JSON
                 log.exception("the error path failed for %s", type(exc).__name__)
-                return Response(
+                response = Response(
                     LAST_RESORT_BODY, status=500, content_type="application/json", charset=None
                 )
+                response.headers["Cache-Control"] = "no-store"
+                response.headers["X-Content-Type-Options"] = "nosniff"
+                return response
 
     return policy
 

@@ -19,6 +19,7 @@ from pyramid.csrf import get_csrf_token
 from pyramid.events import BeforeRender
 from pyramid.static import QueryStringCacheBuster
 
+from cmsshop.security import answer_depends_on_session
 from cmsshop.services.store.currencies import format_amount
 from cmsshop.settings import as_list, declare
 
@@ -83,10 +84,10 @@ def content_security_policy(settings) -> str:
 
 
 def security_headers_tween_factory(handler, registry):
-    """The usual security headers on every page (answers outside /api)."""
-    headers = {
+    """``nosniff`` and the caching rule on every answer; the usual security headers on
+    every page (answers outside /api)."""
+    page_headers = {
         "Content-Security-Policy": content_security_policy(registry.settings),
-        "X-Content-Type-Options": "nosniff",
         "X-Frame-Options": "DENY",
         "Referrer-Policy": "same-origin",
         "Cross-Origin-Opener-Policy": "same-origin",
@@ -95,13 +96,20 @@ def security_headers_tween_factory(handler, registry):
 
     def security_headers_tween(request):
         response = handler(request)
-        if not is_api_path(request.environ.get("PATH_INFO", "")):
-            for name, value in headers.items():
+        # A browser must never guess a type: a JSON answer echoing text is not a page.
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        is_page = not is_api_path(request.environ.get("PATH_INFO", ""))
+        if is_page:
+            for name, value in page_headers.items():
                 response.headers.setdefault(name, value)
-            if response.content_type == "text/html" and "Cache-Control" not in response.headers:
-                # Pages show the visitor's own session (the navigation, forms' CSRF
-                # tokens): never stored by a shared cache.
-                response.headers["Cache-Control"] = "private, no-cache"
+        if answer_depends_on_session(request, anonymous_too=not is_page):
+            # The caller's own answer (the user, a CSRF token, an account's data, or a
+            # 401/403 saying there is none): no cache keeps it, not even the browser's.
+            response.headers["Cache-Control"] = "private, no-store"
+        elif is_page and response.content_type == "text/html":
+            # An anonymous page still holds the visitor's CSRF token: never stored by a
+            # shared cache.
+            response.headers.setdefault("Cache-Control", "private, no-cache")
         return response
 
     return security_headers_tween

@@ -46,7 +46,7 @@ def deactivate_path(key: str, activation_id) -> str:
 
 def test_lists_the_active_activations_of_the_customers_license(customer_app, account, sites):
     response = customer_app.get(activations_path(account.license.key))
-    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Cache-Control"] == "private, no-store"
     body = response.json
     assert body["total"] == 2 and (body["page"], body["perPage"]) == (1, 20)
     by_domain = {item["domain"]: item for item in body["items"]}

@@ -185,7 +185,7 @@ def test_signed_url_is_absolute_fresh_and_short_lived(customer_app, purchase):
     before = utcnow()
     first = customer_app.post(path)
     second = customer_app.post(path).json
-    assert first.headers["Cache-Control"] == "no-store"
+    assert first.headers["Cache-Control"] == "private, no-store"
     body = first.json
     assert set(body) == {"url", "expiresAt"}
     assert body["url"].startswith("http://localhost/api/downloads/")
@@ -281,7 +281,7 @@ def test_license_returns_the_one_fulfilment_issued(customer_app, dbsession, purc
     path = f"/api/dashboard/downloads/{purchase.entitlement.id}/license"
     response = customer_app.post(path)
     body = response.json
-    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Cache-Control"] == "private, no-store"
     assert body["key"] == license.key
     assert body["product"] == purchase.product.slug
     assert body["status"] == "active" and body["expiresAt"] is None

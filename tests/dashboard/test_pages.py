@@ -171,7 +171,7 @@ def test_download_button_redirects_to_a_fresh_working_signed_url(client, account
     page = client.get("/account/downloads")
     form = page.forms[next(k for k, f in page.forms.items() if f.action.startswith("/account/d"))]
     first = form.submit(status=303)
-    assert first.headers["Cache-Control"] == "no-store"
+    assert first.headers["Cache-Control"] == "private, no-store"
     assert first.location.startswith("http://localhost/api/downloads/")
     second = form.submit(status=303)
     assert second.location != first.location  # made at click time, every time
@@ -261,7 +261,7 @@ def sites(app, account):
 
 def test_licenses_page_shows_keys_seats_and_activations(client, account, sites):
     response = client.get("/account/licenses")
-    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Cache-Control"] == "private, no-store"
     section = response.html.find("section", class_="license")
     text = section.get_text(" ", strip=True)
     assert account.license.key in text and "SiteGuard" in text

@@ -137,7 +137,7 @@ def test_admin_list_has_drafts_and_filters(admin_app, created):
         article(slug="draft", title="A draft", category="misc", published=False),
     )
     response = admin_app.get("/api/admin/articles")
-    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Cache-Control"] == "private, no-store"
     assert [a["slug"] for a in response.json["items"]] == ["draft", "getting-started"]
     assert [
         a["slug"] for a in admin_app.get("/api/admin/articles?category=misc").json["items"]

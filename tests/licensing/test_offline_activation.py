@@ -63,7 +63,7 @@ def test_the_whole_round_trip_works_offline(customer_app, account, pinned, tmp_p
     assert code.startswith("CMSOFF1.")
     response = customer_app.post_json(path(account.license.key), {"requestCode": code})
     lease_file = response.json
-    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Cache-Control"] == "private, no-store"
     assert lease_file["format"] == "cmsshop-offline-lease" and lease_file["version"] == 1
     assert lease_file["domain"] == "intranet.example.com"
     expires = dt.datetime.fromisoformat(lease_file["expiresAt"].replace("Z", "+00:00"))

@@ -69,7 +69,7 @@ def test_create_and_list(admin_app, testapp, currencies):
             "enabled": True,
         },
     ]
-    assert admin_app.get("/api/admin/currencies").headers["Cache-Control"] == "no-store"
+    assert admin_app.get("/api/admin/currencies").headers["Cache-Control"] == "private, no-store"
     # The public list and the bootstrap see the same currencies.
     assert [c["code"] for c in testapp.get("/api/store/currencies").json["items"]] == ["EUR", "USD"]
     assert testapp.get("/api/bootstrap").json["defaultCurrency"] == "EUR"

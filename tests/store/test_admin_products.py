@@ -302,7 +302,7 @@ def test_admin_list_has_drafts_and_archived_and_is_never_cached(admin_app, dbses
     admin_app.post_json("/api/admin/products", product_body(slug="gone", name="B gone"))
     admin_app.patch_json("/api/admin/products/gone", {"archived": True})
     response = admin_app.get("/api/admin/products")
-    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Cache-Control"] == "private, no-store"
     assert [p["slug"] for p in response.json["items"]] == ["draft", "gone", "site-guard"]
     assert response.json["items"][1]["archived"] is True
     assert [p["slug"] for p in admin_app.get("/api/admin/products?q=DRAFT").json["items"]] == [
