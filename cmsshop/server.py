@@ -54,7 +54,11 @@ class JsonPayloadTooLarge(Error):
             "hints": [],
             "supportCode": new_support_code(),
         }
-        headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+        headers = [
+            ("Content-Type", "application/json"),
+            ("Cache-Control", "no-store"),
+            ("X-Content-Type-Options", "nosniff"),
+        ]
         return f"{self.code} {self.reason}", headers, json.dumps(body).encode()
 
 

@@ -182,6 +182,7 @@ def test_real_server_refuses_a_declared_body_over_the_limit_without_reading_it(
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 413"), answer[:200]
     assert b"application/json" in head.lower()
+    assert b"x-content-type-options: nosniff" in head.lower()
     assert b'"code": "payload_too_large"' in body
     # Answered from the headers alone: not a byte of the body was sent.
     assert seconds < 2, seconds
