@@ -58,11 +58,23 @@ def serve(app, host: str = "127.0.0.1"):
     server = create_server(
         app, *app_limits(app), host=host, port=0, threads=8, clear_untrusted_proxy_headers=True
     )
-    thread = threading.Thread(target=server.run, daemon=True)
+    closing = threading.Event()
+
+    def run() -> None:
+        # close() from this thread closes the sockets under the loop's select(): the
+        # EBADF it then raises is the loop noticing, not an error of the app.
+        try:
+            server.run()
+        except OSError:
+            if not closing.is_set():
+                raise
+
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
         yield f"http://{host}:{server.effective_port}"
     finally:
+        closing.set()
         server.close()
         thread.join(timeout=5)
 
