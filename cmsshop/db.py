@@ -6,6 +6,7 @@ import contextlib
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 
 from pyramid_retry import mark_error_retryable
@@ -34,8 +35,11 @@ def is_retryable_db_error(exc: BaseException) -> bool:
     (PostgreSQL serialization failures and deadlocks are already tagged retryable by
     zope.sqlalchemy through pyramid_tm.) A lock waited on for the whole busy timeout is
     not a race but a stalled database: running the request again would only multiply the
-    wait, so it answers 503 at once.
+    wait, so it answers 503 at once. So does a server that sent no answer in time
+    (:class:`AnswerTimeout`), though its connection is closed and invalidated.
     """
+    if isinstance(exc, AnswerTimeout) or isinstance(getattr(exc, "orig", None), AnswerTimeout):
+        return False
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True  # a dropped connection (server restart, idle timeout): a fresh one works
     if getattr(exc, "cmsshop_connection_lost", False):
@@ -56,9 +60,52 @@ try:
         psycopg.OperationalError,
     )
     RAW_DATA_ERRORS: tuple[type[Exception], ...] = (psycopg.DataError,)
+
+    class AnswerTimeout(psycopg.OperationalError):
+        """PostgreSQL sent no answer within the connection's bound; the connection is
+        closed (it was in the middle of an exchange)."""
+
+    class BoundedConnection(psycopg.Connection):
+        """A psycopg connection that waits at most ``answer_timeout`` seconds for each
+        answer of the server's.
+
+        The server's statement timeout bounds the statements of a server that runs; a
+        server that is frozen (SIGSTOP, swapped out, a hung storage), or a peer that is
+        gone without a word, sends nothing at all -- and on a live host the kernel still
+        accepts the connection and acknowledges every byte, so TCP keepalives and
+        ``tcp_user_timeout`` see nothing wrong either. psycopg waits for an answer in
+        :meth:`wait` (every query, fetch, COMMIT and ROLLBACK goes through it); a bound
+        there is the one that holds whatever the cause.
+        """
+
+        answer_timeout: float | None = None
+        silence: Silence | None = None
+
+        def wait(self, gen, interval=0.1, timeout=None):  # noqa: ANN001 - psycopg's own
+            bound = self.answer_timeout if timeout is None else timeout
+            try:
+                answer = super().wait(gen, interval=interval, timeout=bound)
+            except psycopg.errors._WaitTimeout:
+                if timeout is not None:
+                    raise  # psycopg's own bounded wait (a cancellation): its own answer
+                if self.silence is not None:
+                    self.silence.began()
+                # The exchange is cut in the middle: the connection cannot be used again.
+                # Closing the socket leaves it ``broken``, so the pool invalidates it.
+                self.pgconn.finish()
+                raise AnswerTimeout(f"the database sent no answer within {bound:g} s") from None
+            if self.silence is not None and self.silence.since:
+                self.silence.since = 0.0  # it answers again
+            return answer
+
 except ImportError:  # pragma: no cover - SQLite-only installs
     RAW_OPERATIONAL_ERRORS = (sqlite3.OperationalError,)
     RAW_DATA_ERRORS = ()
+
+    class AnswerTimeout(Exception):  # type: ignore[no-redef]
+        """Never raised without psycopg."""
+
+    BoundedConnection = None  # type: ignore[assignment,misc]
 
 
 def is_database_unavailable(exc: BaseException) -> bool:
@@ -84,10 +131,19 @@ def make_engine(
     statement_timeout_ms: int = 5000,
     pool_timeout: int = 5,
     busy_timeout_ms: int = 5000,
+    answer_timeout: float = 6.0,
     **kwargs,
 ) -> Engine:
     """Create the engine with timeouts, so a stalled database answers 503 within seconds
-    instead of holding every worker; on SQLite, apply the pysqlite transaction recipe."""
+    instead of holding every worker; on SQLite, apply the pysqlite transaction recipe.
+
+    On PostgreSQL every wait is bounded: the connection handshake (``connect_timeout``),
+    a pooled connection (``pool_timeout``), a statement, a lock wait included, at the
+    server (``statement_timeout``), each answer at the client (``answer_timeout``, see
+    :class:`BoundedConnection`: more than the statement timeout, so the server's own
+    cancellation comes first when it runs), and a peer gone from the network (TCP
+    keepalives for idle pooled connections, ``tcp_user_timeout`` for unacknowledged
+    bytes)."""
     kwargs.setdefault("pool_timeout", pool_timeout)
     if url.startswith("sqlite"):
         kwargs.setdefault("connect_args", {}).update(
@@ -106,6 +162,12 @@ def make_engine(
     kwargs.setdefault("max_overflow", 10)
     connect_args = kwargs.setdefault("connect_args", {})
     connect_args.setdefault("connect_timeout", connect_timeout)
+    # libpq's TCP settings: a peer that vanished (host down, network cut, a failover
+    # that moved the address) is noticed within about 20 s on an idle connection and
+    # within 10 s of bytes sent unacknowledged, instead of the kernel's two hours and
+    # fifteen minutes. A frozen server on a live host is the answer bound's.
+    for name, value in TCP_SETTINGS.items():
+        connect_args.setdefault(name, value)
     # psycopg prepares a query it saw five times on a connection, and sends DEALLOCATE
     # ALL after any rollback once it has: with the pool rolling back on return, its own
     # statements rarely lived long, and it would drop the ones cmsshop.hotsql PREPAREs
@@ -115,7 +177,66 @@ def make_engine(
         # Also bounds waits for row and table locks: a statement stuck behind a lock is
         # cancelled (QueryCanceled, an OperationalError) rather than waiting forever.
         connect_args.setdefault("options", f"-c statement_timeout={int(statement_timeout_ms)}")
-    return create_engine(url, **kwargs)
+    engine = create_engine(url, **kwargs)
+    if BoundedConnection is not None and engine.dialect.driver == "psycopg":
+        _bound_answers(engine, answer_timeout or None)
+    return engine
+
+
+class Silence:
+    """When the engine's database last failed to answer in time (0: it answers), so that
+    work that can wait -- a 5xx record, the answer cache's version check -- does not
+    wait for it again. Cleared by the next answer of any connection's; forgotten after
+    ``memory`` seconds in any case."""
+
+    def __init__(self, memory: float = 30.0):
+        self.since, self.memory = 0.0, memory
+
+    def began(self) -> None:
+        self.since = time.monotonic()
+
+    def __bool__(self) -> bool:
+        return bool(self.since) and time.monotonic() - self.since < self.memory
+
+
+def database_silent(engine: Engine) -> bool:
+    """Whether ``engine``'s database sent no answer in time lately (PostgreSQL only)."""
+    silence = _SILENCES.get(engine)
+    return bool(silence)
+
+
+_SILENCES: weakref.WeakKeyDictionary[Engine, Silence] = weakref.WeakKeyDictionary()
+
+
+TCP_SETTINGS = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 2,
+    "tcp_user_timeout": 10000,  # milliseconds
+}
+
+ANSWER_TIMEOUT = "cmsshop.answer_timeout"
+
+
+def _bound_answers(engine: Engine, answer_timeout: float | None) -> None:
+    silence = _SILENCES[engine] = Silence()
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(dialect, connection_record, cargs, cparams):
+        try:
+            connection = BoundedConnection.connect(*cargs, **cparams)
+        except psycopg.errors.ConnectionTimeout:
+            silence.began()
+            raise
+        connection.answer_timeout, connection.silence = answer_timeout, silence
+        return connection
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(dbapi_connection, connection_record):
+        # A shorter bound set for one transaction (limit_lock_wait) ends with it.
+        if connection_record.info.pop(ANSWER_TIMEOUT, False) and dbapi_connection:
+            dbapi_connection.answer_timeout = answer_timeout
 
 
 def _fix_pysqlite_transactions(engine: Engine, busy_timeout_ms: int) -> None:
@@ -162,9 +283,15 @@ SHORT_BUSY_TIMEOUT = "cmsshop.short_busy_timeout"
 
 
 def limit_lock_wait(session: Session, milliseconds: int) -> None:
-    """Wait at most ``milliseconds`` for locks in this transaction of ``session``."""
+    """Wait at most ``milliseconds`` for locks in this transaction of ``session`` (and on
+    PostgreSQL, half a second more for any answer of the server's: see
+    :class:`BoundedConnection`)."""
     connection = session.connection()
     if connection.dialect.name == "postgresql":
+        driver_connection = connection.connection.driver_connection
+        if isinstance(driver_connection, BoundedConnection or ()):
+            driver_connection.answer_timeout = milliseconds / 1000 + 0.5
+            connection.connection._connection_record.info[ANSWER_TIMEOUT] = True
         connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(milliseconds)}")
     else:
         connection.exec_driver_sql(f"PRAGMA busy_timeout = {int(milliseconds)}")
@@ -306,6 +433,7 @@ def includeme(config) -> None:
         statement_timeout_ms=settings["cmsshop.db_statement_timeout_ms"],
         pool_timeout=settings["cmsshop.db_pool_timeout"],
         busy_timeout_ms=settings["cmsshop.db_busy_timeout_ms"],
+        answer_timeout=settings["cmsshop.db_answer_timeout"],
     )
     config.registry["cmsshop.engine"] = engine
     config.registry["cmsshop.health_probe"] = HealthProbe(engine, settings["cmsshop.health_fresh"])
@@ -355,8 +483,8 @@ class HealthProbe:
         try:
             self._probe()
         except Exception as exc:
-            if not getattr(exc, "cmsshop_connection_lost", False):
-                raise
+            if not getattr(exc, "cmsshop_connection_lost", False) or isinstance(exc, AnswerTimeout):
+                raise  # a server that does not answer is not asked twice
             # A connection the server dropped (restart, idle timeout) fails once: the
             # second probe, on a new connection, says whether the database is there.
             self._probe()
@@ -399,5 +527,8 @@ __all__ = [
     "make_engine",
     "own_transaction",
     "take_write_lock",
+    "AnswerTimeout",
+    "BoundedConnection",
+    "database_silent",
     "HealthProbe",
 ]

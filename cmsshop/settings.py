@@ -97,6 +97,9 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     "cmsshop.db_statement_timeout_ms": (as_int, 5000, None),
     "cmsshop.db_pool_timeout": (as_int, 5, None),
     "cmsshop.db_busy_timeout_ms": (as_int, 5000, None),
+    # Seconds the app waits for any answer of PostgreSQL's (more than the statement
+    # timeout, which a frozen server cannot enforce); 0 waits forever.
+    "cmsshop.db_answer_timeout": (as_float, 6.0, None),
     # Seconds a successful /api/health database probe answers for the calls after it.
     "cmsshop.health_fresh": (as_float, 0.25, None),
     "cmsshop.site_name": (as_str, "cmsshop", "CMSSHOP_SITE_NAME"),

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from cmsshop.db import limit_lock_wait, own_transaction
+from cmsshop.db import database_silent, limit_lock_wait, own_transaction
 from cmsshop.logs import safe_text
 from cmsshop.models import ErrorRecord
 from cmsshop.util import readable_token
@@ -61,6 +61,13 @@ def record_server_error(registry, **fields) -> None:
     attempt stores it without the free-text parts.
     """
     fields = storable_fields(fields)
+    if database_silent(registry["cmsshop.engine"]):
+        # It just failed to answer (frozen, gone): the attempt would hold this worker
+        # for another bounded wait and fail. The log line is the record.
+        log.warning(
+            "error record %s not stored: the database does not answer", fields.get("support_code")
+        )
+        return
     attempts = (fields, {**fields, "traceback": None, "path": fields["path"][:200]})
     failure: Exception | None = None
     for attempt in attempts:
