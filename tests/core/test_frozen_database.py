@@ -16,9 +16,8 @@ import time
 
 from alembic import command
 from helpers.app import alembic_config, requires_postgresql, serve
+from helpers.outage import assert_unavailable, get
 from helpers.private_postgresql import private_cluster
-
-from core.test_hostile_database import assert_unavailable, get
 
 ANSWER_TIMEOUT = 2.0
 CONNECT_TIMEOUT = 2

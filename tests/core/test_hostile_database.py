@@ -7,40 +7,19 @@ Timings are taken over real HTTP (waitress), as a client sees them.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import secrets
 import time
-import urllib.parse
 
 import pytest
 import sqlalchemy as sa
 from helpers.app import PASSWORD, is_postgresql, requires_postgresql, serve
 from helpers.clients import new_client
+from helpers.outage import assert_unavailable, get
 
 from cmsshop.models import Base
 
 TIMEOUT_MS = 1500
-
-
-def get(base_url: str, path: str, method: str = "GET", body=None, headers=None):
-    """(status, headers, JSON body, seconds taken)."""
-    conn = http.client.HTTPConnection(urllib.parse.urlsplit(base_url).netloc, timeout=60)
-    started = time.perf_counter()
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        data = json.loads(response.read())
-        return response.status, response.headers, data, time.perf_counter() - started
-    finally:
-        conn.close()
-
-
-def assert_unavailable(status, headers, body) -> None:
-    assert status == 503, body
-    assert body["code"] == "database_unavailable"
-    assert int(headers["Retry-After"]) >= 1
-    assert headers["Content-Type"].startswith("application/json")
 
 
 @contextlib.contextmanager
