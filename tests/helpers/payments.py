@@ -60,6 +60,13 @@ def check_exactly_once(dbsession, order, completed, responses):
     assert row.attempts == len(responses) - 2
 
 
+def send(webhook, payload, status="*"):
+    """Sign ``payload`` as the card provider does and post it through the ``webhook``
+    fixture."""
+    body, headers = delivery(payload)
+    return webhook(body, headers, status=status)
+
+
 def deliver(app, payload, secret=SECRET, status="*", timestamp=None):
     body, headers = delivery(payload, secret=secret, timestamp=timestamp)
     return webtest.TestApp(app).post(

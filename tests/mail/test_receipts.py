@@ -10,7 +10,7 @@ from fakes.shop import counts, event_row, make_order, order_status
 from fakes.stripe_api import closed_port_url, delivery, event, session_object
 from helpers.app import requires_postgresql, serve
 from helpers.clients import new_client
-from helpers.payments import check_exactly_once, storm
+from helpers.payments import check_exactly_once, send, storm
 from sqlalchemy import event as sa_event
 from sqlalchemy import func, select
 
@@ -21,11 +21,6 @@ from cmsshop.services.payments import fulfilment
 from cmsshop.settings import load_settings
 
 SETTINGS = {"cmsshop.base_url": "https://shop.example.com/", "cmsshop.site_name": "Shop"}
-
-
-def send(webhook, payload, status="*"):
-    body, headers = delivery(payload)
-    return webhook(body, headers, status=status)
 
 
 def receipts(dbsession) -> list[OutboxMessage]:

@@ -17,6 +17,7 @@ from fakes.stripe_api import (
     intent_object,
     session_object,
 )
+from helpers.payments import send
 from sqlalchemy import select
 
 from cmsshop.models import Entitlement, Fulfilment, Invoice, License, Order
@@ -24,11 +25,6 @@ from cmsshop.models import Entitlement, Fulfilment, Invoice, License, Order
 
 def paid_session(fake_stripe, order, **kwargs):
     return fake_stripe.add_session(session_object(order.number, order.total, **kwargs))
-
-
-def send(webhook, payload, status="*"):
-    body, headers = delivery(payload)
-    return webhook(body, headers, status=status)
 
 
 def test_completed_checkout_fulfils_once(webhook, fake_stripe, order, dbsession):
