@@ -78,6 +78,10 @@ class Activation(Base):
     activated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_validated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     deactivated_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    # The expiry of the last offline lease issued to this installation: that lease works
+    # without the shop until then, so the seat stays counted until then even after a
+    # deactivation (NULL: no offline lease, the seat is freed when deactivated).
+    seat_held_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
     license: Mapped[License] = relationship(back_populates="activations")
 

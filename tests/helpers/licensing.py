@@ -110,3 +110,31 @@ def race(url: str, bodies: list[dict]) -> list[tuple[int, dict]]:
     for thread in threads:
         thread.join(timeout=120)
     return results
+
+
+# --- offline activation ----------------------------------------------------------------------
+
+OFFLINE_SITE = "https://intranet.example.com/"
+OFFLINE_FINGERPRINT = "airgapped-install-0001"
+
+
+def offline_runtime(account, pinned, state_dir, fingerprint=OFFLINE_FINGERPRINT, **kwargs):
+    """The product, installed where no network reaches the shop (port 9 never answers);
+    ``account`` holds the site-guard license, ``pinned`` the shop's JWKS."""
+    from cmsshop.runtime import LicenseClient
+
+    return LicenseClient(
+        "http://127.0.0.1:9",
+        product="site-guard",
+        license_key=account.license.key,
+        domain=kwargs.pop("domain", OFFLINE_SITE),
+        fingerprint=fingerprint,
+        pinned_keys=pinned,
+        timeout=0.5,
+        state_path=str(state_dir / f"{fingerprint}.json"),
+        **kwargs,
+    )
+
+
+def offline_activation_path(key: str) -> str:
+    return f"/api/dashboard/licenses/{key}/offline-activation"

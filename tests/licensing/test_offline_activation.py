@@ -13,38 +13,21 @@ import pytest
 from helpers.account_data import activate, make_account
 from helpers.app import serve
 from helpers.clients import new_client
+from helpers.licensing import OFFLINE_FINGERPRINT as FINGERPRINT
+from helpers.licensing import OFFLINE_SITE as SITE
+from helpers.licensing import offline_activation_path, offline_runtime
 from sqlalchemy import func, select, update
 
 from cmsshop.models import Activation, License, LicenseAuditEntry
 from cmsshop.runtime import LeaseRejected, LicenseClient
 from cmsshop.services.licensing.offline import checksum
 
-SITE = "https://intranet.example.com/"
-FINGERPRINT = "airgapped-install-0001"
+make_runtime, path = offline_runtime, offline_activation_path
 
 
 @pytest.fixture
 def pinned(testapp):
     return testapp.get("/api/license/jwks.json").json
-
-
-def make_runtime(account, pinned, tmp_path, fingerprint=FINGERPRINT, **kwargs) -> LicenseClient:
-    """The product, installed where no network reaches the shop (port 9 never answers)."""
-    return LicenseClient(
-        "http://127.0.0.1:9",
-        product="site-guard",
-        license_key=account.license.key,
-        domain=SITE,
-        fingerprint=fingerprint,
-        pinned_keys=pinned,
-        timeout=0.5,
-        state_path=str(tmp_path / f"{fingerprint}.json"),
-        **kwargs,
-    )
-
-
-def path(key: str) -> str:
-    return f"/api/dashboard/licenses/{key}/offline-activation"
 
 
 def code_with(fields: dict) -> str:

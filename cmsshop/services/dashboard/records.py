@@ -36,6 +36,7 @@ from cmsshop.services.dashboard.downloads import (
 from cmsshop.services.licensing import problems
 from cmsshop.services.licensing.issuing import issue_license
 from cmsshop.services.licensing.records import normalise_license_key
+from cmsshop.services.licensing.steps import holds_seat
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.util import utcnow
 
@@ -326,11 +327,12 @@ def list_licenses(session: Session, user_id: int, request: PageRequest) -> Page[
 
 
 def active_activations_query(license_ids):
-    """The active activations (seats in use) of licenses, most recently activated first."""
+    """The activations holding a seat of licenses (the active ones, and the deactivated
+    ones whose offline lease still works), active first, then most recently activated."""
     return (
         select(Activation)
-        .where(Activation.license_id.in_(license_ids), Activation.active.is_(True))
-        .order_by(Activation.activated_at.desc(), Activation.id.desc())
+        .where(Activation.license_id.in_(license_ids), holds_seat(utcnow()))
+        .order_by(Activation.active.desc(), Activation.activated_at.desc(), Activation.id.desc())
     )
 
 

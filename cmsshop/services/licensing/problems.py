@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 
 from cmsshop.errors import ApiError, Conflict, NotFound, ServiceUnavailable
 from cmsshop.services.licensing.signing import SigningUnavailable
+from cmsshop.util import isoformat_z
 
 log = logging.getLogger("cmsshop.licensing")
 
@@ -49,18 +51,34 @@ def nonce_reused() -> ApiError:
     )
 
 
-def activation_limit_reached(used: int, cap: int, environment: str, kind: str) -> ApiError:
+def activation_limit_reached(
+    used: int, cap: int, environment: str, kind: str, held_until: dt.datetime | None = None
+) -> ApiError:
+    """409; ``held_until``: when the first seat held by a deactivated offline
+    installation (its lease still works) frees, if one is held."""
+    hints = [
+        "Deactivate an installation you no longer use (POST /api/license/deactivate "
+        "from it) to free its seat, or buy another license.",
+        "Staging and local sites (localhost, *.test, staging.*) do not use a paid "
+        "seat; they have a separate allowance.",
+    ]
+    if held_until is not None:
+        hints.insert(
+            0,
+            "A deactivated offline installation keeps its seat until its lease expires; "
+            f"the first frees at {isoformat_z(held_until)}.",
+        )
     return Conflict(
         f"All {cap} {kind} activations of this license are in use.",
         code="activation_limit_reached",
         title="Activation limit reached",
-        hints=[
-            "Deactivate an installation you no longer use (POST /api/license/deactivate "
-            "from it) to free its seat, or buy another license.",
-            "Staging and local sites (localhost, *.test, staging.*) do not use a paid "
-            "seat; they have a separate allowance.",
-        ],
-        extra={"activationsUsed": used, "maxActivations": cap, "environment": environment},
+        hints=hints,
+        extra={
+            "activationsUsed": used,
+            "maxActivations": cap,
+            "environment": environment,
+            "seatsHeldUntil": isoformat_z(held_until),
+        },
     )
 
 

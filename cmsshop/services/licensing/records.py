@@ -161,6 +161,8 @@ class ActivationFacts:
     activated_at: dt.datetime | None
     last_validated_at: dt.datetime | None
     deactivated_at: dt.datetime | None
+    # Until when the seat stays counted whatever ``active`` says (an offline lease).
+    seat_held_until: dt.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,6 +38,7 @@ from cmsshop.services.licensing.steps import (
     one_writer,
     open_license,
     record_nonce,
+    seats_held_until,
     seats_used,
     sign_and_commit,
 )
@@ -79,6 +80,7 @@ def _facts(activation: Activation) -> ActivationFacts:
         activated_at=activation.activated_at,
         last_validated_at=activation.last_validated_at,
         deactivated_at=activation.deactivated_at,
+        seat_held_until=activation.seat_held_until,
     )
 
 
@@ -103,22 +105,26 @@ def plan_activation(
     environment = classify_environment(data.domain, policy.seat_rules)
     audit.environment = environment
     if activation is not None and activation.active and activation.domain == data.domain:
-        used_production, _ = seats_used(session, license.id)
+        used_production, _ = seats_used(session, license.id, now=now)
         return Plan.of(
             policy, data, now, facts, product, _facts(activation), used_production,
             "already_active",
         )  # fmt: skip
 
     was_active = activation is not None and activation.active
+    # The installation's own seat is not counted against it: an active one keeps it, and
+    # one coming back takes the seat its offline lease still holds, not a second one.
     used_production, used_other = seats_used(
-        session, license.id, exclude_id=activation.id if was_active else None
+        session, license.id, exclude_id=activation.id if activation is not None else None, now=now
     )
     if environment == PRODUCTION:
         used, cap, kind = used_production, license.max_activations, "production"
     else:
         used, cap, kind = used_other, policy.staging_cap, "staging/local"
     if used >= cap:
-        raise problems.activation_limit_reached(used, cap, environment, kind)
+        raise problems.activation_limit_reached(
+            used, cap, environment, kind, held_until=seats_held_until(session, license.id, now)
+        )
 
     if activation is None:
         new = ActivationFacts(
@@ -161,12 +167,14 @@ def plan_deactivation(
         )
     audit.environment = activation.environment
     facts = _facts(activation)
-    used_production, _ = seats_used(session, license.id, exclude_id=activation.id)
+    used_production, _ = seats_used(session, license.id, exclude_id=activation.id, now=now)
     if activation.active:
         outcome = "deactivated"
         facts = dataclasses.replace(facts, active=False, deactivated_at=now)
     else:
         outcome = "already_inactive"
+    if activation.environment == PRODUCTION and (facts.seat_held_until or now) > now:
+        used_production += 1  # its offline lease still works: the seat stays taken
     return Plan.of(
         policy, data, now, license_facts(license), product, facts, used_production, outcome,
         deactivated=True,
@@ -189,6 +197,12 @@ def _write(session: Session, plan: Plan, data: LicenseRequest) -> None:
     activation.active = facts.active
     activation.activated_at = facts.activated_at
     activation.deactivated_at = facts.deactivated_at
+    if plan.claims.get("offline") and not plan.deactivated:
+        # An offline lease runs without the shop until its expiry: the seat is held
+        # until then, whatever later happens to the activation (seats_used).
+        expires = dt.datetime.fromtimestamp(plan.claims["exp"], dt.UTC)
+        held = activation.seat_held_until
+        activation.seat_held_until = expires if held is None or held < expires else held
 
 
 def _change_seat(planner, licensing: Licensing, data: LicenseRequest, audit: AuditRecord):

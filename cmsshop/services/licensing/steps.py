@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import bindparam, case, delete, func, select
+from sqlalchemy import bindparam, case, delete, func, or_, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
@@ -188,17 +188,39 @@ def find_activation(
     )
 
 
-def seats_used(session: Session, license_id: int, exclude_id: int | None = None) -> tuple[int, int]:
-    """Active (production, staging + local) activations of the license."""
+def holds_seat(now: dt.datetime):
+    """The activations that take a seat: the active ones, and those whose offline lease
+    still works (it needs no shop to run, so deactivating it freed nothing)."""
+    return or_(Activation.active.is_(True), Activation.seat_held_until > now)
+
+
+def seats_used(
+    session: Session,
+    license_id: int,
+    exclude_id: int | None = None,
+    now: dt.datetime | None = None,
+) -> tuple[int, int]:
+    """Seats taken (production, staging + local) of the license (see holds_seat)."""
     production = Activation.environment == PRODUCTION
     query = select(
         func.coalesce(func.sum(case((production, 1), else_=0)), 0),
         func.coalesce(func.sum(case((production, 0), else_=1)), 0),
-    ).where(Activation.license_id == license_id, Activation.active.is_(True))
+    ).where(Activation.license_id == license_id, holds_seat(now or utcnow()))
     if exclude_id is not None:
         query = query.where(Activation.id != exclude_id)
     used_production, used_other = session.execute(query).one()
     return int(used_production), int(used_other)
+
+
+def seats_held_until(session: Session, license_id: int, now: dt.datetime) -> dt.datetime | None:
+    """When the first seat held by a deactivated installation's offline lease frees."""
+    return session.scalar(
+        select(func.min(Activation.seat_held_until)).where(
+            Activation.license_id == license_id,
+            Activation.active.is_(False),
+            Activation.seat_held_until > now,
+        )
+    )
 
 
 # --- the lease -------------------------------------------------------------------------------

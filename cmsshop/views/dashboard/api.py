@@ -80,6 +80,7 @@ def activation_body(activation, fingerprint: str | None = None) -> dict:
         "activatedAt": isoformat_z(activation.activated_at),
         "lastValidatedAt": isoformat_z(activation.last_validated_at),
         "deactivatedAt": isoformat_z(activation.deactivated_at),
+        "seatHeldUntil": isoformat_z(activation.seat_held_until),
     }
 
 
@@ -154,7 +155,8 @@ def get_license(request):
     route_name="dashboard.activations", request_method="GET", renderer="json", permission=CUSTOMER
 )
 def list_activations(request):
-    """The active activations (seats in use) of one of the customer's licenses."""
+    """The activations holding a seat of one of the customer's licenses (the active ones
+    and the deactivated ones whose offline lease still works)."""
     license = dashboard.find_license(request.db, request.user.id, request.matchdict["key"])
     page = dashboard.list_activations(request.db, license, read_page_request(request))
     request.response.cache_control = "no-store"

@@ -36,6 +36,11 @@ ACTIVATION_PROPERTIES = {
     "activatedAt": {**TIME, "description": "First seen"},
     "lastValidatedAt": {**NULLABLE_TIME, "description": "Last seen (its last validate)"},
     "deactivatedAt": NULLABLE_TIME,
+    "seatHeldUntil": {
+        **NULLABLE_TIME,
+        "description": "Until when the seat stays taken even once deactivated: the expiry "
+        "of the installation's last offline lease, which works without the shop",
+    },
 }
 ACTIVATION_REQUIRED = list(ACTIVATION_PROPERTIES)
 

@@ -235,6 +235,7 @@ def license_result_body(result: LicensingResult) -> dict[str, Any]:
             "activatedAt": isoformat_z(activation.activated_at),
             "lastValidatedAt": isoformat_z(activation.last_validated_at),
             "deactivatedAt": isoformat_z(activation.deactivated_at),
+            "seatHeldUntil": isoformat_z(activation.seat_held_until),
         },
         "lease": result.lease,
         "leaseExpiresAt": isoformat_z(result.lease_expires_at),

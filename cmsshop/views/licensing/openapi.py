@@ -90,6 +90,11 @@ LICENSE_RESPONSE = {
                 "activatedAt": {"type": "string", "format": "date-time"},
                 "lastValidatedAt": DATE_TIME_OR_NULL,
                 "deactivatedAt": DATE_TIME_OR_NULL,
+                "seatHeldUntil": {
+                    **DATE_TIME_OR_NULL,
+                    "description": "Until when the seat stays counted even when "
+                    "deactivated: the expiry of the installation's last offline lease",
+                },
             },
         },
         "lease": {
@@ -136,7 +141,8 @@ def _post(summary: str, responses: dict) -> dict:
         "url-encoded form with the same five fields. Errors switch on `code`: "
         "license_not_found, product_mismatch, license_expired, license_suspended, "
         "license_revoked, activation_not_found, activation_limit_reached (with "
-        "activationsUsed and maxActivations), nonce_reused, rate_limited (Retry-After), "
+        "activationsUsed, maxActivations and seatsHeldUntil: when the first seat held by "
+        "a deactivated offline installation frees), nonce_reused, rate_limited (Retry-After), "
         "signing_unavailable (503, Retry-After; nothing was changed)."
     )
     return op
