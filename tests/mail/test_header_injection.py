@@ -17,10 +17,13 @@ import re
 
 import pytest
 from fakes.shop import make_catalogue, make_order
+from fakes.stripe_api import charge_object, event
 from helpers.account_data import paid_order
 from helpers.app import HASHER, PASSWORD
 from helpers.clients import client_from, new_client
+from helpers.license_changes import buy, order_of, pay
 from helpers.outbox import rows
+from helpers.payments import send
 from helpers.support import open_ticket
 from sqlalchemy import delete, select
 
@@ -52,7 +55,7 @@ HEADERS = [
 QUEUE_SETTINGS = {"cmsshop.base_url": "https://shop.example.com", "cmsshop.site_name": "Shop"}
 
 
-def queue_receipt(dbsession, app, customer, hostile):
+def queue_receipt(dbsession, app, customer, hostile, request):
     make_catalogue(dbsession)
     order = make_order(dbsession, customer, ("site-guard", "themes"))
     locked = fulfilment.lock_order(dbsession, order.id)
@@ -62,13 +65,13 @@ def queue_receipt(dbsession, app, customer, hostile):
     dbsession.commit()
 
 
-def queue_password_reset(dbsession, app, customer, hostile):
+def queue_password_reset(dbsession, app, customer, hostile, request):
     client_from(app, "10.6.0.1").post_json(
         "/api/auth/password-reset", {"email": customer.email}, status=202
     )
 
 
-def queue_verification(dbsession, app, customer, hostile):
+def queue_verification(dbsession, app, customer, hostile, request):
     client_from(app, "10.6.0.2").post_json(
         "/api/auth/register",
         {"email": "fresh@example.com", "password": "a long new password"},
@@ -76,7 +79,7 @@ def queue_verification(dbsession, app, customer, hostile):
     )
 
 
-def queue_account_exists(dbsession, app, customer, hostile):
+def queue_account_exists(dbsession, app, customer, hostile, request):
     client_from(app, "10.6.0.3").post_json(
         "/api/auth/register",
         {"email": customer.email, "password": "a long new password"},
@@ -84,7 +87,7 @@ def queue_account_exists(dbsession, app, customer, hostile):
     )
 
 
-def queue_license_expiring(dbsession, app, customer, hostile):
+def queue_license_expiring(dbsession, app, customer, hostile, request):
     make_catalogue(dbsession)
     order = paid_order(dbsession, customer, ("site-guard",))
     license = dbsession.scalar(
@@ -98,7 +101,7 @@ def queue_license_expiring(dbsession, app, customer, hostile):
     dbsession.commit()
 
 
-def queue_ticket_reply(dbsession, app, customer, hostile):
+def queue_ticket_reply(dbsession, app, customer, hostile, request):
     # The customer's subject, which the staff reply's Subject repeats.
     admin = create_user(dbsession, HASHER, "staff@example.com", PASSWORD, role="admin")
     dbsession.commit()
@@ -109,6 +112,22 @@ def queue_ticket_reply(dbsession, app, customer, hostile):
     staff.post_json(f"/api/admin/tickets/{ticket['id']}/messages", {"body": "Your invoice."})
 
 
+def queue_license_change_reversed(dbsession, app, customer, hostile, request):
+    # An upgrade paid through the card provider, then refunded in full: the license
+    # goes back to its tier and the customer is told.
+    fixtures = ("card_buyer", "webhook", "fake_stripe", "tiered_license", "tiers")
+    buyer, webhook, fake_stripe, license, _ = map(request.getfixturevalue, fixtures)
+    placed = buy(buyer, {"upgrade": license.key, "to": "site-guard-agency"})
+    order = order_of(dbsession, placed.json["order"]["number"])
+    _, _, intent = pay(webhook, fake_stripe, order)
+    dbsession.rollback()  # a fresh transaction: the payment committed since the last read
+    dbsession.execute(delete(OutboxMessage))  # the receipts: cases of their own
+    dbsession.commit()
+    refund = event("charge.refunded", charge_object(intent, order.total))
+    assert send(webhook, refund, 200).json["status"] == "processed"
+    dbsession.rollback()
+
+
 KINDS = {
     "receipt": queue_receipt,
     "password_reset": queue_password_reset,
@@ -116,6 +135,7 @@ KINDS = {
     "account_exists": queue_account_exists,
     "license_expiring": queue_license_expiring,
     "ticket_reply": queue_ticket_reply,
+    "license_change_reversed": queue_license_change_reversed,
 }
 
 
@@ -130,10 +150,12 @@ CASES = [(kind, "site name") for kind in sorted(KINDS)] + [
 @pytest.mark.parametrize("hostile", sorted(HOSTILE))
 @pytest.mark.parametrize(("kind", "place"), CASES)
 def test_hostile_text_never_becomes_a_header(
-    kind, place, hostile, app, engine, dbsession, customer, smtp_server
+    kind, place, hostile, app, engine, dbsession, customer, smtp_server, request
 ):
     text = HOSTILE[hostile]
-    KINDS[kind](dbsession, app, customer, text if place == "subject" else "Cannot download")
+    KINDS[kind](
+        dbsession, app, customer, text if place == "subject" else "Cannot download", request
+    )
     (row,) = rows(dbsession)
     assert row.kind == kind
     settings = load_settings(
