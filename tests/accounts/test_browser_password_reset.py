@@ -16,7 +16,7 @@ from cmsshop.settings import load_settings
 NEW_PASSWORD = "a fresh new password"
 
 
-def deliver(dbsession, smtp_server) -> None:
+def deliver_over_smtp(dbsession, smtp_server) -> None:
     """What the mail worker does: one pass of the sender, over SMTP to the mailbox."""
     settings = load_settings(
         {"cmsshop.site_name": "Shop", "cmsshop.database_url": "sqlite://"} | smtp_server.settings(),
@@ -49,7 +49,7 @@ def test_forgot_password_reset_and_log_in_with_the_new_one(
     check_page(page, "forgot-password-sent")
 
     # The mailbox: the sender delivers the queued message; its text part holds the link.
-    deliver(dbsession, smtp_server)
+    deliver_over_smtp(dbsession, smtp_server)
     (received,) = smtp_server.wait_for(1)
     assert received["To"] == customer.email
     assert received["Subject"] == "Reset your password"

@@ -8,21 +8,16 @@ import datetime as dt
 
 import pytest
 import webtest
-from helpers.clients import client_from, page_client
+from helpers.clients import client_from, page_client, register
 from helpers.mail_links import mails_to, token_of, verify_link
 from sqlalchemy import func, select, update
 
 from cmsshop.models import AccountToken, OutboxMessage, User, UserSession
 from cmsshop.util import utcnow
 
-REGISTER = "/api/auth/register"
 VERIFY = "/api/auth/verify-email"
 LOGIN = "/api/auth/login"
 NEW_PASSWORD = "a long new password"
-
-
-def register(client, email: str, password: str = NEW_PASSWORD, status: int = 202):
-    return client.post_json(REGISTER, {"email": email, "password": password}, status=status)
 
 
 def test_new_and_taken_emails_get_identical_answers_and_the_right_mail(app, customer, dbsession):

@@ -5,18 +5,12 @@ from __future__ import annotations
 
 import time
 
-from helpers.clients import client_from
+from helpers.clients import client_from, register
 from sqlalchemy import func, select
 
 from cmsshop.models import User, UserSession
 
 REGISTER = "/api/auth/register"
-
-
-def register(client, email: str, status: int = 202):
-    return client.post_json(
-        REGISTER, {"email": email, "password": "a long password"}, status=status
-    )
 
 
 def test_taken_email_gets_the_status_and_body_of_a_new_one(app, customer, dbsession):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from helpers.clients import client_from
-from helpers.mail_links import deliver, mails_to
+from helpers.mail_links import deliver_mail, mails_to
 from sqlalchemy import event, func, select
 
 from cmsshop.models import AccountToken, OutboxMessage
@@ -60,7 +60,7 @@ def test_known_and_unknown_addresses_run_the_same_statements(app, customer, dbse
     assert dbsession.scalar(select(func.count()).select_from(AccountToken)) == 0
 
     # The sender mails the account's owner and drops the others without a trace.
-    delivered = deliver(dbsession)
+    delivered = deliver_mail(dbsession)
     [sent] = mails_to(dbsession, customer.email, "password_reset")
     assert sent.status == "sent" and sent.message_id in delivered
     assert mails_to(dbsession, "nobody@example.com") == []

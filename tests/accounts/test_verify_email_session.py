@@ -57,7 +57,7 @@ def sessions_of(dbsession, user) -> int:
     )
 
 
-def session_cookie(client) -> str:
+def cookie_of(client) -> str:
     return client.cookies["cmsshop_session"]
 
 
@@ -78,7 +78,7 @@ def test_nobody_logged_in_the_page_names_the_address_and_confirming_logs_in(app,
 def test_logged_in_as_someone_else_a_plain_confirm_keeps_their_session(app, dbsession, customer):
     link = registered_link(app, dbsession)
     browser = logged_in(app, customer)
-    before = session_cookie(browser)
+    before = cookie_of(browser)
     page = browser.get(link)
     text = page_text(page)
     assert MALLORY in text
@@ -94,7 +94,7 @@ def test_logged_in_as_someone_else_a_plain_confirm_keeps_their_session(app, dbse
     assert f"You are still logged in as {customer.email}" in text
     assert is_verified(dbsession, MALLORY)
     assert session_email(browser) == customer.email
-    assert session_cookie(browser) == before
+    assert cookie_of(browser) == before
     assert sessions_of(dbsession, customer) == 1
     mallory = dbsession.scalar(select(User).where(User.email == MALLORY))
     assert sessions_of(dbsession, mallory) == 0
@@ -110,7 +110,7 @@ def test_logged_in_as_someone_else_a_plain_confirm_keeps_their_session(app, dbse
 def test_logged_in_as_someone_else_the_switch_button_logs_out_and_in(app, dbsession, customer):
     link = registered_link(app, dbsession)
     browser = logged_in(app, customer)
-    old_cookie = session_cookie(browser)
+    old_cookie = cookie_of(browser)
     page = browser.get(link)
     verify_form(page).submit("switch", status=303)
     assert session_email(browser) == MALLORY
@@ -131,10 +131,10 @@ def test_the_owner_logged_in_keeps_their_session(app, dbsession, make_user):
     page = browser.get(verify_link(dbsession, owner.email))
     assert "logged in as" not in page_text(page)
     assert "switch" not in verify_form(page).fields
-    before = session_cookie(browser)
+    before = cookie_of(browser)
     verify_form(page).submit(status=303)
     assert session_email(browser) == owner.email
-    assert session_cookie(browser) == before
+    assert cookie_of(browser) == before
     assert sessions_of(dbsession, owner) == 1
 
 

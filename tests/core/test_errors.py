@@ -13,7 +13,7 @@ from cmsshop.models import ErrorRecord
 SUPPORT_CODE = re.compile(r"^CS-[0-9A-Z]{4}-[0-9A-Z]{4}$")
 
 
-def assert_error(response, status: int, code: str):
+def assert_error_body(response, status: int, code: str):
     assert response.status_int == status, response.text
     assert response.content_type == "application/json"
     body = response.json
@@ -26,7 +26,7 @@ def assert_error(response, status: int, code: str):
 
 
 def test_unknown_route_is_json_404(testapp):
-    assert_error(testapp.get("/api/no/such/route", status=404), 404, "not_found")
+    assert_error_body(testapp.get("/api/no/such/route", status=404), 404, "not_found")
 
 
 def test_unknown_path_outside_api_is_an_html_page(testapp):
@@ -38,7 +38,7 @@ def test_unknown_path_outside_api_is_an_html_page(testapp):
 
 def test_wrong_method_is_405_with_allow(testapp):
     response = testapp.delete("/api/auth/session", status=405)
-    assert_error(response, 405, "method_not_allowed")
+    assert_error_body(response, 405, "method_not_allowed")
     assert response.headers["Allow"] == "GET"
 
 
@@ -46,7 +46,7 @@ def test_malformed_json_is_400(testapp):
     response = testapp.post(
         "/api/auth/login", b'{"email": "a@b.c", "pass', status=400, content_type="application/json"
     )
-    assert_error(response, 400, "malformed_json")
+    assert_error_body(response, 400, "malformed_json")
 
 
 @pytest.mark.parametrize(
@@ -55,7 +55,7 @@ def test_malformed_json_is_400(testapp):
 )
 def test_truncated_and_non_utf8_json_is_400(testapp, raw):
     response = testapp.post("/api/auth/login", raw, status=400, content_type="application/json")
-    assert_error(response, 400, "malformed_json")
+    assert_error_body(response, 400, "malformed_json")
 
 
 def test_wrong_content_type_is_415(testapp):
@@ -65,7 +65,7 @@ def test_wrong_content_type_is_415(testapp):
         status=415,
         content_type="application/x-www-form-urlencoded",
     )
-    assert_error(response, 415, "unsupported_media_type")
+    assert_error_body(response, 415, "unsupported_media_type")
 
 
 @pytest.mark.parametrize(
@@ -79,13 +79,13 @@ def test_wrong_content_type_is_415(testapp):
 )
 def test_wrong_types_missing_and_unknown_fields_are_422(testapp, body, field):
     response = testapp.post_json("/api/auth/login", body, status=422)
-    error = assert_error(response, 422, "validation_failed")
+    error = assert_error_body(response, 422, "validation_failed")
     assert field in error["errors"], error
 
 
 def test_body_not_an_object_is_422(testapp):
     response = testapp.post_json("/api/auth/login", ["email", "password"], status=422)
-    assert assert_error(response, 422, "validation_failed")["errors"]
+    assert assert_error_body(response, 422, "validation_failed")["errors"]
 
 
 def test_huge_body_is_413(make_app):
@@ -96,7 +96,7 @@ def test_huge_body_is_413(make_app):
     response = client.post(
         "/api/auth/login", b"{" + b" " * 5000 + b"}", status=413, content_type="application/json"
     )
-    assert_error(response, 413, "payload_too_large")
+    assert_error_body(response, 413, "payload_too_large")
 
 
 def test_huge_chunked_body_without_length_is_413(make_app):
@@ -125,12 +125,12 @@ def test_huge_chunked_body_without_length_is_413(make_app):
 
 def test_not_logged_in_is_401(testapp):
     response = testapp.get("/api/admin/errors/CS-AAAA-BBBB", status=401)
-    assert_error(response, 401, "not_authenticated")
+    assert_error_body(response, 401, "not_authenticated")
 
 
 def test_customer_on_admin_route_is_403(customer_app):
     response = customer_app.get("/api/admin/errors/CS-AAAA-BBBB", status=403)
-    assert_error(response, 403, "forbidden")
+    assert_error_body(response, 403, "forbidden")
 
 
 @pytest.mark.parametrize("token", [None, "", "stale-or-forged"])
@@ -138,7 +138,7 @@ def test_missing_or_wrong_csrf_token_is_403(customer_app, token):
     headers = {} if token is None else {"X-CSRF-Token": token}
     customer_app.csrf_token = None
     response = customer_app.post_json("/api/auth/logout", {}, headers=headers, status=403)
-    assert_error(response, 403, "csrf_failed")
+    assert_error_body(response, 403, "csrf_failed")
     # Still logged in: the rejected request changed nothing.
     assert customer_app.get("/api/auth/session").json["user"] is not None
 
@@ -150,7 +150,7 @@ def test_csrf_token_of_another_session_is_403(customer_app, other_customer_app):
         headers={"X-CSRF-Token": other_customer_app.csrf_token},
         status=403,
     )
-    assert_error(response, 403, "csrf_failed")
+    assert_error_body(response, 403, "csrf_failed")
 
 
 def test_csrf_token_is_stale_after_login(testapp, customer):
@@ -161,7 +161,7 @@ def test_csrf_token_is_stale_after_login(testapp, customer):
     response = testapp.post_json(
         "/api/auth/logout", {}, headers={"X-CSRF-Token": anonymous_token}, status=403
     )
-    assert_error(response, 403, "csrf_failed")
+    assert_error_body(response, 403, "csrf_failed")
 
 
 def _app_with_boom_route(settings, exc):
@@ -181,7 +181,7 @@ def test_unexpected_error_is_generic_500_and_recorded(settings, dbsession, admin
 
     client = new_client(_app_with_boom_route(settings, RuntimeError("secret internals")))
     response = client.get("/api/test/boom", status=500, headers={"X-Request-ID": "req-42"})
-    body = assert_error(response, 500, "internal_error")
+    body = assert_error_body(response, 500, "internal_error")
     assert "secret internals" not in response.text
     assert response.headers["X-Request-ID"] == "req-42"
     record = dbsession.scalar(
@@ -197,7 +197,7 @@ def test_unexpected_error_is_generic_500_and_recorded(settings, dbsession, admin
     lookup = admin_app.get(f"/api/admin/errors/{body['supportCode']}").json
     assert lookup["status"] == 500 and "RuntimeError" in lookup["traceback"]
     missing = admin_app.get("/api/admin/errors/CS-0000-0000", status=404)
-    assert_error(missing, 404, "support_code_not_found")
+    assert_error_body(missing, 404, "support_code_not_found")
 
 
 def test_error_record_survives_request_rollback(settings, dbsession):
@@ -231,9 +231,9 @@ def test_database_down_is_503_json(make_app):
             }
         )
     )
-    assert_error(client.get("/api/health", status=503), 503, "database_unavailable")
+    assert_error_body(client.get("/api/health", status=503), 503, "database_unavailable")
     response = client.get("/api/bootstrap", status=503)
-    assert_error(response, 503, "database_unavailable")
+    assert_error_body(response, 503, "database_unavailable")
     assert response.headers["Retry-After"]
 
 

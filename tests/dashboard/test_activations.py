@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.account_data import RUNTIME_IP, activate, license_call, make_account
-from helpers.licensing import runtime
+from helpers.licensing import deactivate_path, runtime
 from helpers.purchases import openapi_validator
 from sqlalchemy import select
 
@@ -38,10 +38,6 @@ def sites(app, account):
 
 def activations_path(key: str) -> str:
     return f"/api/dashboard/licenses/{key}/activations"
-
-
-def deactivate_path(key: str, activation_id) -> str:
-    return f"/api/dashboard/licenses/{key}/activations/{activation_id}/deactivate"
 
 
 def test_lists_the_active_activations_of_the_customers_license(customer_app, account, sites):

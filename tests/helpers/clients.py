@@ -64,3 +64,17 @@ def logged_in(app, user, **environ) -> webtest.TestApp:
     form["password"] = PASSWORD
     form.submit(status=303)
     return client
+
+
+def call_with_body(client, method: str, url: str, body: dict, **kwargs):
+    """``method`` on ``url``: POST and PATCH send ``body`` as JSON, the rest send none."""
+    if method in ("post", "patch"):
+        return getattr(client, f"{method}_json")(url, body, **kwargs)
+    return getattr(client, method)(url, **kwargs)
+
+
+def register(client, email: str, password: str = "a long new password", status: int = 202):
+    """Register ``email`` through the JSON API."""
+    return client.post_json(
+        "/api/auth/register", {"email": email, "password": password}, status=status
+    )

@@ -47,6 +47,11 @@ def make_license(dbsession, product: Product, **fields) -> License:
     return license
 
 
+def deactivate_path(key: str, activation_id) -> str:
+    """The customer's JSON route that deactivates one installation of license ``key``."""
+    return f"/api/dashboard/licenses/{key}/activations/{activation_id}/deactivate"
+
+
 def call_body(license: License, product: str = "site-guard-pro", **overrides) -> dict:
     return {
         "product": product,

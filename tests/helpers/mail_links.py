@@ -36,7 +36,7 @@ def mails_to(dbsession, address: str, kind: str | None = None) -> list[OutboxMes
     return list(dbsession.scalars(query.order_by(OutboxMessage.id)))
 
 
-def deliver(dbsession, settings=None) -> dict[str, EmailMessage]:
+def deliver_mail(dbsession, settings=None) -> dict[str, EmailMessage]:
     """One pass of the sender (what the worker does) into this database's folder, with
     the test defaults or the app's ``settings``; every message delivered there so far,
     by Message-ID."""
@@ -57,7 +57,7 @@ def deliver(dbsession, settings=None) -> dict[str, EmailMessage]:
 
 def mailed_text(dbsession, address: str, kind: str, settings=None) -> str:
     """The plain-text part of the newest ``kind`` mail delivered to ``address``."""
-    delivered = deliver(dbsession, settings)
+    delivered = deliver_mail(dbsession, settings)
     messages = [m for m in mails_to(dbsession, address, kind) if m.message_id in delivered]
     assert messages, f"no {kind} mail delivered to {address}"
     return delivered[messages[-1].message_id].get_body(preferencelist=("plain",)).get_content()

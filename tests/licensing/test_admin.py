@@ -16,7 +16,7 @@ from cmsshop.services.licensing.records import fingerprint_hash
 from cmsshop.util import utcnow
 
 
-def make_license(
+def seed_license(
     session, user=None, *, slug="site-guard", status="active", expires_in_days=30, seats=3
 ) -> License:
     product = session.scalar(select(Product).where(Product.slug == slug))
@@ -37,7 +37,7 @@ def make_license(
     return license
 
 
-def activate(session, license: License, domain: str, active: bool = True) -> Activation:
+def add_activation(session, license: License, domain: str, active: bool = True) -> Activation:
     activation = Activation(
         license_id=license.id,
         fingerprint=f"install-{domain}",
@@ -71,8 +71,8 @@ def audit_of(session, license: License) -> list[LicenseAuditEntry]:
 
 @pytest.fixture
 def lic(dbsession, customer):
-    license = make_license(dbsession, customer)
-    activate(dbsession, license, "shop.example.com")
+    license = seed_license(dbsession, customer)
+    add_activation(dbsession, license, "shop.example.com")
     return license
 
 
@@ -80,7 +80,7 @@ def lic(dbsession, customer):
 
 
 def test_search_by_key_email_and_domain(admin_pages, dbsession, customer, other_customer, lic):
-    other = make_license(dbsession, other_customer, slug="pixel-forge")
+    other = seed_license(dbsession, other_customer, slug="pixel-forge")
     listing = admin_pages.get("/admin/licenses")
     assert title_of(listing).startswith("Licenses")
     assert len(listing.html.find_all("h1")) == 1
@@ -164,7 +164,7 @@ def test_extend_by_days_and_to_a_date(admin_pages, dbsession, lic):
 
 
 def test_extend_revives_an_expired_license(admin_pages, dbsession, customer):
-    license = make_license(dbsession, customer, status="expired", expires_in_days=-5)
+    license = seed_license(dbsession, customer, status="expired", expires_in_days=-5)
     page = admin_pages.get(f"/admin/licenses/{license.key}")
     submit(page, "extend", days="30").submit(status=303)
     fresh = reload(dbsession, license)
@@ -203,7 +203,7 @@ def test_seat_limit(admin_pages, dbsession, lic):
 
 
 def test_reset_deactivates_every_activation(admin_pages, dbsession, lic):
-    activate(dbsession, lic, "other.example.com")
+    add_activation(dbsession, lic, "other.example.com")
     page = admin_pages.get(f"/admin/licenses/{lic.key}")
     submit(page, "reset").submit(status=303)
     dbsession.commit()
@@ -296,7 +296,7 @@ def test_json_validation(admin_app, lic, dbsession):
     admin_app.post(f"{path}/nope", status=404)
     admin_app.get("/api/admin/licenses/NOPE", status=404)
     admin_app.get("/api/admin/licenses?perPage=1000", status=422)
-    perpetual = make_license(dbsession, None, slug="forever", expires_in_days=None)
+    perpetual = seed_license(dbsession, None, slug="forever", expires_in_days=None)
     refused = admin_app.post_json(
         f"/api/admin/licenses/{perpetual.key}/extend", {"days": 3}, status=409
     )

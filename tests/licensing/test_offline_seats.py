@@ -9,6 +9,7 @@ import datetime as dt
 from helpers.account_data import RUNTIME_IP, activate, license_call
 from helpers.licensing import (
     OFFLINE_FINGERPRINT,
+    deactivate_path,
     offline_activation_path,
     offline_runtime,
     runtime,
@@ -26,10 +27,6 @@ def offline_activate(customer_app, testapp, account, state_dir, fingerprint=OFFL
     code = offline_runtime(account, pinned, state_dir, fingerprint).offline_request_code()
     path = offline_activation_path(account.license.key)
     return customer_app.post_json(path, {"requestCode": code}, status=200).json
-
-
-def deactivate_path(key: str, activation_id: int) -> str:
-    return f"/api/dashboard/licenses/{key}/activations/{activation_id}/deactivate"
 
 
 def offline_activation_id(dbsession) -> int:

@@ -241,7 +241,7 @@ def test_no_download_url_when_downloads_are_on_hold(app, account, site, dbsessio
 # --- the admin side ---------------------------------------------------------------------------
 
 
-def upload(admin_app, version, **fields):
+def upload_release(admin_app, version, **fields):
     return admin_app.post(
         "/api/admin/products/site-guard/releases",
         {"version": version, **fields},
@@ -251,13 +251,13 @@ def upload(admin_app, version, **fields):
 
 
 def test_uploads_check_versions_by_the_products_scheme(admin_app, account, dbsession):
-    same = upload(admin_app, "2.0")  # 2.0 is 2.0.0 under PEP 440
+    same = upload_release(admin_app, "2.0")  # 2.0 is 2.0.0 under PEP 440
     assert same.status_int == 409 and same.json["code"] == "version_exists"
-    bad = upload(admin_app, "2.1-banana")
+    bad = upload_release(admin_app, "2.1-banana")
     assert bad.status_int == 422 and "PEP 440" in bad.json["errors"]["version"]
-    wrong = upload(admin_app, "2.1.0", requires="six")
+    wrong = upload_release(admin_app, "2.1.0", requires="six")
     assert wrong.status_int == 422 and "requires" in wrong.json["errors"]
-    created = upload(admin_app, "2.1.0", requires="6.0", requiresPhp="8.1", tested="6.7")
+    created = upload_release(admin_app, "2.1.0", requires="6.0", requiresPhp="8.1", tested="6.7")
     assert created.status_int == 201
     dbsession.rollback()
     stored = dbsession.scalar(select(Release).where(Release.version == "2.1.0"))

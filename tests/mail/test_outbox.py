@@ -10,7 +10,7 @@ from cmsshop.services.mail.outbox import enqueue
 SETTINGS = {"cmsshop.base_url": "https://shop.example.com/", "cmsshop.site_name": "Shop <&>"}
 
 
-def queue(session, key="account-exists:1", to="a@example.com"):
+def queue_one(session, key="account-exists:1", to="a@example.com"):
     return enqueue(
         session,
         SETTINGS,
@@ -23,16 +23,16 @@ def queue(session, key="account-exists:1", to="a@example.com"):
     )
 
 
-def count(session) -> int:
+def rows_in_session(session) -> int:
     return session.scalar(select(func.count()).select_from(OutboxMessage))
 
 
 def test_a_message_is_rendered_and_queued_once_per_cause(dbsession):
-    assert queue(dbsession) is True
-    assert queue(dbsession) is False  # the same cause again: nothing more
-    assert queue(dbsession, key="account-exists:2") is True
+    assert queue_one(dbsession) is True
+    assert queue_one(dbsession) is False  # the same cause again: nothing more
+    assert queue_one(dbsession, key="account-exists:2") is True
     dbsession.commit()
-    assert count(dbsession) == 2
+    assert rows_in_session(dbsession) == 2
     message = dbsession.scalar(select(OutboxMessage).order_by(OutboxMessage.id))
     assert message.status == "pending" and message.attempts == 0
     assert message.message_id.endswith("@shop.example.com>")
@@ -43,6 +43,6 @@ def test_a_message_is_rendered_and_queued_once_per_cause(dbsession):
 
 
 def test_a_message_rolls_back_with_its_cause(dbsession):
-    queue(dbsession)
+    queue_one(dbsession)
     dbsession.rollback()
-    assert count(dbsession) == 0
+    assert rows_in_session(dbsession) == 0

@@ -40,7 +40,7 @@ def provider():
     return WalletProvider()
 
 
-def delivery(pki, cert_url, payload=None, webhook_id=WEBHOOK_ID, signing=None, **kw):
+def wallet_delivery(pki, cert_url, payload=None, webhook_id=WEBHOOK_ID, signing=None, **kw):
     payload = payload or capture_event(new_id(), "CS-ORDER-1")
     body = body_of(payload)
     key = (signing or pki.signing).key
@@ -52,7 +52,7 @@ def delivery(pki, cert_url, payload=None, webhook_id=WEBHOOK_ID, signing=None, *
 
 def test_valid_event_verifies_and_means_fulfil(provider, fake, pki, cert_url):
     payload = capture_event("3C679366HH908993F", "CS-1001", "25.50", "EUR")
-    headers, body = delivery(pki, cert_url, payload)
+    headers, body = wallet_delivery(pki, cert_url, payload)
 
     verified = provider.verify(headers, body, fake.config())
 
@@ -74,7 +74,7 @@ def test_valid_event_verifies_and_means_fulfil(provider, fake, pki, cert_url):
 
 
 def test_header_names_are_case_insensitive(provider, fake, pki, cert_url):
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     lowered = {k.lower(): v for k, v in headers.items()}
     mixed = {k.title(): v for k, v in headers.items()}
     assert provider.verify(lowered, body, fake.config()).event_type
@@ -105,13 +105,13 @@ def test_hex_crc_is_rejected(provider, fake, pki, cert_url):
 
 
 def test_wrong_webhook_id_is_rejected(provider, fake, pki, cert_url):
-    headers, body = delivery(pki, cert_url, webhook_id="WH-SOMEONE-ELSES")
+    headers, body = wallet_delivery(pki, cert_url, webhook_id="WH-SOMEONE-ELSES")
     with pytest.raises(base.SignatureInvalid, match="does not match"):
         provider.verify(headers, body, fake.config())
 
 
 def test_one_byte_body_change_is_rejected(provider, fake, pki, cert_url):
-    headers, body = delivery(pki, cert_url, capture_event(new_id(), "CS-1", "10.00"))
+    headers, body = wallet_delivery(pki, cert_url, capture_event(new_id(), "CS-1", "10.00"))
     assert provider.verify(headers, body, fake.config())
     tampered = body.replace(b'"10.00"', b'"90.00"')
     assert (
@@ -125,21 +125,23 @@ def test_one_byte_body_change_is_rejected(provider, fake, pki, cert_url):
 
 def test_signature_from_another_key_is_rejected(provider, fake, pki, cert_url):
     other = pki.signing_cert()
-    headers, body = delivery(pki, cert_url, signing=other)  # cert_url serves pki.signing
+    headers, body = wallet_delivery(pki, cert_url, signing=other)  # cert_url serves pki.signing
     with pytest.raises(base.SignatureInvalid, match="does not match"):
         provider.verify(headers, body, fake.config())
 
 
 def test_sha1_algorithm_is_rejected_before_any_fetch(provider, fake, pki, cert_url):
-    headers, body = delivery(pki, cert_url, algorithm_header="SHA1withRSA", digest=hashes.SHA1())
+    headers, body = wallet_delivery(
+        pki, cert_url, algorithm_header="SHA1withRSA", digest=hashes.SHA1()
+    )
     with pytest.raises(base.SignatureInvalid, match="not accepted"):
         provider.verify(headers, body, fake.config())
     # A SHA-256 signature under a SHA1 header is refused too: only the header decides.
-    headers, body = delivery(pki, cert_url, algorithm_header="SHA1withRSA")
+    headers, body = wallet_delivery(pki, cert_url, algorithm_header="SHA1withRSA")
     with pytest.raises(base.SignatureInvalid, match="not accepted"):
         provider.verify(headers, body, fake.config())
     for algorithm in ("sha256withrsa", "SHA256withECDSA", "SHA512withRSA", ""):
-        headers, body = delivery(pki, cert_url, algorithm_header=algorithm)
+        headers, body = wallet_delivery(pki, cert_url, algorithm_header=algorithm)
         with pytest.raises(base.SignatureInvalid):
             provider.verify(headers, body, fake.config())
     assert fake.count() == 0
@@ -156,11 +158,11 @@ def test_sha1_algorithm_is_rejected_before_any_fetch(provider, fake, pki, cert_u
     ],
 )
 def test_missing_header_is_rejected(provider, fake, pki, cert_url, header):
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     del headers[header]
     with pytest.raises(base.SignatureInvalid, match=header):
         provider.verify(headers, body, fake.config())
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     headers[header] = "   "
     with pytest.raises(base.SignatureInvalid, match=header):
         provider.verify(headers, body, fake.config())
@@ -169,7 +171,7 @@ def test_missing_header_is_rejected(provider, fake, pki, cert_url, header):
 
 @pytest.mark.parametrize("signature", ["not base64!", "QUJD=x", "QUJDRA", "=" * 8, "%%%%"])
 def test_bad_base64_signature_is_rejected(provider, fake, pki, cert_url, signature):
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     headers["PAYPAL-TRANSMISSION-SIG"] = signature
     with pytest.raises(base.SignatureInvalid):
         provider.verify(headers, body, fake.config())
@@ -179,7 +181,7 @@ def test_bad_base64_signature_is_rejected(provider, fake, pki, cert_url, signatu
 def test_truncated_signature_is_rejected(provider, fake, pki, cert_url):
     import base64
 
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     raw = base64.b64decode(headers["PAYPAL-TRANSMISSION-SIG"])
     headers["PAYPAL-TRANSMISSION-SIG"] = base64.b64encode(raw[:-1]).decode()
     with pytest.raises(base.SignatureInvalid, match="does not match"):
@@ -187,7 +189,7 @@ def test_truncated_signature_is_rejected(provider, fake, pki, cert_url):
 
 
 def test_webhook_id_not_configured(provider, fake, pki, cert_url):
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     with pytest.raises(base.NotConfigured):
         provider.verify(headers, body, fake.config(webhook_id=""))
     assert fake.count() == 0
@@ -240,7 +242,7 @@ def test_disallowed_cert_urls_are_rejected_without_any_request(provider, fake, p
 
 
 def test_default_allow_list_is_paypal_only(provider, fake, pki, cert_url):
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     config = fake.config()
     del config["certHosts"]
     with pytest.raises(base.SignatureInvalid, match="allow-list"):
@@ -296,7 +298,7 @@ def test_redirect_is_not_followed(provider, fake, pki):
     target = fake.serve_cert(pki.signing.chain_pem)
     url = fake.base_url + "/v1/notifications/certs/CERT-moved"
     fake.redirects["/v1/notifications/certs/CERT-moved"] = target
-    headers, body = delivery(pki, url)
+    headers, body = wallet_delivery(pki, url)
     with pytest.raises(base.SignatureInvalid, match="302"):
         provider.verify(headers, body, fake.config())
     assert fake.count() == 1
@@ -304,15 +306,15 @@ def test_redirect_is_not_followed(provider, fake, pki):
 
 def test_cert_url_errors_are_rejections(provider, fake, pki):
     missing = fake.base_url + "/v1/notifications/certs/CERT-nothing-here"
-    headers, body = delivery(pki, missing)
+    headers, body = wallet_delivery(pki, missing)
     with pytest.raises(base.SignatureInvalid, match="404"):
         provider.verify(headers, body, fake.config())
     garbage = fake.serve_cert(b"-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----\n")
-    headers, body = delivery(pki, garbage)
+    headers, body = wallet_delivery(pki, garbage)
     with pytest.raises(base.SignatureInvalid, match="PEM"):
         provider.verify(headers, body, fake.config())
     huge = fake.serve_cert(pki.signing.chain_pem * 40)
-    headers, body = delivery(pki, huge)
+    headers, body = wallet_delivery(pki, huge)
     with pytest.raises(base.SignatureInvalid, match="too"):
         provider.verify(headers, body, fake.config())
 
@@ -321,18 +323,18 @@ def test_cert_host_down_is_temporary(provider, fake, pki):
     """Nothing wrong with the delivery, the certificate host is down: the machinery
     answers 503 and the provider delivers again."""
     url = refused_url()
-    headers, body = delivery(pki, url + "/c")
+    headers, body = wallet_delivery(pki, url + "/c")
     config = fake.config(certHosts=[url.split("//", 1)[1]])
     with pytest.raises(base.ProviderUnavailable, match="could not be fetched"):
         provider.verify(headers, body, config)
     cert_url = fake.serve_cert(pki.signing.chain_pem)
     fake.cert_status = 503
     with pytest.raises(base.ProviderUnavailable, match="503"):
-        provider.verify(*delivery(pki, cert_url), fake.config())
+        provider.verify(*wallet_delivery(pki, cert_url), fake.config())
     fake.hang_seconds = 1.0
     with pytest.raises(base.ProviderUnavailable, match="Timeout"):
         provider.verify(
-            *delivery(pki, fake.serve_cert(pki.signing.chain_pem)), fake.config(timeout=0.2)
+            *wallet_delivery(pki, fake.serve_cert(pki.signing.chain_pem)), fake.config(timeout=0.2)
         )
 
 
@@ -342,31 +344,31 @@ def test_a_failing_cert_host_is_remembered_for_a_while(provider, fake, pki):
     failing = fake.serve_cert(pki.signing.chain_pem)
     fake.cert_status = 503
     with pytest.raises(base.ProviderUnavailable, match="503"):
-        provider.verify(*delivery(pki, failing), fake.config())
+        provider.verify(*wallet_delivery(pki, failing), fake.config())
     fake.cert_status = None
     with pytest.raises(base.ProviderUnavailable, match="503 .not tried again"):
-        provider.verify(*delivery(pki, failing), fake.config())
+        provider.verify(*wallet_delivery(pki, failing), fake.config())
     assert fake.count("/v1/notifications/certs/") == 1
     working = fake.serve_cert(pki.signing.chain_pem)
-    assert provider.verify(*delivery(pki, working), fake.config()).event_type
+    assert provider.verify(*wallet_delivery(pki, working), fake.config()).event_type
     assert fake.count("/v1/notifications/certs/") == 2
 
     fake.hang_seconds = 1.0
     slow = fake.serve_cert(pki.signing.chain_pem)
     with pytest.raises(base.ProviderUnavailable, match="Timeout"):
-        provider.verify(*delivery(pki, slow), fake.config(timeout=0.2))
+        provider.verify(*wallet_delivery(pki, slow), fake.config(timeout=0.2))
     fake.hang_seconds = 0.0
     other = fake.serve_cert(pki.signing.chain_pem)
     with pytest.raises(base.ProviderUnavailable, match="Timeout .not tried again"):
-        provider.verify(*delivery(pki, other), fake.config())
+        provider.verify(*wallet_delivery(pki, other), fake.config())
     assert fake.count("/v1/notifications/certs/") == 3
     # The certificate already cached is still used: the host is only not asked again.
-    assert provider.verify(*delivery(pki, working), fake.config()).event_type
+    assert provider.verify(*wallet_delivery(pki, working), fake.config()).event_type
 
 
 def test_tls_to_the_cert_host_must_be_trusted(provider, fake, pki, cert_url):
     """Without the test CA bundle the TLS handshake itself fails: no certificate read."""
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     config = fake.config()
     del config["caBundle"]
     with pytest.raises(base.SignatureInvalid, match="TLS .* not trusted"):
@@ -382,7 +384,7 @@ def test_expired_certificate_is_rejected(provider, fake, pki):
         not_before=now - dt.timedelta(days=30), not_after=now - dt.timedelta(minutes=1)
     )
     url = fake.serve_cert(expired.chain_pem)
-    headers, body = delivery(pki, url, signing=expired)
+    headers, body = wallet_delivery(pki, url, signing=expired)
     with pytest.raises(base.SignatureInvalid, match="expired"):
         provider.verify(headers, body, fake.config())
 
@@ -393,7 +395,7 @@ def test_not_yet_valid_certificate_is_rejected(provider, fake, pki):
         not_before=now + dt.timedelta(days=1), not_after=now + dt.timedelta(days=30)
     )
     url = fake.serve_cert(future.chain_pem)
-    headers, body = delivery(pki, url, signing=future)
+    headers, body = wallet_delivery(pki, url, signing=future)
     with pytest.raises(base.SignatureInvalid, match="not valid yet"):
         provider.verify(headers, body, fake.config())
 
@@ -401,7 +403,7 @@ def test_not_yet_valid_certificate_is_rejected(provider, fake, pki):
 def test_certificate_not_chaining_to_the_trusted_root_is_rejected(provider, fake, pki):
     for forged in (pki.rogue_signing_cert(), pki.self_signed_signing_cert()):
         url = fake.serve_cert(forged.chain_pem)
-        headers, body = delivery(pki, url, signing=forged)
+        headers, body = wallet_delivery(pki, url, signing=forged)
         with pytest.raises(base.SignatureInvalid, match="trusted root"):
             provider.verify(headers, body, fake.config())
 
@@ -413,7 +415,7 @@ def test_leaf_without_its_intermediate_is_rejected(provider, fake, pki):
     from fakes.paypal import pem
 
     url = fake.serve_cert(pem(leaf_only))
-    headers, body = delivery(pki, url)
+    headers, body = wallet_delivery(pki, url)
     with pytest.raises(base.SignatureInvalid, match="trusted root"):
         provider.verify(headers, body, fake.config())
 
@@ -422,7 +424,7 @@ def test_certificate_for_another_name_is_rejected(provider, fake, pki):
     """A valid chain is not enough: the certificate must be PayPal's signing certificate."""
     other = pki.signing_cert(dns_names=("shop.example.com",))
     url = fake.serve_cert(other.chain_pem)
-    headers, body = delivery(pki, url, signing=other)
+    headers, body = wallet_delivery(pki, url, signing=other)
     with pytest.raises(base.SignatureInvalid, match="messageverificationcerts"):
         provider.verify(headers, body, fake.config())
     # ... unless the operator names it (e.g. a private test setup).
@@ -432,7 +434,7 @@ def test_certificate_for_another_name_is_rejected(provider, fake, pki):
 def test_sandbox_signing_name_is_accepted(provider, fake, pki):
     sandbox = pki.signing_cert(dns_names=("messageverificationcerts.sandbox.paypal.com",))
     url = fake.serve_cert(sandbox.chain_pem)
-    headers, body = delivery(pki, url, signing=sandbox)
+    headers, body = wallet_delivery(pki, url, signing=sandbox)
     assert provider.verify(headers, body, fake.config())
 
 
@@ -441,21 +443,21 @@ def test_sandbox_signing_name_is_accepted(provider, fake, pki):
 
 def test_certificate_is_cached_per_url(provider, fake, pki, cert_url):
     for _ in range(3):
-        headers, body = delivery(pki, cert_url)
+        headers, body = wallet_delivery(pki, cert_url)
         provider.verify(headers, body, fake.config())
     assert fake.count("/v1/notifications/certs/") == 1
     # Another URL is another certificate.
     other_url = fake.serve_cert(pki.signing.chain_pem)
-    headers, body = delivery(pki, other_url)
+    headers, body = wallet_delivery(pki, other_url)
     provider.verify(headers, body, fake.config())
     assert fake.count("/v1/notifications/certs/") == 2
     # A fresh provider (another process) fetches again.
-    WalletProvider().verify(*delivery(pki, cert_url), fake.config())
+    WalletProvider().verify(*wallet_delivery(pki, cert_url), fake.config())
     assert fake.count("/v1/notifications/certs/") == 3
 
 
 def test_cache_does_not_outlive_the_allow_list(provider, fake, pki, cert_url):
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     provider.verify(headers, body, fake.config())
     with pytest.raises(base.SignatureInvalid, match="allow-list"):
         provider.verify(headers, body, fake.config(certHosts=["paypal.com"]))
@@ -465,9 +467,9 @@ def test_cache_is_bounded(fake, pki):
     provider = WalletProvider(cert_cache_size=2)
     urls = [fake.serve_cert(pki.signing.chain_pem) for _ in range(3)]
     for url in urls:
-        provider.verify(*delivery(pki, url), fake.config())
+        provider.verify(*wallet_delivery(pki, url), fake.config())
     assert provider.cached_certificate_count() == 2
-    provider.verify(*delivery(pki, urls[0]), fake.config())  # evicted: fetched again
+    provider.verify(*wallet_delivery(pki, urls[0]), fake.config())  # evicted: fetched again
     assert fake.count("/v1/notifications/certs/") == 4
 
 
@@ -476,7 +478,7 @@ def test_failed_certificates_are_not_cached(provider, fake, pki):
     url = fake.serve_cert(rogue.chain_pem)
     for _ in range(2):
         with pytest.raises(base.SignatureInvalid):
-            provider.verify(*delivery(pki, url, signing=rogue), fake.config())
+            provider.verify(*wallet_delivery(pki, url, signing=rogue), fake.config())
     assert provider.cached_certificate_count() == 0
 
 
@@ -869,7 +871,7 @@ def test_provider_contract_shape(provider):
 
 
 def test_unreadable_ca_bundle_is_a_configuration_error(provider, fake, pki, cert_url, tmp_path):
-    headers, body = delivery(pki, cert_url)
+    headers, body = wallet_delivery(pki, cert_url)
     missing = str(tmp_path / "no-such-bundle.pem")
     with pytest.raises(base.NotConfigured, match="caBundle"):
         provider.verify(headers, body, fake.config(caBundle=missing))
@@ -893,22 +895,22 @@ def test_trust_bundle_with_an_unparseable_entry_still_loads(pki):
 
 def test_transmission_age_is_checked_when_a_tolerance_is_configured(provider, fake, pki, cert_url):
     old = (utcnow() - dt.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    headers, body = delivery(pki, cert_url, transmission_time=old)
+    headers, body = wallet_delivery(pki, cert_url, transmission_time=old)
     assert provider.verify(headers, body, fake.config())  # no tolerance: no age check
     assert provider.verify(headers, body, fake.config(signatureTolerance=3 * 3600))
     with pytest.raises(base.SignatureInvalid, match="transmission time"):
         provider.verify(headers, body, fake.config(signatureTolerance=3600))
     future = (utcnow() + dt.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    headers, body = delivery(pki, cert_url, transmission_time=future)
+    headers, body = wallet_delivery(pki, cert_url, transmission_time=future)
     with pytest.raises(base.SignatureInvalid, match="transmission time"):
         provider.verify(headers, body, fake.config(signatureTolerance=3600))
     for bad in ("yesterday", "2026-01-01T00:00:00"):
-        headers, body = delivery(pki, cert_url, transmission_time=bad)
+        headers, body = wallet_delivery(pki, cert_url, transmission_time=bad)
         with pytest.raises(base.SignatureInvalid, match="transmission time"):
             provider.verify(headers, body, fake.config(signatureTolerance=3600))
     # PayPal's own format, with milliseconds, parses.
     with_ms = utcnow().strftime("%Y-%m-%dT%H:%M:%S.123Z")
-    headers, body = delivery(pki, cert_url, transmission_time=with_ms)
+    headers, body = wallet_delivery(pki, cert_url, transmission_time=with_ms)
     assert provider.verify(headers, body, fake.config(signatureTolerance=60))
 
 

@@ -49,7 +49,7 @@ POSTS = [
 ]
 
 
-def fresh(dbsession):
+def fresh_session(dbsession):
     dbsession.rollback()
     dbsession.expire_all()
     return dbsession
@@ -96,7 +96,7 @@ def test_forms_without_the_csrf_token_are_refused(admin_pages, catalogue, dbsess
         headers={"X-CSRF-Token": "forged"},
         status=403,
     )
-    fresh(dbsession)
+    fresh_session(dbsession)
     assert dbsession.scalar(select(Product).where(Product.slug == "forged")) is None
     assert not dbsession.scalar(select(Product.archived).where(Product.slug == "site-guard"))
     assert dbsession.scalar(select(Release.id)) is None
@@ -355,7 +355,7 @@ def test_create_a_product_with_prices_in_major_units(admin_pages, catalogue, dbs
     page = response.follow()
     assert "The product was created." in page.text
     assert page.forms["product-form"]["price_EUR"].value == "49.90"
-    product = fresh(dbsession).scalar(select(Product).where(Product.slug == "backup-buddy"))
+    product = fresh_session(dbsession).scalar(select(Product).where(Product.slug == "backup-buddy"))
     assert product.published and product.licensed and product.max_activations == 3
     assert product.duration_days is None
     assert product.description == "# Title\n\n*Fast*"
@@ -388,7 +388,7 @@ def test_product_form_errors_per_field_keep_the_input(admin_pages, catalogue, db
     assert kept["summary"].value == "kept summary"
     assert kept["slug"].value == "Not A Slug"
     assert kept["price_EUR"].value == "49.999"
-    assert fresh(dbsession).scalar(select(Product).where(Product.name == "")) is None
+    assert fresh_session(dbsession).scalar(select(Product).where(Product.name == "")) is None
 
 
 def test_a_taken_slug_is_a_slug_error(admin_pages, catalogue):
@@ -412,7 +412,9 @@ def test_edit_a_product_changes_prices_and_renames(admin_pages, catalogue, dbses
     form["duration_days"] = ""  # perpetual
     response = form.submit(status=303)
     assert response.location.endswith("/admin/products/site-guard-pro/edit?notice=product_saved")
-    product = fresh(dbsession).scalar(select(Product).where(Product.slug == "site-guard-pro"))
+    product = fresh_session(dbsession).scalar(
+        select(Product).where(Product.slug == "site-guard-pro")
+    )
     assert [(p.currency, p.amount) for p in product.prices] == [("EUR", 5900)]
     assert product.duration_days is None and product.max_activations == 3
 
@@ -429,7 +431,7 @@ def test_a_price_in_a_disabled_currency_stays_editable(admin_pages, catalogue, d
     assert form["price_GBP"].value == "12.50"
     form["name"] = "GBP only, renamed"
     form.submit(status=303)
-    fresh(dbsession)
+    fresh_session(dbsession)
     amounts = dbsession.scalars(
         select(ProductPrice.amount).where(ProductPrice.product_id == product.id)
     ).all()
@@ -442,9 +444,11 @@ def test_archive_and_unarchive(admin_pages, catalogue, dbsession):
     assert response.location.endswith("notice=product_archived")
     page = response.follow()
     assert "This product is archived" in page.text
-    assert fresh(dbsession).scalar(select(Product.archived).where(Product.slug == "themes"))
+    assert fresh_session(dbsession).scalar(select(Product.archived).where(Product.slug == "themes"))
     page.forms["archive-form"].submit(status=303)
-    assert not fresh(dbsession).scalar(select(Product.archived).where(Product.slug == "themes"))
+    assert not fresh_session(dbsession).scalar(
+        select(Product.archived).where(Product.slug == "themes")
+    )
 
 
 @pytest.mark.parametrize(
@@ -487,7 +491,7 @@ def test_hostile_product_forms_are_4xx(admin_pages, catalogue, dbsession):
         expect_errors=True,
     )
     assert response.status_int < 500
-    assert fresh(dbsession).scalar(select(Product).where(Product.slug == "big")) is None
+    assert fresh_session(dbsession).scalar(select(Product).where(Product.slug == "big")) is None
 
 
 # --- releases ----------------------------------------------------------------------------
@@ -511,7 +515,7 @@ def test_upload_a_release_through_the_form(admin_pages, catalogue, dbsession, st
     assert "The release was uploaded." in page.text
     row = page.html.find(id="release-list").find("tbody").find("tr")
     assert row.find("th").get_text(strip=True) == "2.0.0"
-    release = fresh(dbsession).scalar(select(Release))
+    release = fresh_session(dbsession).scalar(select(Release))
     assert release.size == len(data)
     assert release.sha256 == hashlib.sha256(data).hexdigest()
     assert release.file_name == "site guard.zip"
@@ -534,7 +538,7 @@ def test_upload_with_the_csrf_header_never_parses_the_form(admin_pages, catalogu
         status=303,
     )
     assert response.location.endswith("notice=release_uploaded")
-    assert fresh(dbsession).scalar(select(Release.version)) == "3.0"
+    assert fresh_session(dbsession).scalar(select(Release.version)) == "3.0"
 
 
 @pytest.mark.parametrize(
@@ -570,7 +574,7 @@ def test_upload_errors_are_form_errors(
     else:
         assert field in errors_of(response), response.text
         assert response.forms["release-upload"]["version"].value == version
-    assert [r.version for r in fresh(dbsession).scalars(select(Release))] == ["1.0"]
+    assert [r.version for r in fresh_session(dbsession).scalars(select(Release))] == ["1.0"]
 
 
 def test_upload_to_an_unknown_product_is_404(admin_pages, catalogue):
@@ -602,7 +606,7 @@ def test_currency_list_and_create(admin_pages, catalogue, dbsession):
     response = form.submit(status=303)
     assert response.location.endswith("/admin/currencies?notice=currency_created")
     assert "The currency was added." in response.follow().text
-    yen = fresh(dbsession).get(Currency, "JPY")
+    yen = fresh_session(dbsession).get(Currency, "JPY")
     assert (yen.decimals, yen.enabled, yen.is_default, yen.symbol) == (0, True, False, "¥")
     # A whole-number currency takes whole amounts on the product form.
     form = admin_pages.get("/admin/products/site-guard/edit").forms["product-form"]
@@ -613,7 +617,9 @@ def test_currency_list_and_create(admin_pages, catalogue, dbsession):
     from cmsshop.models import ProductPrice
 
     assert (
-        fresh(dbsession).scalar(select(ProductPrice.amount).where(ProductPrice.currency == "JPY"))
+        fresh_session(dbsession).scalar(
+            select(ProductPrice.amount).where(ProductPrice.currency == "JPY")
+        )
         == 1200
     )
 
@@ -640,7 +646,7 @@ def test_currency_form_errors(admin_pages, catalogue, dbsession):
     form["default"] = True
     response = form.submit(status=409)
     assert "must be enabled" in response.html.find(class_="form-errors").text
-    assert fresh(dbsession).get(Currency, "CHF") is None
+    assert fresh_session(dbsession).get(Currency, "CHF") is None
 
 
 def test_edit_a_currency_and_the_default_rules(admin_pages, catalogue, dbsession):
@@ -652,13 +658,13 @@ def test_edit_a_currency_and_the_default_rules(admin_pages, catalogue, dbsession
     response = form.submit(status=409)
     assert "cannot be disabled" in response.html.find(class_="form-errors").text
     assert not response.forms["currency-form"]["enabled"].checked  # as typed
-    assert fresh(dbsession).get(Currency, "EUR").enabled
+    assert fresh_session(dbsession).get(Currency, "EUR").enabled
     # Make USD the default: EUR stops being it.
     form = admin_pages.get("/admin/currencies/USD/edit").forms["currency-form"]
     form["name"] = "US dollar"
     form["default"] = True
     form.submit(status=303)
-    fresh(dbsession)
+    fresh_session(dbsession)
     assert dbsession.get(Currency, "USD").is_default and dbsession.get(Currency, "USD").name == (
         "US dollar"
     )

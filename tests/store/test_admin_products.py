@@ -8,10 +8,14 @@ import threading
 
 import pytest
 from helpers.app import requires_postgresql
-from helpers.clients import new_client
+from helpers.clients import call_with_body, new_client
 from sqlalchemy import func, select
 
 from cmsshop.models import Currency, License, Order, OrderItem, Product, Release
+
+# Any edit: an unauthorised caller is answered before its body is looked at.
+EDIT = {"name": "x"}
+
 
 BOUNDARY = "cmsshop-test-boundary-7d1a"
 
@@ -94,7 +98,7 @@ def files_under(root) -> set[str]:
     return found
 
 
-def race(app, user, request, clients: int = 3) -> list:
+def race_admins(app, user, request, clients: int = 3) -> list:
     """Run ``request(client)`` from ``clients`` threads at once, each its own session."""
     logged_in = []
     for _ in range(clients):
@@ -128,18 +132,12 @@ ADMIN_CALLS = [
 ]
 
 
-def _call(client, method, url, **kwargs):
-    if method in ("post", "patch"):
-        return getattr(client, f"{method}_json")(url, {"name": "x"}, **kwargs)
-    return getattr(client, method)(url, **kwargs)
-
-
 def test_anonymous_gets_401_and_customer_403(testapp, customer_app, other_customer_app, product):
     for method, url in ADMIN_CALLS:
-        response = _call(testapp, method, url, status=401)
+        response = call_with_body(testapp, method, url, EDIT, status=401)
         assert response.json["code"] == "not_authenticated", (method, url)
         for client in (customer_app, other_customer_app):
-            response = _call(client, method, url, status=403)
+            response = call_with_body(client, method, url, EDIT, status=403)
             assert response.json["code"] == "forbidden", (method, url)
 
 
@@ -148,7 +146,9 @@ def test_csrf_token_is_required_on_unsafe_methods(admin_app, product):
         if method == "get":
             continue
         for token in ("", "wrong-token"):
-            response = _call(admin_app, method, url, headers={"X-CSRF-Token": token}, status=403)
+            response = call_with_body(
+                admin_app, method, url, EDIT, headers={"X-CSRF-Token": token}, status=403
+            )
             assert response.json["code"] == "csrf_failed", (method, url, token)
     # Nothing changed.
     assert admin_app.get("/api/admin/products/site-guard").json["name"] == "SiteGuard"
@@ -281,7 +281,7 @@ def test_duplicate_slug_is_409_on_create_and_patch(admin_app, product):
 
 @requires_postgresql  # see test_racing_default_switches_leave_exactly_one_default
 def test_racing_creates_of_one_slug_give_one_201_and_one_409(app, admin, currencies):
-    statuses = race(
+    statuses = race_admins(
         app,
         admin,
         lambda client: client.post_json(
@@ -556,7 +556,7 @@ def test_racing_uploads_of_one_version_store_one_file(app, admin, product, stora
             client, "/api/admin/products/site-guard/releases", body, expect_errors=True
         )
 
-    responses = race(app, admin, send)
+    responses = race_admins(app, admin, send)
     assert sorted(r.status_int for r in responses) == [201, 409, 409]
     assert len(files_under(storage_dir)) == 1
 

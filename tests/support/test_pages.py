@@ -19,7 +19,7 @@ def field_errors(response) -> dict[str, str]:
     return {p["id"]: p.get_text(strip=True) for p in response.html.find_all(class_="error")}
 
 
-def counts(dbsession) -> tuple[int, int]:
+def ticket_counts(dbsession) -> tuple[int, int]:
     dbsession.rollback()
     tickets = dbsession.scalar(select(func.count()).select_from(SupportTicket))
     messages = dbsession.scalar(select(func.count()).select_from(TicketMessage))
@@ -93,7 +93,7 @@ def test_open_a_ticket_about_an_order(alice, customer, dbsession, storage_dir):
     assert shown.html.find(class_="notice").get_text(strip=True).startswith("Your ticket is open")
     assert h1_of(shown) == "Cannot download"
     assert purchase.order.number in shown.text
-    assert counts(dbsession) == (1, 0)
+    assert ticket_counts(dbsession) == (1, 0)
 
 
 def test_new_ticket_form_keeps_input_and_shows_errors_per_field(
@@ -126,7 +126,7 @@ def test_new_ticket_form_keeps_input_and_shows_errors_per_field(
         assert set(field_errors(response)) == {"f-orderNumber-error"}
         assert response.html.find("input", id="f-subject")["value"] == "Keep this subject"
         assert response.html.find("textarea", id="f-body").get_text() == "Keep this body"
-    assert counts(dbsession) == (0, 0)
+    assert ticket_counts(dbsession) == (0, 0)
 
 
 def test_too_many_tickets_is_a_friendly_429_form(make_app, customer, dbsession):
@@ -140,7 +140,7 @@ def test_too_many_tickets_is_a_friendly_429_form(make_app, customer, dbsession):
     assert 1 <= int(response.headers["Retry-After"]) <= 3600
     assert "at most 1 tickets per hour" in response.html.find(class_="form-errors").text
     assert response.html.find("textarea", id="f-body").get_text() == "Please keep this text"
-    assert counts(dbsession) == (1, 0)
+    assert ticket_counts(dbsession) == (1, 0)
 
 
 def test_the_conversation_page_and_replying(alice, staff, admin, dbsession):
@@ -185,7 +185,7 @@ def test_reply_errors_keep_input_and_closed_tickets_reopen(alice, staff, dbsessi
     assert set(field_errors(response)) == {"f-body-error"}
     assert response.html.find("textarea", id="f-body").get_text() == " \n "
     assert title_of(response).startswith("Error: ")
-    assert counts(dbsession) == (1, 0) and status_of(dbsession, ticket_id) == "closed"
+    assert ticket_counts(dbsession) == (1, 0) and status_of(dbsession, ticket_id) == "closed"
     form = response.forms["reply-form"]
     form["body"] = "It broke again."
     form.submit(status=303)
@@ -210,7 +210,7 @@ def test_too_many_replies_is_a_429_form_error(make_app, customer, dbsession):
         response = form.submit(status=expected)
     assert "at most 1 replies per hour" in response.html.find(class_="form-errors").text
     assert response.html.find("textarea", id="f-body").get_text() == "Anyone there?"
-    assert counts(dbsession) == (1, 1)
+    assert ticket_counts(dbsession) == (1, 1)
 
 
 def test_another_customers_ticket_is_a_404_page(alice, bob, dbsession):
@@ -226,7 +226,7 @@ def test_another_customers_ticket_is_a_404_page(alice, bob, dbsession):
         bob.post(f"/account/tickets/{raw}/reply", {"csrf_token": token, "body": "x"}, status=404)
     # A control character in the path is refused before routing.
     assert bob.get("/account/tickets/%00", status=400).content_type == "text/html"
-    assert counts(dbsession) == (1, 0)
+    assert ticket_counts(dbsession) == (1, 0)
 
 
 def test_forms_without_the_csrf_token_are_refused(alice, staff, dbsession):
@@ -243,7 +243,7 @@ def test_forms_without_the_csrf_token_are_refused(alice, staff, dbsession):
             response = client.post(path, data, status=403)
             assert response.content_type == "text/html", path
             assert "support-code" in response.text
-    assert counts(dbsession) == (1, 0) and status_of(dbsession, ticket_id) == "open"
+    assert ticket_counts(dbsession) == (1, 0) and status_of(dbsession, ticket_id) == "open"
 
 
 def test_hostile_form_input_is_a_4xx_page(alice, staff, dbsession):
@@ -289,7 +289,7 @@ def test_hostile_form_input_is_a_4xx_page(alice, staff, dbsession):
             status=422,
         )
         assert "f-status-error" in field_errors(response)
-    assert counts(dbsession) == (1, 0) and status_of(dbsession, ticket_id) == "open"
+    assert ticket_counts(dbsession) == (1, 0) and status_of(dbsession, ticket_id) == "open"
 
 
 def test_anonymous_visitors_are_sent_to_log_in(app, alice, dbsession):
@@ -319,7 +319,7 @@ def test_customers_get_403_on_every_admin_ticket_page(alice, dbsession):
     alice.post(
         f"/admin/tickets/{ticket_id}/status", {"status": "closed", "csrf_token": token}, status=403
     )
-    assert counts(dbsession) == (1, 0) and status_of(dbsession, ticket_id) == "open"
+    assert ticket_counts(dbsession) == (1, 0) and status_of(dbsession, ticket_id) == "open"
 
 
 def test_admin_queue_filters_and_orders(alice, bob, staff, dbsession):
@@ -398,6 +398,6 @@ def test_admin_ticket_page_shows_customer_order_and_conversation(
     form["body"] = ""
     response = form.submit(status=422)
     assert set(field_errors(response)) == {"f-body-error"}
-    assert counts(dbsession) == (1, 1)
+    assert ticket_counts(dbsession) == (1, 1)
     for raw in ("987654", "abc", "0", "99999999999"):
         assert staff.get(f"/admin/tickets/{raw}", status=404).content_type == "text/html"
