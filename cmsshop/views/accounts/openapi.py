@@ -95,7 +95,8 @@ OPENAPI_PATHS = {
     },
     "/api/auth/verify-email": {
         "post": oa.operation(
-            "Confirm the email with the mailed token (single use) and log in (a new session)",
+            "Confirm the email with the mailed token (single use) and log in, unless another "
+            "user is logged in (their session stays without switch)",
             {**oa.ok(oa.ref("Session")), **oa.errors(400, 403, 410, 415, 422)},
             body={
                 "type": "object",
