@@ -3,6 +3,7 @@ whichever feature modules are switched on. One module per feature, as in service
 
     accounts   User, UserSession, AccountToken
     catalogue  Currency, Product, ProductPrice, Release, Article, ContentVersion
+    checkout   Cart, CartLine, Coupon, CouponAmount, CouponProduct, CouponRedemption
     commerce   Order, OrderItem, OrderNote, Fulfilment, Invoice, InvoiceCounter, Entitlement
     payments   PaymentEvent (the provider event log), PaymentSetting
     licensing  License, Activation, LicenseNonce, LicenseAuditEntry
@@ -16,8 +17,19 @@ constraints and of the OpenAPI enums.
 """
 
 from cmsshop.models.accounts import ROLES, TOKEN_PURPOSES, AccountToken, User, UserSession
+from cmsshop.models.checkout import (
+    COUPON_KINDS,
+    REDEMPTION_STATUSES,
+    Cart,
+    CartLine,
+    Coupon,
+    CouponAmount,
+    CouponProduct,
+    CouponRedemption,
+)
 from cmsshop.models.commerce import (
     ENTITLEMENT_STATUSES,
+    FREE_PROVIDER,
     ITEM_KINDS,
     ORDER_STATUSES,
     Entitlement,
@@ -55,6 +67,15 @@ from cmsshop.models.store import (
 from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket, TicketMessage
 
 __all__ = [
+    "COUPON_KINDS",
+    "FREE_PROVIDER",
+    "REDEMPTION_STATUSES",
+    "Cart",
+    "CartLine",
+    "Coupon",
+    "CouponAmount",
+    "CouponProduct",
+    "CouponRedemption",
     "ContentVersion",
     "DELIVERY_MODES",
     "ENTITLEMENT_STATUSES",

@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
@@ -40,6 +41,8 @@ ENTITLEMENT_STATUSES = ("active", "on_hold", "revoked")
 # What an order item sells: a new license (or an unlicensed product), more time on a
 # license the buyer has (renewal), or a higher tier of it (upgrade).
 ITEM_KINDS = ("purchase", "renewal", "upgrade")
+# Order.provider of an order whose total is zero: fulfilled when placed, no provider.
+FREE_PROVIDER = "free"
 
 
 class Order(Base):
@@ -51,8 +54,17 @@ class Order(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     currency: Mapped[str] = mapped_column(ForeignKey("currencies.code"))
     total: Mapped[int] = mapped_column(BigInteger)
+    # The coupon's discount, included in ``total`` (the lines carry their share of it).
+    discount: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    coupon_code: Mapped[str | None] = mapped_column(String(40))
     status: Mapped[str] = mapped_column(String(20), default="pending")
+    # A payment provider's name, or FREE_PROVIDER for an order that cost nothing.
     provider: Mapped[str] = mapped_column(String(40))
+    # Placed without logging in (guest checkout): the order belongs to the account of the
+    # address given, and ``visitor_hash`` (SHA-256 of the placing visitor's cookie token)
+    # lets that browser see this one order's status, nothing else of the account.
+    guest: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    visitor_hash: Mapped[str | None] = mapped_column(String(64))
     # The provider's checkout object (Stripe Checkout Session id, PayPal order id).
     provider_checkout_id: Mapped[str | None] = mapped_column(String(255), index=True)
     # The provider's payment object once confirmed (PaymentIntent id, capture id); indexed
@@ -71,6 +83,8 @@ class OrderItem(Base):
     __tablename__ = "order_items"
     __table_args__ = (
         CheckConstraint("amount >= 0", name="amount"),
+        CheckConstraint("quantity >= 1", name="quantity"),
+        CheckConstraint("discount >= 0", name="discount"),
         CheckConstraint(one_of("kind", ITEM_KINDS), name="kind"),
         CheckConstraint("(kind = 'purchase') = (target_license_id IS NULL)", name="target_license"),
     )
@@ -81,6 +95,11 @@ class OrderItem(Base):
     # Snapshots: what the customer bought, whatever the product becomes later.
     product_slug: Mapped[str] = mapped_column(String(100))
     name: Mapped[str] = mapped_column(String(200))
+    # unit_amount x quantity - discount = amount, what this line costs in the order's
+    # total. unit_amount is NULL on lines placed before quantities existed (= amount).
+    quantity: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    unit_amount: Mapped[int | None] = mapped_column(BigInteger)
+    discount: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     amount: Mapped[int] = mapped_column(BigInteger)
     kind: Mapped[str] = mapped_column(String(10), default="purchase", server_default="purchase")
     # The license a renewal extends or an upgrade moves (services/payments/license_changes.py).

@@ -55,6 +55,7 @@ class Product(Base):
     __table_args__ = (
         CheckConstraint("max_activations IS NULL OR max_activations >= 0", name="max_activations"),
         CheckConstraint("duration_days IS NULL OR duration_days > 0", name="duration_days"),
+        CheckConstraint("max_quantity IS NULL OR max_quantity >= 1", name="max_quantity"),
         CheckConstraint(one_of("version_scheme", VERSION_SCHEMES), name="version_scheme"),
         # The public list walks this index in order and stops after one page, so a page
         # costs the same whatever the size of the catalogue.
@@ -73,6 +74,9 @@ class Product(Base):
     licensed: Mapped[bool] = mapped_column(Boolean, default=False)
     max_activations: Mapped[int | None] = mapped_column(Integer)
     duration_days: Mapped[int | None] = mapped_column(Integer)  # None = perpetual
+    # The most one order may buy (seats packs of a licensed product); None: the default,
+    # services/checkout/pricing.py DEFAULT_MAX_QUANTITY.
+    max_quantity: Mapped[int | None] = mapped_column(Integer)
     # Upgrades: a license may move to a product of the same group with a higher tier.
     upgrade_group: Mapped[str | None] = mapped_column(String(50))
     tier: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
