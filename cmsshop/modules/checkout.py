@@ -11,9 +11,34 @@ from cmsshop.views.checkout import openapi
 ROUTES = {
     "store.checkout": "/api/store/checkout",
     "store.checkout_sandbox": "/api/store/checkout/sandbox/{number}",
-    # The buy form's target, the development sandbox and the provider's return pages.
+    # The visitor's cart (anonymous or logged in) and checking it out, as a guest too.
+    "store.carts": "/api/store/carts",
+    "store.cart": "/api/store/carts/{cart}",
+    "store.cart_line": "/api/store/carts/{cart}/lines/{product}",
+    "store.cart_coupon": "/api/store/carts/{cart}/coupon",
+    "store.cart_prices": "/api/store/carts/{cart}/accept-prices",
+    "store.cart_checkout": "/api/store/carts/{cart}/checkout",
+    # Coupons in the admin API and the console.
+    "store.admin_coupons": "/api/admin/coupons",
+    "store.admin_coupon": "/api/admin/coupons/{code}",
+    "store.admin_coupon_redemptions": "/api/admin/coupons/{code}/redemptions",
+    "pages.admin_coupons": "/admin/coupons",
+    "pages.admin_coupon_new": "/admin/coupons/new",
+    "pages.admin_coupon": "/admin/coupons/{code}",
+    "pages.admin_coupon_pause": "/admin/coupons/{code}/pause",
+    "pages.admin_coupon_resume": "/admin/coupons/{code}/resume",
+    # The cart page and its forms.
+    "pages.cart": "/cart",
+    "pages.cart_add": "/cart/add",
+    "pages.cart_update": "/cart/update",
+    "pages.cart_coupon": "/cart/coupon",
+    "pages.cart_prices": "/cart/accept-prices",
+    "pages.cart_checkout": "/cart/checkout",
+    # The buy form's target, the development sandbox (and its "Simulate payment"
+    # button) and the provider's return pages.
     "pages.checkout": "/checkout",
     "pages.checkout_sandbox": "/checkout/sandbox/{number}",
+    "pages.checkout_simulate": "/checkout/sandbox/{number}/simulate",
     "pages.checkout_success": "/checkout/success",
     "pages.checkout_cancel": "/checkout/cancel",
 }
