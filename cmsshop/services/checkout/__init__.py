@@ -2,4 +2,7 @@
 
 - ``orders``: price an order from the database, commit it as pending, ask the provider
   for a checkout session; the per-customer pending-order limit
+- ``coupons``: whether a coupon applies, its discount per line, its redemptions counted
+  race-free (reserved with the order, redeemed when paid, released when it lapses)
+- ``expiry``: unpaid orders past ``cmsshop.checkout.order_ttl`` are cancelled by the worker
 """
