@@ -47,6 +47,7 @@ from cmsshop.models import (
     PaymentEvent,
     User,
 )
+from cmsshop.services.checkout.coupons import redeem_redemptions
 from cmsshop.services.licensing.issuing import new_license_values
 from cmsshop.services.mail.outbox import insert_messages, outbox_values
 from cmsshop.services.payments.base import Confirmation
@@ -207,10 +208,13 @@ def _write_fulfilments(
         for item in granted_items(order):
             entitlements.append(entitlement_values(order, item))
             if issues_license(item):
-                values = new_license_values(item.id, item.product, order.user_id, now)
+                values = new_license_values(
+                    item.id, item.product, order.user_id, now, quantity=item.quantity
+                )
                 keys[item.id] = values["key"]
                 licenses.append(values)
     session.flush()  # the orders, paid (one executemany)
+    redeem_redemptions(session, [order.id for _, order in plain if order.coupon_code], now)
     session.execute(insert(Entitlement), entitlements)
     if licenses:
         session.execute(insert(License), licenses)

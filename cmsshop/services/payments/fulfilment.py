@@ -40,6 +40,7 @@ from cmsshop.models import (
     OrderItem,
     PaymentEvent,
 )
+from cmsshop.services.checkout.coupons import redeem_redemptions, release_redemption
 from cmsshop.services.licensing.issuing import issue_license
 from cmsshop.services.payments import license_changes
 from cmsshop.services.payments.base import Confirmation
@@ -318,6 +319,8 @@ def fulfil_order(
     session.add(fulfilment)
     session.flush()
     mark_paid(order, payment_reference, now)
+    if order.coupon_code:
+        redeem_redemptions(session, [order.id], now)
     grant_items(session, order)
     license_changes.apply_license_changes(session, order, settings)
     session.flush()
@@ -402,6 +405,8 @@ def close_order(session: Session, order: Order, status: str) -> Result:
     if order.status != "pending":
         return Result("ignored", f"order is {order.status}")
     move(order, status)
+    if order.coupon_code:  # closed unpaid: the coupon's redemption is given back
+        release_redemption(session, order.id, utcnow())
     return Result("processed")
 
 
