@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pyramid.exceptions import ConfigurationError
 
+from cmsshop.services.checkout import expiry
 from cmsshop.settings import as_int, declare
 from cmsshop.views.checkout import openapi
 
@@ -46,6 +47,9 @@ SETTINGS = {
     # Pending orders created within the last hour a customer may hold; one more
     # checkout answers 429 (services.checkout.orders explains the count).
     "cmsshop.max_pending_orders": (as_int, 10, "CMSSHOP_MAX_PENDING_ORDERS"),
+    # Seconds an unpaid order stays pending; then the worker cancels it and gives its
+    # coupon redemption back (services.checkout.expiry; at least an hour).
+    expiry.ORDER_TTL: (expiry.as_order_ttl, expiry.DEFAULT_ORDER_TTL, "CMSSHOP_CHECKOUT_ORDER_TTL"),
 }
 
 

@@ -1,4 +1,4 @@
-"""cmsshop-admin ``worker`` and ``process-payments``: the background work of a shop.
+"""cmsshop-admin ``worker``, ``process-payments``, ``expire-orders``: a shop's background work.
 
 ``worker`` runs until SIGTERM or SIGINT, which it obeys after the item in flight (a
 message is recorded as sent or failed first, an event's unit of work commits or rolls
@@ -9,11 +9,14 @@ back first, so stopping never leaves either to be done twice). It
   ``cmsshop.payments.worker_interval`` seconds (1 by default);
 - delivers the mail outbox every ``cmsshop.mail.worker_interval`` seconds (5), in
   slices of MAIL_SLICE messages: a backlog is sent slice after slice while no payment
-  event is due, and a slice per interval while payments keep it busy.
+  event is due, and a slice per interval while payments keep it busy;
+- cancels unpaid orders older than ``cmsshop.checkout.order_ttl`` seconds and gives
+  their coupon redemptions back (services/checkout/expiry.py), every EXPIRY_INTERVAL
+  seconds, whatever modules are on (orders exist whenever the shop ever sold).
 
 Run it as a service next to the web server, as many as you like (they share the work
 through the database). ``process-payments`` makes one pass over the due payment events
-and prints the outcomes.
+and prints the outcomes; ``expire-orders`` one pass over the unpaid orders.
 """
 
 from __future__ import annotations
@@ -24,16 +27,22 @@ import sys
 import threading
 import time
 
+from cmsshop.modules import checkout
+from cmsshop.services.checkout.expiry import ORDER_TTL, expire_due_orders
 from cmsshop.services.mail.delivery import make_mail_backend
 from cmsshop.services.mail.sender import send_due
 from cmsshop.services.payments.events.queue import process_due_events
 from cmsshop.services.payments.registry import PaymentProviders
+from cmsshop.settings import declare
 
 log = logging.getLogger("cmsshop.worker")
 
 # Payments first: mail goes out in slices of this many messages when no payment event is
 # due, and one slice every mail interval however busy the payments are.
 MAIL_SLICE = 20
+# Seconds between passes over the unpaid orders (they expire after a day: a minute late
+# is on time).
+EXPIRY_INTERVAL = 60.0
 
 
 def enabled_providers(env) -> PaymentProviders | None:
@@ -43,6 +52,19 @@ def enabled_providers(env) -> PaymentProviders | None:
     except LookupError:
         return None
     return providers if providers.names() else None
+
+
+def order_ttl(settings) -> int:
+    """``cmsshop.checkout.order_ttl``, declared by the checkout module; read here the same
+    way (ini, environment, default) when that module is off."""
+    values = {ORDER_TTL: settings[ORDER_TTL]} if ORDER_TTL in settings else {}
+    return declare(values, {ORDER_TTL: checkout.SETTINGS[ORDER_TTL]})[ORDER_TTL]
+
+
+def cmd_expire_orders(env, args) -> int:
+    expired = expire_due_orders(env["registry"], order_ttl(env["registry"].settings))
+    print(f"expired orders: {expired}")
+    return 0
 
 
 def cmd_process_payments(env, args) -> int:
@@ -72,13 +94,16 @@ def cmd_worker(env, args) -> int:
     mail_interval = settings["cmsshop.mail.worker_interval"]
     poll = settings.get("cmsshop.payments.worker_interval", 1.0) if providers else mail_interval
     backend = make_mail_backend(settings)
+    ttl = order_ttl(settings)
     log.info(
         "worker: mail with the %s backend every %s s; payment events %s",
         settings["cmsshop.mail.backend"],
         mail_interval,
         f"every {poll} s" if providers else "off (no webhook module)",
     )
+    log.info("worker: unpaid orders expire after %s s", ttl)
     last_mail, more_mail = -mail_interval, False
+    last_expiry = -EXPIRY_INTERVAL
     while not stopping.is_set():
         busy = False
         if providers is not None:
@@ -106,6 +131,15 @@ def cmd_worker(env, args) -> int:
             except Exception:
                 # A full disk...: the next pass tries again; the messages are still queued.
                 log.exception("worker: a pass over the outbox failed")
+        if now >= last_expiry + EXPIRY_INTERVAL and not stopping.is_set():
+            last_expiry = now
+            try:
+                expired = expire_due_orders(registry, ttl, stop=stopping.is_set)
+                if expired:
+                    log.info("worker: %s unpaid orders expired", expired)
+            except Exception:
+                # The database restarting...: the orders are still pending; the next pass.
+                log.exception("worker: a pass over unpaid orders failed")
         if not busy and not more_mail:
             wait = min(poll, last_mail + mail_interval - time.monotonic())
             stopping.wait(max(0.0, wait))
@@ -119,6 +153,11 @@ def register(sub) -> None:
         help="act on queued payment events and deliver mail continuously (stops on SIGTERM)",
     )
     p.set_defaults(handler=cmd_worker)
+
+    p = sub.add_parser(
+        "expire-orders", help="cancel the unpaid orders past cmsshop.checkout.order_ttl once"
+    )
+    p.set_defaults(handler=cmd_expire_orders)
 
     p = sub.add_parser("process-payments", help="act on the due queued payment events once")
     p.add_argument("--limit", type=int, default=50, help="at most this many events")
