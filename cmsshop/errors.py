@@ -105,6 +105,29 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "currency_is_default": ErrorCode(
         409, "Default currency", "The default currency cannot be disabled, deleted or unset."
     ),
+    # --- coupons: a checkout refuses a coupon with one of the 422s (docs/checkout.md) -------
+    "coupon_unknown": ErrorCode(422, "Unknown coupon", "No coupon has this code."),
+    "coupon_not_started": ErrorCode(
+        422, "Coupon not valid yet", "The coupon's validity has not begun."
+    ),
+    "coupon_expired": ErrorCode(422, "Coupon expired", "The coupon's validity has ended."),
+    "coupon_paused": ErrorCode(422, "Coupon paused", "An admin paused the coupon."),
+    "coupon_used_up": ErrorCode(
+        422, "Coupon used up", "The coupon reached its total number of redemptions."
+    ),
+    "coupon_limit_reached": ErrorCode(
+        422, "Coupon limit reached", "The customer used the coupon as often as it allows."
+    ),
+    "coupon_not_applicable": ErrorCode(
+        422,
+        "Coupon not applicable",
+        "The coupon discounts nothing in the order, or not in the order's currency.",
+    ),
+    "coupon_minimum_not_met": ErrorCode(
+        422, "Order too small for the coupon", "The order's subtotal is below its minimum."
+    ),
+    "coupon_not_found": ErrorCode(404, "Not found", "No coupon has this code (admin)."),
+    "coupon_exists": ErrorCode(409, "Coupon exists", "A coupon with this code exists."),
     # --- mail ---------------------------------------------------------------------------
     "mail_message_not_found": ErrorCode(404, "Not found", "No outbox message has this id."),
     "mail_message_pending": ErrorCode(

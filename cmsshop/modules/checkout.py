@@ -7,7 +7,7 @@ from pyramid.exceptions import ConfigurationError
 
 from cmsshop.services.checkout import expiry
 from cmsshop.settings import as_int, declare
-from cmsshop.views.checkout import openapi
+from cmsshop.views.checkout import admin_pages, openapi
 
 ROUTES = {
     "store.checkout": "/api/store/checkout",
@@ -64,3 +64,4 @@ def includeme(config) -> None:
         config.add_route(name, pattern)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.scan("cmsshop.views.checkout")
+    config.add_page_notices(admin_pages.NOTICES)

@@ -19,7 +19,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import NotFound, ValidationFailed
-from cmsshop.models import Currency, Entitlement, License, OrderItem, Product, ProductPrice, Release
+from cmsshop.models import (
+    CouponProduct,
+    Currency,
+    Entitlement,
+    License,
+    OrderItem,
+    Product,
+    ProductPrice,
+    Release,
+)
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
 from cmsshop.services.store.listing import ListingStatements, fetch_listing, listing_statements
@@ -319,10 +328,11 @@ def _switch_version_scheme(session: Session, product: Product, scheme: str) -> N
 
 
 def product_is_referenced(session: Session, product: Product) -> bool:
-    """Whether orders (or what orders made) point at ``product``."""
+    """Whether orders (or what orders made) or coupons point at ``product``: a coupon
+    whose only product were deleted would be left naming none, which means every one."""
     return any(
         session.scalar(select(exists().where(model.product_id == product.id)))
-        for model in (OrderItem, Entitlement, License)
+        for model in (OrderItem, Entitlement, License, CouponProduct)
     )
 
 

@@ -208,7 +208,8 @@ def delete_product(request):
             "slug": slug,
             "deleted": False,
             "archived": True,
-            "message": "The product has orders, so it was archived (hidden) instead of deleted.",
+            "message": "The product has orders or coupons naming it, so it was archived "
+            "(hidden) instead of deleted.",
         }
     return {"slug": slug, "deleted": True, "archived": False, "message": "The product was deleted."}
 
