@@ -170,6 +170,7 @@ def test_create_renders_sanitised_markdown_and_formats_prices(admin_app, testapp
     assert product["licensing"] == {
         "licensed": True,
         "maxActivations": 3,
+        "maxQuantity": None,
         "durationDays": 365,
         "features": [],
         "upgradeGroup": None,
@@ -188,6 +189,7 @@ def test_create_with_only_required_fields_is_an_unpublished_draft(admin_app, tes
     assert body["licensing"] == {
         "licensed": False,
         "maxActivations": None,
+        "maxQuantity": None,
         "durationDays": None,
         "features": [],
         "upgradeGroup": None,
@@ -329,6 +331,7 @@ def test_patch_changes_only_what_is_sent(admin_app, testapp, product):
     assert body["licensing"] == {
         "licensed": True,
         "maxActivations": 3,
+        "maxQuantity": None,
         "durationDays": None,
         "features": [],
         "upgradeGroup": None,

@@ -89,6 +89,7 @@ def test_list_shows_published_products_only_with_prices_and_latest_release(testa
     assert guard["licensing"] == {
         "licensed": True,
         "maxActivations": 3,
+        "maxQuantity": 100,  # none set: the default of a licensed product
         "durationDays": 365,
         "features": [],
         "upgradeGroup": None,

@@ -48,6 +48,7 @@ CARD_COLUMNS = (
     Product.archived,
     Product.licensed,
     Product.max_activations,
+    Product.max_quantity,
     Product.duration_days,
     Product.features,
     Product.version_scheme,
@@ -246,6 +247,8 @@ def _set_prices(session: Session, product: Product, prices: list[dict]) -> None:
 LICENSING_FIELDS = (
     "licensed",
     "max_activations",
+    # The most one order may buy (None: pricing.max_quantity's default).
+    "max_quantity",
     "duration_days",
     "features",
     "upgrade_group",

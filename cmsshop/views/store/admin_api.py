@@ -10,6 +10,7 @@ from pyramid.view import view_config
 from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
 from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES, Release
 from cmsshop.security import ADMIN
+from cmsshop.services.checkout import pricing
 from cmsshop.services.store import currencies, products, releases, text
 from cmsshop.views.shared.bodies import release_body
 from cmsshop.views.shared.caching import no_store
@@ -35,6 +36,8 @@ from cmsshop.views.shared.schema import (
 from cmsshop.views.store.api import MAX_AMOUNT, currency_body, product_body
 
 MAX_ACTIVATIONS = 1_000_000
+# A seller's per-order limit can never exceed what checkout accepts of anything.
+MAX_QUANTITY = pricing.QUANTITY_CEILING
 MAX_DURATION_DAYS = 36_500  # a century; also keeps license expiry dates representable
 MAX_PRICES = 50
 UPLOAD_CHUNK = 256 * 1024
@@ -68,6 +71,8 @@ class LicensingSchema(colander.MappingSchema):
     schema_type = StrictMapping
     licensed = bool_node(missing=False)
     maxActivations = nullable_int_node(0, MAX_ACTIVATIONS, missing=None)  # noqa: N815
+    # The most one order may buy; null: 100 seat packs if licensed, else 1.
+    maxQuantity = nullable_int_node(1, MAX_QUANTITY, missing=None)  # noqa: N815
     durationDays = nullable_int_node(1, MAX_DURATION_DAYS, missing=None)  # noqa: N815
     # Flags a new license of the product carries (existing licenses keep theirs).
     features = colander.SchemaNode(FeatureList(), missing=[])
@@ -97,6 +102,7 @@ class ProductSchema(colander.MappingSchema):
         missing={
             "licensed": False,
             "maxActivations": None,
+            "maxQuantity": None,
             "durationDays": None,
             "features": [],
             "upgradeGroup": None,
@@ -110,6 +116,7 @@ class ProductSchema(colander.MappingSchema):
 LICENSING_NAMES = {
     "licensed": "licensed",
     "maxActivations": "max_activations",
+    "maxQuantity": "max_quantity",
     "durationDays": "duration_days",
     "features": "features",
     "upgradeGroup": "upgrade_group",

@@ -46,6 +46,7 @@ TEXT_FIELDS = (
     "summary",
     "description",
     "max_activations",
+    "max_quantity",
     "duration_days",
     "features",
     "version_scheme",
@@ -57,6 +58,7 @@ CHECKBOXES = ("published", "licensed")
 ERROR_FIELDS = {
     "licensing.licensed": "licensed",
     "licensing.maxActivations": "max_activations",
+    "licensing.maxQuantity": "max_quantity",
     "licensing.durationDays": "duration_days",
     "licensing.features": "features",
     "licensing.upgradeGroup": "upgrade_group",
@@ -134,6 +136,7 @@ class ProductForm:
             "licensing": {
                 "licensed": self.typed["licensed"] == "on",
                 "maxActivations": _integer_or_text(self.typed["max_activations"]),
+                "maxQuantity": _integer_or_text(self.typed["max_quantity"]),
                 "durationDays": _integer_or_text(self.typed["duration_days"]),
                 "features": [name for name in re.split(r"[\s,]+", self.typed["features"]) if name],
                 "tier": _integer_or_text(self.typed["tier"]) or 0,
@@ -179,6 +182,7 @@ def product_form_values(product, price_currencies: list) -> dict:
         "published": "on" if product.published else "",
         "licensed": "on" if product.licensed else "",
         "max_activations": "" if product.max_activations is None else str(product.max_activations),
+        "max_quantity": "" if product.max_quantity is None else str(product.max_quantity),
         "duration_days": "" if product.duration_days is None else str(product.duration_days),
         "features": ", ".join(product.features or []),
         "version_scheme": product.version_scheme,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyramid.view import view_config
 
 from cmsshop.models import Currency
+from cmsshop.services.checkout import pricing
 from cmsshop.services.store import currencies, products, text
 from cmsshop.util import isoformat_z
 from cmsshop.views.shared.bodies import release_body
@@ -49,6 +50,9 @@ def product_body(card: products.ProductCard, admin: bool = False) -> dict:
         "licensing": {
             "licensed": product.licensed,
             "maxActivations": product.max_activations,
+            # The public sees the limit checkout applies; the admin what was set (null:
+            # the default).
+            "maxQuantity": product.max_quantity if admin else pricing.max_quantity(product),
             "durationDays": product.duration_days,
             "features": list(product.features or []),
             "upgradeGroup": product.upgrade_group,

@@ -10,7 +10,12 @@ from cmsshop.services.store import currencies, releases, text
 from cmsshop.views.shared.bodies import RELEASE_SCHEMA
 from cmsshop.views.shared.caching import IF_NONE_MATCH, cached_ok
 from cmsshop.views.shared.schema import DATE_TIME, MAX_MARKDOWN, SLUG, body_schema, text_schema
-from cmsshop.views.store.admin_api import MAX_ACTIVATIONS, MAX_DURATION_DAYS, MAX_PRICES
+from cmsshop.views.store.admin_api import (
+    MAX_ACTIVATIONS,
+    MAX_DURATION_DAYS,
+    MAX_PRICES,
+    MAX_QUANTITY,
+)
 from cmsshop.views.store.api import MAX_AMOUNT
 
 # --- the public catalogue ---------------------------------------------------------------
@@ -32,6 +37,7 @@ LICENSING = {
     "required": [
         "licensed",
         "maxActivations",
+        "maxQuantity",
         "durationDays",
         "features",
         "upgradeGroup",
@@ -40,6 +46,14 @@ LICENSING = {
     "properties": {
         "licensed": {"type": "boolean"},
         "maxActivations": {"type": ["integer", "null"], "minimum": 0},
+        "maxQuantity": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_QUANTITY,
+            "description": "The most one order may buy: the seller's limit, else 100 for a "
+            "licensed product and 1 otherwise. Quantity q of a licensed product buys one "
+            "license with q times maxActivations seats.",
+        },
         "durationDays": {
             "type": ["integer", "null"],
             "minimum": 1,
@@ -154,6 +168,13 @@ LICENSING_INPUT = body_schema(
     {
         "licensed": {"type": "boolean"},
         "maxActivations": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_ACTIVATIONS},
+        "maxQuantity": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": MAX_QUANTITY,
+            "description": "The most one order may buy; null = 100 for a licensed product, "
+            "1 otherwise",
+        },
         "durationDays": {
             "type": ["integer", "null"],
             "minimum": 1,
@@ -177,19 +198,31 @@ PRODUCT_INPUT_FIELDS = {
         "description": "Each currency at most once; currencies must exist.",
     },
 }
-ADMIN_PRODUCT = {
-    "allOf": [
-        oa.ref("Product"),
-        {
-            "type": "object",
-            "required": ["published", "archived", "createdAt"],
-            "properties": {
-                "published": {"type": "boolean"},
-                "archived": {"type": "boolean"},
-                "createdAt": {"type": "string", "format": "date-time"},
-            },
+# The admin sees licensing.maxQuantity as stored: null when the default applies.
+ADMIN_LICENSING = {
+    **LICENSING,
+    "properties": {
+        **LICENSING["properties"],
+        "maxQuantity": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": MAX_QUANTITY,
+            "description": "As set; null = the default (100 for a licensed product, 1 "
+            "otherwise), which the public catalogue shows instead.",
         },
-    ]
+    },
+}
+ADMIN_PRODUCT_FIELDS = {
+    **PRODUCT_FIELDS,
+    "licensing": oa.ref("AdminLicensing"),
+    "published": {"type": "boolean"},
+    "archived": {"type": "boolean"},
+    "createdAt": {"type": "string", "format": "date-time"},
+}
+ADMIN_PRODUCT = {
+    "type": "object",
+    "required": list(ADMIN_PRODUCT_FIELDS),
+    "properties": ADMIN_PRODUCT_FIELDS,
 }
 DELETED = {
     "type": "object",
@@ -300,7 +333,7 @@ ADMIN_PRODUCT_PATHS = {
     },
 }
 
-ADMIN_PRODUCT_SCHEMAS = {"AdminProduct": ADMIN_PRODUCT}
+ADMIN_PRODUCT_SCHEMAS = {"AdminProduct": ADMIN_PRODUCT, "AdminLicensing": ADMIN_LICENSING}
 
 
 # --- admin currencies ------------------------------------------------------------------
