@@ -116,6 +116,8 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     # Lifetimes (seconds) of the links mailed for a password reset and a verification.
     "cmsshop.password_reset_ttl": (as_int, 3600, None),
     "cmsshop.verify_email_ttl": (as_int, 7 * 24 * 3600, None),
+    # Lifetime of the set-password link in the receipt of a guest checkout's new account.
+    "cmsshop.guest_link_ttl": (as_int, 7 * 24 * 3600, None),
     "cmsshop.password_reset_max_per_email": (as_int, 3, None),
     "cmsshop.password_reset_max_per_ip": (as_int, 20, None),
     "cmsshop.password_reset_window": (as_int, 3600, None),

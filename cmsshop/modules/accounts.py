@@ -3,7 +3,7 @@ pages), and the admin console's customer pages."""
 
 from __future__ import annotations
 
-from cmsshop.services.accounts import login, tokens
+from cmsshop.services.accounts import guests, login, tokens
 from cmsshop.views.accounts import openapi, pages
 
 ROUTES = {
@@ -21,6 +21,7 @@ ROUTES = {
     "pages.check_email": "/check-email",
     "pages.forgot_password": "/forgot-password",
     "pages.reset_password": "/reset-password",
+    "pages.set_password": "/set-password",
     "pages.verify_email": "/verify-email",
     # The admin console's customers.
     "pages.admin_customers": "/admin/customers",
@@ -30,7 +31,11 @@ ROUTES = {
 
 def includeme(config) -> None:
     settings = config.get_settings()
-    for policy in (*login.rate_policies(settings), *tokens.rate_policies(settings)):
+    for policy in (
+        *login.rate_policies(settings),
+        *tokens.rate_policies(settings),
+        *guests.rate_policies(settings),
+    ):
         config.add_rate_policy(*policy)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)

@@ -1,4 +1,5 @@
-"""Links mailed to a user: password reset and email verification.
+"""Links mailed to a user: password reset, email verification, and the first password
+of an account made by a guest checkout.
 
 A link carries a random token (256 bits); the database keeps only its SHA-256
 (``account_tokens.token_hash``), so a leaked database or backup opens no account. A
@@ -20,6 +21,13 @@ racing with the same link (a double click, a mail scanner and the user) succeed 
 - ``reset_password`` sets the new password, marks the email verified (the link proved
   the mailbox) and deletes every login session of the user: all devices are logged out.
 - ``verify_email`` marks the email verified; the caller then starts a session.
+- The receipt of an order whose account has no password yet (a guest checkout's) is
+  queued as kind ``receipt_set_password`` with a masked link to ``/set-password``: the
+  sender issues a password-reset token for it, valid ``cmsshop.guest_link_ttl`` (longer
+  than a reset link: a receipt is read later than a reset asked for just now).
+  ``set_first_password`` sets the password only while the account has none (then it is
+  an ordinary reset; once a password is set, by this link or a reset, every such link
+  stops working) and confirms the address; the caller logs the buyer in.
 
 Messages go through the outbox (``services.mail.outbox.enqueue``) in the caller's
 transaction, so a message is mailed exactly when its cause committed.
@@ -40,7 +48,12 @@ from sqlalchemy.orm import Session
 from cmsshop.db import take_write_lock
 from cmsshop.errors import ApiError
 from cmsshop.models import AccountToken, OutboxMessage, User, UserSession
-from cmsshop.services.accounts.users import PasswordHasher, find_user, normalise_email
+from cmsshop.services.accounts.users import (
+    PasswordHasher,
+    find_user,
+    has_password,
+    normalise_email,
+)
 from cmsshop.services.mail.outbox import TOKEN_PLACEHOLDER, enqueue
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import utcnow
@@ -54,8 +67,21 @@ RESET_IP_POLICY = "password_reset.ip"
 # token_urlsafe(32) gives 43 characters; anything far from that is not one of ours.
 TOKEN_MIN_LENGTH, TOKEN_MAX_LENGTH = 20, 128
 TOKEN_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+# The receipt of an order whose account has no password: it carries a set-password link.
+RECEIPT_SET_PASSWORD = "receipt_set_password"
 # The outbox kinds whose link the sender issues a token for, and the token's purpose.
-MAILED_TOKEN_PURPOSES = {"password_reset": PASSWORD_RESET, "verify_email": VERIFY_EMAIL}
+# The set-password link is a reset link (it grants no more: choosing the password of an
+# account that has none), with the lifetime of its own setting (MAILED_TOKEN_LIFETIMES).
+MAILED_TOKEN_PURPOSES = {
+    "password_reset": PASSWORD_RESET,
+    "verify_email": VERIFY_EMAIL,
+    RECEIPT_SET_PASSWORD: PASSWORD_RESET,
+}
+MAILED_TOKEN_LIFETIMES = {
+    "password_reset": "cmsshop.password_reset_ttl",
+    "verify_email": "cmsshop.verify_email_ttl",
+    RECEIPT_SET_PASSWORD: "cmsshop.guest_link_ttl",
+}
 
 
 class InvalidToken(ApiError):
@@ -98,17 +124,22 @@ def _lifetime(settings, purpose: str) -> int:
     return settings["cmsshop.verify_email_ttl"]
 
 
-def issue_token(session: Session, settings, user: User, purpose: str) -> tuple[AccountToken, str]:
+def issue_token(
+    session: Session, settings, user: User, purpose: str, lifetime: int | None = None
+) -> tuple[AccountToken, str]:
     """A new token for ``user``: the row (holding only the hash) and the raw token, which
-    goes into the mailed link and nowhere else."""
+    goes into the mailed link and nowhere else. ``lifetime`` (seconds): the purpose's
+    setting unless given."""
     token = secrets.token_urlsafe(32)
     now = utcnow()
+    if lifetime is None:
+        lifetime = _lifetime(settings, purpose)
     row = AccountToken(
         user_id=user.id,
         purpose=purpose,
         token_hash=hash_token(token),
         created_at=now,
-        expires_at=now + dt.timedelta(seconds=_lifetime(settings, purpose)),
+        expires_at=now + dt.timedelta(seconds=lifetime),
     )
     session.add(row)
     session.flush()
@@ -169,6 +200,23 @@ def _link(settings, path: str, **params: str) -> str:
     return f"{settings['cmsshop.base_url'].rstrip('/')}{path}?{urlencode(params)}"
 
 
+def order_link(settings, order_path: str, *, set_password: bool) -> str:
+    """The receipt's link to the order at ``order_path`` (a local path): for an account
+    without a password, the masked set-password link (the sender issues its token);
+    otherwise the login page, leading on to the order."""
+    base_url = settings["cmsshop.base_url"].rstrip("/")
+    # "/" kept readable in the plain-text mail; the pages' safe_next checks it anyway.
+    if set_password:
+        query = urlencode({"token": TOKEN_PLACEHOLDER, "next": order_path}, safe="/")
+        return f"{base_url}/set-password?{query}"
+    return f"{base_url}/login?{urlencode({'next': order_path}, safe='/')}"
+
+
+def guest_link_lifetime(settings) -> str:
+    """How long a receipt's set-password link works, in words for the mail."""
+    return _duration(settings["cmsshop.guest_link_ttl"])
+
+
 def _duration(seconds: int) -> str:
     """A lifetime in words for the mail: "7 days", "1 hour", "10 minutes"."""
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
@@ -202,7 +250,10 @@ def send_verification(session: Session, settings, user: User, next_path: str = "
 
 def send_account_exists(session: Session, settings, user: User) -> None:
     """Tell the owner of a taken email that someone tried to register with it: at most
-    one such mail a day (a flood of registrations sends one)."""
+    one such mail a day (a flood of registrations sends one). An account a guest
+    checkout made has no password yet: the mail says so and points to the password
+    reset, which sets the first one (registering never does: whoever typed the address
+    may not own it)."""
     enqueue(
         session,
         settings,
@@ -210,7 +261,7 @@ def send_account_exists(session: Session, settings, user: User) -> None:
         to=user.email,
         subject="You already have an account",
         template="account_exists",
-        context={"name": user.name},
+        context={"name": user.name, "has_password": has_password(user)},
         dedupe_key=f"account-exists:{user.id}:{utcnow().date().isoformat()}",
         user_id=user.id,
     )
@@ -262,7 +313,8 @@ def issue_mailed_token(session: Session, settings, message: OutboxMessage) -> st
     if user is None:
         return None
     message.user_id = user.id
-    _, token = issue_token(session, settings, user, purpose)
+    lifetime = settings[MAILED_TOKEN_LIFETIMES[message.kind]]
+    _, token = issue_token(session, settings, user, purpose, lifetime)
     return token
 
 
@@ -270,6 +322,41 @@ def reset_password(session: Session, hasher: PasswordHasher, token: object, pass
     """Set a new password with a reset link; every session of the user ends."""
     password_hash = hasher.hash(password)  # before the write lock: it takes a while
     user = consume_token(session, PASSWORD_RESET, token)
+    _set_password(session, user, password_hash)
+    return user
+
+
+def find_set_password_token(session: Session, token: object) -> User:
+    """The account whose first password the link of a receipt sets (a look, not a use:
+    for showing the form); the errors of :func:`find_token`, and ``token_used`` once
+    the account has a password (set by this link or another, or by a reset)."""
+    row = find_token(session, PASSWORD_RESET, token)
+    user = session.get(User, row.user_id)
+    if user is None:
+        raise InvalidToken()
+    if has_password(user):
+        raise TokenUsed()
+    return user
+
+
+def set_first_password(
+    session: Session, hasher: PasswordHasher, token: object, password: str
+) -> User:
+    """Set the first password of an account made by a guest checkout, with the link of
+    its receipt; confirms the address (the link reached the mailbox). ``token_used``
+    if the account has a password by now: then the link is spent, and the owner logs in
+    (or asks for a reset). The caller logs the user in."""
+    password_hash = hasher.hash(password)  # before the write lock: it takes a while
+    take_write_lock(session)
+    find_set_password_token(session, token)  # refused before the token is spent
+    user = consume_token(session, PASSWORD_RESET, token)
+    _set_password(session, user, password_hash)
+    return user
+
+
+def _set_password(session: Session, user: User, password_hash: str) -> None:
+    """Store ``password_hash``, confirm the address, end every session of ``user`` and
+    void their other reset and set-password links."""
     now = utcnow()
     user.password_hash = password_hash
     if user.email_verified_at is None:
@@ -291,7 +378,6 @@ def reset_password(session: Session, hasher: PasswordHasher, token: object, pass
         .execution_options(synchronize_session=False)
     )
     session.flush()
-    return user
 
 
 def verify_email(session: Session, token: object) -> User:

@@ -1,4 +1,9 @@
-"""Users: creation, password hashing (argon2id) and credential checks."""
+"""Users: creation, password hashing (argon2id) and credential checks.
+
+An empty ``password_hash`` (``NO_PASSWORD``) means no password was ever set: an account
+created by a guest checkout (``services.accounts.guests``). No password matches it, and
+checking one costs the same argon2 time as checking a wrong one.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ from cmsshop.util import utcnow
 # argon2id with argon2-cffi's defaults (RFC 9106 low-memory profile). The "cheapest"
 # profile exists for the test suite only; production refuses it (cmsshop.settings).
 HASHING_PROFILES = {"default": profiles.RFC_9106_LOW_MEMORY, "cheapest": profiles.CHEAPEST}
+# The stored hash of an account whose owner has not chosen a password yet.
+NO_PASSWORD = ""
 
 
 class PasswordHasher:
@@ -38,15 +45,22 @@ class PasswordHasher:
         return self._argon.hash(password)
 
     def verify(self, password_hash: str | None, password: str) -> bool:
-        """Whether ``password`` matches; a None hash costs as much as a real one."""
+        """Whether ``password`` matches; a None hash (no such user) or ``NO_PASSWORD``
+        costs as much as a real one and matches nothing, not even the dummy's password."""
         try:
             self._argon.verify(password_hash or self._dummy_hash, password)
         except (VerificationError, InvalidHashError):
             return False
-        return password_hash is not None
+        return bool(password_hash)
 
     def needs_rehash(self, password_hash: str) -> bool:
         return self._argon.check_needs_rehash(password_hash)
+
+
+def has_password(user: User) -> bool:
+    """Whether the owner of ``user`` has chosen a password (a guest checkout's account
+    has none until its receipt's link, or a reset link, sets one)."""
+    return user.password_hash != NO_PASSWORD
 
 
 class EmailTaken(Exception):

@@ -1,8 +1,11 @@
 """The log-in, registration and log-out pages, and the pages of the mailed links
-(forgot password, reset password, verify email): the JSON routes' schemas and services
-(cmsshop.services.accounts.login and .tokens), rendered as forms."""
+(forgot password, reset password, verify email, a guest receipt's set password): the
+JSON routes' schemas and services (cmsshop.services.accounts.login and .tokens),
+rendered as forms."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 import colander
 from pyramid.view import view_config
@@ -31,6 +34,7 @@ NOTICES = {
     "email_verified": "Your email address is confirmed. Welcome!",
     "password_reset": "Your password is changed, and every device is logged out. "
     "Log in with the new password.",
+    "password_set": "Your password is set and you are logged in.",
 }
 # What the "check your email" page says after each form that mails a link (fixed texts,
 # chosen by a key in the query string; an unknown key gets the generic one).
@@ -213,6 +217,70 @@ def reset_password_submit(request):
         return _link_problem(request, exc, page)
     end_own_session(request, user)
     return see_other(request, "/login", notice="password_reset")
+
+
+def _set_password_vars(request, token: str) -> dict:
+    next_path = safe_next(request.params.get("next"), "")
+    return {
+        "errors": {},
+        "form": {"token": token},
+        "next": next_path,
+        # A spent link's way on: log in, then the same order.
+        "login_link": f"/login?{urlencode({'next': next_path})}" if next_path else "/login",
+        "problem": None,
+        "problem_code": None,
+        "address": None,
+        "other_user": None,
+    }
+
+
+@view_config(
+    route_name="pages.set_password", request_method="GET", renderer="accounts/set_password.html"
+)
+def set_password_page(request):
+    """The form behind a guest receipt's link: it names the account's address (the link
+    is anyone's to forward) and who is logged in, if someone else is. A look at the
+    token, not a use: mail scanners open links."""
+    page = _set_password_vars(request, _query_token(request))
+    try:
+        owner = tokens.find_set_password_token(request.db, page["form"]["token"])
+    except ApiError as exc:
+        return _link_problem(request, exc, page)
+    return {**page, "address": owner.email, "other_user": _other_user(request, owner.id)}
+
+
+@view_config(
+    route_name="pages.set_password", request_method="POST", renderer="accounts/set_password.html"
+)
+def set_password_submit(request):
+    """Set the first password, then log in as the account (ending whoever's session
+    this browser had: the page said so) and go on to ``next``, the order, a local path
+    only."""
+    page = _set_password_vars(request, "")
+    try:
+        data = read_form(request, PasswordResetConfirmSchema())
+        user = tokens.set_first_password(
+            request.db, request.find_service(PasswordHasher), data["token"], data["password"]
+        )
+    except FormInvalid as exc:
+        if "token" in exc.errors:
+            return _link_problem(request, tokens.InvalidToken(), page)
+        try:
+            owner = tokens.find_set_password_token(request.db, exc.form.get("token"))
+        except ApiError as problem:
+            return _link_problem(request, problem, page)
+        request.response.status = 422
+        return {
+            **page,
+            "errors": exc.errors,
+            "form": exc.form,
+            "address": owner.email,
+            "other_user": _other_user(request, owner.id),
+        }
+    except ApiError as exc:
+        return _link_problem(request, exc, page)
+    start_session(request, user)
+    return see_other(request, page["next"] or _after_login(request), notice="password_set")
 
 
 class FormSwitch(colander.SchemaType):
