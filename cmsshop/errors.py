@@ -94,6 +94,14 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "sandbox_disabled": ErrorCode(
         404, "No sandbox", "The local payment sandbox is off on a production site."
     ),
+    "cart_not_found": ErrorCode(404, "Not found", "You have no cart with this id."),
+    "cart_line_not_found": ErrorCode(404, "Not found", "The product is not in the cart."),
+    "cart_empty": ErrorCode(422, "Cart empty", "There is nothing in the cart to pay for."),
+    "cart_changed": ErrorCode(
+        409,
+        "Cart changed",
+        "A price changed or a product left the shop since the buyer saw the cart.",
+    ),
     "slug_taken": ErrorCode(409, "Slug taken", "Another product or article uses this slug."),
     "version_exists": ErrorCode(
         409, "Version exists", "The product has a release of this version."

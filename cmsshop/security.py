@@ -113,8 +113,28 @@ def _set_cookie(request, token: str | None) -> None:
     request.add_response_callback(callback)
 
 
+class LoggedIn:
+    """Notified when a session starts: ``visitor_token`` is the anonymous visitor's
+    cookie token that the login replaces (None if there was none), so features can
+    carry over what the visitor had (the cart)."""
+
+    def __init__(self, request, user: User, visitor_token: str | None):
+        self.request = request
+        self.user = user
+        self.visitor_token = visitor_token
+
+
+def visitor_token(request) -> str | None:
+    """The anonymous visitor's cookie token (None when logged in or without a cookie):
+    what an anonymous visitor's cart and guest orders are tied to."""
+    if request.user_session is not None:
+        return None
+    return _cookie_token(request)
+
+
 def start_session(request, user: User) -> UserSession:
     """Log ``user`` in with a brand-new session (never reuse the pre-login token)."""
+    previous = visitor_token(request)
     end_session(request, clear_cookie=False)
     if secrets.randbelow(100) == 0:  # purge expired sessions now and then
         request.db.execute(delete(UserSession).where(UserSession.expires_at < utcnow()))
@@ -133,6 +153,7 @@ def start_session(request, user: User) -> UserSession:
     request.user = user
     request.environ["cmsshop.anon_token"] = None
     _set_cookie(request, token)
+    request.registry.notify(LoggedIn(request, user, previous))
     return session
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pyramid.exceptions import ConfigurationError
 
-from cmsshop.services.checkout import expiry
+from cmsshop.security import LoggedIn
+from cmsshop.services.checkout import carts, expiry
 from cmsshop.settings import as_int, declare
 from cmsshop.views.checkout import admin_pages, openapi
 
@@ -65,3 +66,12 @@ def includeme(config) -> None:
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.scan("cmsshop.views.checkout")
     config.add_page_notices(admin_pages.NOTICES)
+    # At login the visitor's cart becomes the customer's (services.checkout.carts).
+    config.add_subscriber(adopt_cart_at_login, LoggedIn)
+
+
+def adopt_cart_at_login(event: LoggedIn) -> None:
+    if event.visitor_token:
+        carts.adopt_visitor_cart(
+            event.request.db, carts.visitor_hash(event.visitor_token), event.user.id
+        )

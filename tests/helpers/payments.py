@@ -72,3 +72,13 @@ def deliver(app, payload, secret=SECRET, status="*", timestamp=None):
     return webtest.TestApp(app).post(
         "/api/webhooks/cardprovider", body, headers=headers, status=status
     )
+
+
+
+def paid_at_the_provider(fake_stripe, redirect_url: str) -> dict:
+    """The buyer pays on the fake provider's page ``redirect_url``: the signed
+    ``checkout.session.completed`` event the provider sends, held back to be delivered
+    by the test."""
+    fake_stripe.hold_webhooks = True
+    fake_stripe.pay(redirect_url.rsplit("/", 1)[1])
+    return fake_stripe.held.pop()

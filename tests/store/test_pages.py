@@ -205,16 +205,25 @@ def test_unpublished_archived_and_unknown_products_are_a_404_page(app, shop, dbs
 # --- buying ------------------------------------------------------------------------------
 
 
-def test_anonymous_buyers_log_in_first_and_come_back(app, shop, customer, dbsession):
+def test_anonymous_buyers_get_a_cart_and_may_log_in_from_it(app, shop, customer, dbsession):
     client = page_client(app)
-    response = buy_form(client.get("/products/site-guard")).submit(status=303)
-    assert response.location.endswith("/login?next=%2Fproducts%2Fsite-guard")
-    login = response.follow()
-    assert login.html.find("input", attrs={"name": "next"})["value"] == "/products/site-guard"
+    form = buy_form(client.get("/products/site-guard"))
+    form["quantity"] = "2"
+    response = form.submit(status=303)
+    assert response.location.endswith("/cart")
+    cart = response.follow()
+    assert "SiteGuard" in cart.text and cart.html.find("input", attrs={"name": "email"})
+    assert cart.html.find("a", href="/login?next=/cart") is not None
+    login = client.get("/login?next=/cart")
+    assert login.html.find("input", attrs={"name": "next"})["value"] == "/cart"
     form = login.forms[1] if login.forms[0].action == "/logout" else login.forms[0]
     form["email"] = customer.email
     form["password"] = PASSWORD
-    assert form.submit(status=303).location.endswith("/products/site-guard")
+    assert form.submit(status=303).location.endswith("/cart")
+    # Logged in, the cart is still there (no e-mail field now) and nothing was ordered.
+    mine = client.get("/cart")
+    assert "SiteGuard" in mine.text and not mine.html.find("input", attrs={"name": "email"})
+    assert mine.html.find("input", attrs={"name": "quantity"})["value"] == "2"
     assert order_count(dbsession) == 0
 
 

@@ -12,7 +12,15 @@ provider, so unlimited checkouts would let one account fill the orders table and
 provider's session list. The count and the insert run in one transaction that first
 locks the customer's row (PostgreSQL) or takes the write lock (SQLite), so parallel
 checkouts of one customer queue there and cannot exceed the limit. Older pending orders
-are abandoned checkouts and do not count.
+are abandoned checkouts and do not count. A guest's pending orders are counted per
+visitor instead (``check_pending_limit``), and guest checkout is rate limited as
+registration is.
+
+What belongs to the order commits with it, in the same transaction: a guest's account
+(services/accounts/guests.py), the coupon's redemption (services/checkout/coupons.py:
+the count is taken there, race-free), emptying the cart the order came from, and, for
+an order that costs nothing (a zero price or a 100 % coupon), its fulfilment: a free
+order is delivered by the same ``fulfil_order`` as a paid one, with no provider.
 """
 
 from __future__ import annotations
@@ -26,7 +34,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from cmsshop.db import own_transaction, take_write_lock
-from cmsshop.models import Currency, Order, OrderItem, Product, User
+from cmsshop.models import FREE_PROVIDER, Order, OrderItem, Product, User
+from cmsshop.services.accounts import guests
+from cmsshop.services.checkout import carts, coupons, pricing
+from cmsshop.services.checkout.pricing import CheckoutInvalid
+from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments import license_changes as changes
 from cmsshop.services.payments.base import (
     CheckoutRequest,
@@ -42,12 +54,6 @@ log = logging.getLogger(__name__)
 
 MAX_ITEMS = 20
 PENDING_WINDOW = dt.timedelta(hours=1)
-
-
-class CheckoutInvalid(Exception):
-    def __init__(self, errors: dict[str, str]):
-        super().__init__("checkout is invalid")
-        self.errors = errors
 
 
 class CheckoutUnavailable(Exception):
@@ -68,6 +74,18 @@ class TooManyPendingOrders(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
+class Buyer:
+    """Who places an order: a logged-in customer (``user_id``), or a guest with an
+    e-mail address (and a name) whose order goes to that address's account. A guest's
+    ``visitor_hash`` (carts.visitor_hash of the cookie) lets that browser see the order."""
+
+    user_id: int | None = None
+    email: str | None = None
+    name: str | None = None
+    visitor_hash: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class PlacedOrder:
     order: Order  # committed; its items loaded
     redirect_url: str
@@ -79,70 +97,42 @@ def new_order_number() -> str:
     return readable_token(2, 5, prefix="ORD")
 
 
-def price_items(session: Session, slugs: list[str], currency: str) -> list[dict]:
-    """``[{"product_id", "slug", "name", "amount"}]`` from the database; raise
-    CheckoutInvalid naming each bad item."""
-    errors: dict[str, str] = {}
-    row = session.get(Currency, currency)
-    if row is None or not row.enabled:
-        errors["currency"] = f"{currency} is not a currency this shop sells in"
-    seen: set[str] = set()
-    for index, slug in enumerate(slugs):
-        if slug in seen:
-            errors[f"items.{index}.product"] = "listed twice; each product once per order"
-        seen.add(slug)
-    if errors:
-        raise CheckoutInvalid(errors)
-    products = {
-        p.slug: p
-        for p in session.scalars(
-            select(Product).where(Product.slug.in_(slugs)).options(selectinload(Product.prices))
-        )
-    }
-    lines = []
-    for index, slug in enumerate(slugs):
-        product = products.get(slug)
-        if product is None or not product.published or product.archived:
-            errors[f"items.{index}.product"] = "no such product for sale"
-            continue
-        price = next((p for p in product.prices if p.currency == currency), None)
-        if price is None:
-            errors[f"items.{index}.product"] = f"not sold in {currency}"
-            continue
-        lines.append(
-            {"product_id": product.id, "slug": slug, "name": product.name, "amount": price.amount}
-        )
-    if errors:
-        raise CheckoutInvalid(errors)
-    return lines
-
-
 def price_order(
-    session: Session, user_id: int, items: list[dict], currency: str, grace
+    session: Session, user_id: int | None, items: list[dict], currency: str, grace
 ) -> list[dict]:
-    """Order lines of checkout ``items``: ``{"product": slug}`` (a purchase), ``{"renew":
-    key}`` or ``{"upgrade": key, "to": slug}`` (services/payments/license_changes.py), in
-    the order given; CheckoutInvalid naming each bad item."""
+    """Order lines of checkout ``items``, in the order given: ``{"product": slug,
+    "quantity": n, "seen": unit price shown or None}`` (a purchase), ``{"renew": key}``
+    or ``{"upgrade": key, "to": slug}`` (services/payments/license_changes.py; only a
+    logged-in customer, ``user_id``, has licenses). CheckoutInvalid names each bad item;
+    PricesChanged says a price moved since the buyer saw it."""
     errors: dict[str, str] = {}
-    purchases = [(i, item["product"]) for i, item in enumerate(items) if item.get("product")]
+    problem = pricing.currency_problem(session, currency)
+    if problem:
+        raise CheckoutInvalid({"currency": problem})
+    purchases = [
+        {
+            "index": i,
+            "product": item["product"],
+            "quantity": item.get("quantity") or 1,
+            "seen": item.get("seen"),
+        }
+        for i, item in enumerate(items)
+        if item.get("product")
+    ]
     lines: dict[int, dict] = {}
     if purchases:
         try:
-            priced = price_items(session, [slug for _, slug in purchases], currency)
+            lines.update(pricing.price_purchases(session, purchases, currency))
         except CheckoutInvalid as exc:
-            # price_items numbers its errors among the purchases: name the real items.
-            for key, message in exc.errors.items():
-                parts = key.split(".")
-                if parts[0] == "items" and len(parts) == 3:
-                    key = f"items.{purchases[int(parts[1])][0]}.{parts[2]}"
-                errors[key] = message
-            priced = []
-        lines.update({index: line for (index, _), line in zip(purchases, priced, strict=False)})
+            errors.update(exc.errors)
     now = utcnow()
     targets: set[str] = set()
     for index, item in enumerate(items):
         key = item.get("renew") or item.get("upgrade")
         if not key:
+            continue
+        if user_id is None:
+            errors[f"items.{index}"] = "log in to renew or upgrade a license"
             continue
         if key.strip().upper() in targets:
             errors[f"items.{index}"] = "the same license twice in one order"
@@ -156,20 +146,34 @@ def price_order(
         except changes.ItemRefused as exc:
             errors[f"items.{index}.{exc.field}"] = exc.message
             continue
-        lines[index] = line
+        # A license change is one line for the license (its price already counts the
+        # license's seat packs).
+        quantity = line.get("quantity", 1)
+        lines[index] = {
+            **line,
+            "quantity": quantity,
+            "unit_amount": line.get("unit_amount", line["amount"] // quantity),
+            "discount": 0,
+        }
     if errors:
         raise CheckoutInvalid(errors)
     return [lines[index] for index in sorted(lines)]
 
 
-def insert_order(session: Session, user_id: int, currency: str, provider: str, lines) -> Order:
+def insert_order(
+    session: Session, buyer: Buyer, user_id: int, currency: str, provider: str, lines
+) -> Order:
+    sums = pricing.totals(lines)
     order = Order(
         number=new_order_number(),
         user_id=user_id,
         currency=currency,
-        total=sum(line["amount"] for line in lines),
+        total=sums.total,
+        discount=sums.discount,
         status="pending",
         provider=provider,
+        guest=buyer.user_id is None,
+        visitor_hash=buyer.visitor_hash,
         created_at=utcnow(),
     )
     order.items = [
@@ -177,6 +181,9 @@ def insert_order(session: Session, user_id: int, currency: str, provider: str, l
             product_id=line["product_id"],
             product_slug=line["slug"],
             name=line["name"],
+            quantity=line["quantity"],
+            unit_amount=line["unit_amount"],
+            discount=line["discount"],
             amount=line["amount"],
             kind=line.get("kind", "purchase"),
             target_license_id=line.get("target_license_id"),
@@ -188,13 +195,19 @@ def insert_order(session: Session, user_id: int, currency: str, provider: str, l
     return order
 
 
-def check_pending_limit(session: Session, user_id: int, limit: int) -> None:
-    """Raise TooManyPendingOrders when ``user_id`` holds ``limit`` recent pending orders.
-    Call it after locking the customer (see the module docstring)."""
+def check_pending_limit(session: Session, buyer: Buyer, user_id: int, limit: int) -> None:
+    """Raise TooManyPendingOrders when the buyer holds ``limit`` recent pending orders:
+    a logged-in customer's own, or a guest visitor's (guest orders are not counted
+    against the account they were placed for, or anyone could use up another person's
+    limit by typing their address). Call it after locking the customer (module doc)."""
     since = utcnow() - PENDING_WINDOW
+    if buyer.user_id is not None:
+        mine = (Order.user_id == user_id) & Order.guest.is_(False)
+    else:
+        mine = Order.visitor_hash == buyer.visitor_hash
     count, oldest = session.execute(
         select(func.count(), func.min(Order.created_at)).where(
-            Order.user_id == user_id, Order.status == "pending", Order.created_at > since
+            mine, Order.status == "pending", Order.created_at > since
         )
     ).one()
     if count >= limit:
@@ -218,15 +231,61 @@ def _loaded(session: Session, order: Order) -> Order:
     return order
 
 
+def fulfil_free_order(session: Session, order: Order, settings) -> None:
+    """Deliver an order that costs nothing, in the transaction that placed it, through
+    the same fulfilment as a paid one (entitlements, licenses, invoice and receipt,
+    each once: the fulfilment gate row is unique per order)."""
+    refused = changes.change_problems(session, order, utcnow())
+    if refused:
+        raise CheckoutInvalid({"items": "; ".join(refused)})
+    fulfilment.fulfil_order(
+        session,
+        order,
+        settings=settings,
+        provider=FREE_PROVIDER,
+        payment_reference=f"free-{order.number}",
+    )
+
+
 def _commit_new_order(
-    registry, user_id: int, currency: str, provider: str, lines, max_pending: int
+    registry,
+    buyer: Buyer,
+    currency: str,
+    provider: str,
+    lines,
+    coupon_code: str | None,
+    cart_id: str | None,
 ) -> Order:
+    """Commit the order (see the module doc), in one transaction with what belongs to
+    it: the guest's account, the coupon's redemption, emptying the cart it came from,
+    and, when it costs nothing, its fulfilment."""
+    settings = registry.settings
+    now = utcnow()
+    free = pricing.totals(lines).total == 0
     for _attempt in range(3):
         try:
             with own_transaction(registry) as session:
+                if buyer.user_id is not None:
+                    user_id = buyer.user_id
+                else:
+                    user_id = guests.customer_for_checkout(
+                        session, buyer.email, buyer.name or ""
+                    ).id
                 lock_customer(session, user_id)
-                check_pending_limit(session, user_id, max_pending)
-                return _loaded(session, insert_order(session, user_id, currency, provider, lines))
+                check_pending_limit(session, buyer, user_id, settings["cmsshop.max_pending_orders"])
+                order = insert_order(
+                    session, buyer, user_id, currency, FREE_PROVIDER if free else provider, lines
+                )
+                if coupon_code:
+                    coupon = coupons.find_coupon(session, coupon_code)
+                    coupons.reserve_redemption(
+                        session, coupon, order=order, discount=order.discount, now=now
+                    )
+                if cart_id is not None:
+                    carts.empty_cart(session, cart_id)
+                if free:
+                    fulfil_free_order(session, order, settings)
+                return _loaded(session, order)
         except IntegrityError:  # an order number collided (50 random bits): draw again
             continue
     raise CheckoutUnavailable("could not allocate an order number", code="checkout_failed")
@@ -259,16 +318,24 @@ def sandbox_url(settings, number: str) -> str:
     return f"{settings['cmsshop.base_url'].rstrip('/')}/api/store/checkout/sandbox/{number}"
 
 
+def success_url(settings, number: str) -> str:
+    return checkout_urls(settings, number)[0]
+
+
 def place_order(
     registry,
     session: Session,
     *,
-    user: User,
+    buyer: Buyer,
     items: list[dict],
     currency: str | None,
-    spec: ProviderSpec,
+    spec: ProviderSpec | None,
+    coupon_code: str | None = None,
+    cart_id: str | None = None,
 ) -> PlacedOrder:
     """Price, commit as pending, then create the provider checkout (see module doc).
+    An order that costs nothing is fulfilled as it is committed and needs no provider
+    (``spec`` may then be None).
 
     ``session`` (the request's) is only read; the order is written in transactions of
     its own, so it is committed before the provider is called.
@@ -280,28 +347,41 @@ def place_order(
         currency = default_currency(session)
         if currency is None:
             raise CheckoutInvalid({"currency": "this shop has no default currency; name one"})
-    lines = price_order(session, user.id, items, currency, changes.grace_of(settings))
+    lines = price_order(session, buyer.user_id, items, currency, changes.grace_of(settings))
+    if coupon_code:
+        pricing.apply_coupon(
+            session, lines, coupon_code, currency=currency, user_id=buyer.user_id, now=utcnow()
+        )
+    if spec is None and pricing.totals(lines).total > 0:
+        raise CheckoutInvalid({"provider": "no payment provider is enabled on this site"})
     order = _commit_new_order(
-        registry, user.id, currency, spec.name, lines, settings["cmsshop.max_pending_orders"]
+        registry,
+        buyer,
+        currency,
+        spec.name if spec else FREE_PROVIDER,
+        lines,
+        coupon_code,
+        cart_id,
     )
     number = order.number
-    success_url, cancel_url = checkout_urls(settings, number)
+    if order.status == "paid":
+        return PlacedOrder(order, success_url(settings, number), sandbox=False)
+    success, cancel = checkout_urls(settings, number)
+    email = session.scalar(select(User.email).where(User.id == order.user_id))
     request = CheckoutRequest(
         order_number=number,
         currency=currency,
         total=order.total,
-        items=[
-            {"product": i.product_slug, "name": i.name, "amount": i.amount} for i in order.items
-        ],
-        customer_email=user.email,
-        success_url=success_url,
-        cancel_url=cancel_url,
+        items=[checkout_item(item) for item in order.items],
+        customer_email=email or "",
+        success_url=success,
+        cancel_url=cancel,
     )
     try:
         checkout = spec.provider.create_checkout(request, provider_config(registry, spec))
     except NotConfigured as exc:
         if settings["cmsshop.environment"] == "production":
-            _set_order(registry, number, status="cancelled")
+            _cancel_order(registry, number)
             log.error("checkout with %s refused: %s", spec.name, exc)
             raise CheckoutUnavailable(
                 f"Payments with {spec.name} are not configured on this site.",
@@ -310,7 +390,7 @@ def place_order(
         # Development without a provider account: pay with simulate-payment.
         return PlacedOrder(order, sandbox_url(settings, number), sandbox=True)
     except ProviderUnavailable as exc:
-        _set_order(registry, number, status="cancelled")
+        _cancel_order(registry, number)
         log.warning("checkout with %s failed for %s: %s", spec.name, number, exc)
         raise CheckoutUnavailable(
             f"{spec.name} could not start the payment; nothing was charged. Try again shortly.",
@@ -318,6 +398,27 @@ def place_order(
         ) from None
     order = _set_order(registry, number, provider_checkout_id=checkout.provider_checkout_id[:255])
     return PlacedOrder(order, checkout.redirect_url, sandbox=False)
+
+
+def checkout_item(item: OrderItem) -> dict:
+    """A line as the provider is told it (its amount already carries its discount)."""
+    return {
+        "product": item.product_slug,
+        "name": item.name,
+        "quantity": item.quantity,
+        "unit_amount": item.unit_amount if item.unit_amount is not None else item.amount,
+        "discount": item.discount,
+        "amount": item.amount,
+    }
+
+
+def _cancel_order(registry, number: str) -> None:
+    """The provider could not take the order: cancel it and give its coupon back."""
+    with own_transaction(registry) as session:
+        take_write_lock(session)
+        order_id = session.scalar(select(Order.id).where(Order.number == number))
+        order = fulfilment.lock_order(session, order_id)
+        fulfilment.close_order(session, order, "cancelled")
 
 
 def find_customer_order(session: Session, user_id: int, number: str) -> Order | None:
@@ -328,15 +429,16 @@ def find_customer_order(session: Session, user_id: int, number: str) -> Order | 
     )
 
 
+def find_visitor_order(session: Session, visitor_hash: str, number: str) -> Order | None:
+    """A guest order placed from this browser (its cookie's visitor hash)."""
+    return session.scalar(
+        select(Order)
+        .where(Order.number == number, Order.guest.is_(True), Order.visitor_hash == visitor_hash)
+        .options(selectinload(Order.items))
+    )
+
+
 def create_demo_order(session: Session, user: User, product: Product, currency: str) -> Order:
     """A pending order for the demo customer, so ``simulate-payment`` can be tried at once."""
-    price = next(p for p in product.prices if p.currency == currency)
-    lines = [
-        {
-            "product_id": product.id,
-            "slug": product.slug,
-            "name": product.name,
-            "amount": price.amount,
-        }
-    ]
-    return insert_order(session, user.id, currency, "cardprovider", lines)
+    line = pricing.purchase_line(product, 1, pricing.unit_price(product, currency))
+    return insert_order(session, Buyer(user_id=user.id), user.id, currency, "cardprovider", [line])

@@ -8,11 +8,19 @@ import colander
 from pyramid.view import view_config
 
 from cmsshop.errors import ApiError, NotFound, RateLimited, ServiceUnavailable, ValidationFailed
+from cmsshop.models import FREE_PROVIDER
 from cmsshop.security import CUSTOMER
+from cmsshop.services.checkout import coupons, pricing
 from cmsshop.services.checkout import orders as co
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.views.shared.bodies import order_body
-from cmsshop.views.shared.json import StrictMapping, StrictSequence, StrictString, read_json
+from cmsshop.views.shared.json import (
+    StrictInt,
+    StrictMapping,
+    StrictSequence,
+    StrictString,
+    read_json,
+)
 
 SLUG = {"type": "string", "minLength": 1, "maxLength": 100}
 KEY = {"type": "string", "minLength": 1, "maxLength": 64}
@@ -25,15 +33,22 @@ def one_item_form(node, item):
         raise colander.Invalid(node, 'give exactly one of "product", "renew" or "upgrade"')
     if (item.get("to") is not None) != (forms[0] == "upgrade"):
         raise colander.Invalid(node, '"to" (the product to upgrade to) goes with "upgrade" only')
+    if item.get("quantity") is not None and forms[0] != "product":
+        raise colander.Invalid(node, '"quantity" goes with "product" only (one per license)')
 
 
 class ItemSchema(colander.MappingSchema):
-    """``{"product": slug}``, ``{"renew": license key}`` or ``{"upgrade": license key,
-    "to": slug}`` (services/payments/license_changes.py)."""
+    """``{"product": slug, "quantity": n}`` (quantity optional, 1), ``{"renew": license
+    key}`` or ``{"upgrade": license key, "to": slug}`` (services/payments/license_changes.py)."""
 
     schema_type = StrictMapping
     product = colander.SchemaNode(
         StrictString(), missing=None, validator=colander.Length(min=1, max=100)
+    )
+    quantity = colander.SchemaNode(
+        StrictInt(),
+        missing=None,
+        validator=colander.Range(1, pricing.QUANTITY_CEILING, min_err="must be at least 1"),
     )
     renew = colander.SchemaNode(
         StrictString(), missing=None, validator=colander.Length(min=1, max=64)
@@ -60,6 +75,9 @@ class CheckoutSchema(colander.MappingSchema):
     provider = colander.SchemaNode(
         StrictString(), missing=None, validator=colander.Length(min=1, max=40)
     )
+    coupon = colander.SchemaNode(
+        StrictString(), missing=None, validator=colander.Length(min=1, max=40)
+    )
 
 
 def choose_provider(request, name: str | None):
@@ -77,21 +95,37 @@ def choose_provider(request, name: str | None):
     return spec
 
 
-def place_order(request, items: list[dict], currency: str | None, provider: str | None):
+def place_order(
+    request,
+    items: list[dict],
+    currency: str | None,
+    provider: str | None,
+    coupon: str | None = None,
+):
     """services.checkout.orders.place_order for the logged-in customer, its refusals
     as the API's errors (shared by the JSON route and the checkout page)."""
-    spec = choose_provider(request, provider)
+    try:
+        spec = choose_provider(request, provider)
+    except ValidationFailed:
+        spec = None  # a free order needs no provider; place_order says so otherwise
+        if provider is not None:
+            raise
     try:
         return co.place_order(
             request.registry,
             request.db,
-            user=request.user,
+            buyer=co.Buyer(user_id=request.user.id),
             items=items,
             currency=currency,
             spec=spec,
+            coupon_code=coupons.normalise_code(coupon) if coupon else None,
         )
-    except co.CheckoutInvalid as exc:
+    except pricing.CheckoutInvalid as exc:
         raise ValidationFailed(exc.errors) from None
+    except pricing.PricesChanged as exc:  # only when a client sent the prices it was shown
+        raise ApiError(str(exc), code="cart_changed", extra={"errors": exc.changes}) from None
+    except coupons.CouponRefused as exc:
+        raise coupon_error(exc) from None
     except co.CheckoutUnavailable as exc:
         raise ServiceUnavailable(str(exc), code=exc.code, title="Checkout unavailable") from None
     except co.TooManyPendingOrders as exc:
@@ -101,6 +135,22 @@ def place_order(request, items: list[dict], currency: str | None, provider: str 
             code="too_many_pending_orders",
             title="Too many unpaid orders",
         ) from None
+
+
+def coupon_error(exc: coupons.CouponRefused) -> ApiError:
+    """A refused coupon as the API's error: its own code, the message on ``coupon``."""
+    return ApiError(exc.message, code=exc.code, extra={"errors": {"coupon": exc.message}})
+
+
+def order_placed_body(placed) -> dict:
+    """The answer to a placed order: where to send the buyer (the provider's page, the
+    development sandbox, or, for a free order already delivered, the success page)."""
+    return {
+        "order": order_body(placed.order),
+        "redirectUrl": placed.redirect_url,
+        "sandbox": placed.sandbox,
+        "free": placed.order.provider == FREE_PROVIDER,
+    }
 
 
 def sandbox_order(request):
@@ -126,13 +176,10 @@ def sandbox_order(request):
 )
 def checkout(request):
     data = read_json(request, CheckoutSchema())
-    placed = place_order(request, data["items"], data["currency"], data["provider"])
+    items = [{k: v for k, v in item.items() if v is not None} for item in data["items"]]
+    placed = place_order(request, items, data["currency"], data["provider"], data["coupon"])
     request.response.status = 201
-    return {
-        "order": order_body(placed.order),
-        "redirectUrl": placed.redirect_url,
-        "sandbox": placed.sandbox,
-    }
+    return order_placed_body(placed)
 
 
 @view_config(

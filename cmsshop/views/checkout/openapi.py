@@ -7,27 +7,229 @@ from cmsshop.services.checkout import orders as co
 from cmsshop.views.checkout.api import KEY, SLUG
 from cmsshop.views.shared.bodies import ORDER_SCHEMA
 
-OPENAPI_SCHEMAS = {"CheckoutOrder": ORDER_SCHEMA}
+CART_SCHEMA = {
+    "type": "object",
+    "required": [
+        "id",
+        "currency",
+        "lines",
+        "subtotal",
+        "discount",
+        "total",
+        "coupon",
+        "readyToPay",
+    ],
+    "properties": {
+        "id": {"type": "string"},
+        "currency": {"type": ["string", "null"]},
+        "lines": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "product",
+                    "name",
+                    "quantity",
+                    "maxQuantity",
+                    "licensed",
+                    "seats",
+                    "unitAmount",
+                    "seenUnitAmount",
+                    "discount",
+                    "amount",
+                    "problem",
+                    "problemMessage",
+                ],
+                "properties": {
+                    "product": {"type": ["string", "null"]},
+                    "name": {"type": "string"},
+                    "quantity": {"type": "integer", "minimum": 1},
+                    "maxQuantity": {"type": "integer"},
+                    "licensed": {"type": "boolean"},
+                    "seats": {
+                        "type": ["integer", "null"],
+                        "description": "Activations of the one license this line issues "
+                        "(quantity x the product's seats); null: unlimited or unlicensed",
+                    },
+                    "unitAmount": {"type": ["integer", "null"]},
+                    "seenUnitAmount": {
+                        "type": ["integer", "null"],
+                        "description": "The unit price the buyer was shown last",
+                    },
+                    "discount": {"type": "integer"},
+                    "amount": {"type": "integer"},
+                    "problem": {"enum": [None, "price_changed", "unavailable"]},
+                    "problemMessage": {"type": ["string", "null"]},
+                },
+            },
+        },
+        "subtotal": {"type": "integer"},
+        "discount": {"type": "integer"},
+        "total": {"type": "integer"},
+        "coupon": {
+            "type": ["object", "null"],
+            "required": ["code", "problem"],
+            "properties": {
+                "code": {"type": "string"},
+                "problem": {
+                    "type": ["object", "null"],
+                    "required": ["code", "message"],
+                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+                },
+            },
+        },
+        "readyToPay": {
+            "type": "boolean",
+            "description": "Not empty, nothing changed since the buyer saw it, coupon valid",
+        },
+    },
+}
+PLACED_SCHEMA = {
+    "type": "object",
+    "required": ["order", "redirectUrl", "sandbox", "free"],
+    "properties": {
+        "order": oa.ref("CheckoutOrder"),
+        "redirectUrl": {"type": "string"},
+        "sandbox": {"type": "boolean"},
+        "free": {
+            "type": "boolean",
+            "description": "The order cost nothing and is paid and delivered already",
+        },
+    },
+}
+OPENAPI_SCHEMAS = {"CheckoutOrder": ORDER_SCHEMA, "Cart": CART_SCHEMA}
+CART_ID = oa.path_param("cart")
+CART_TAGS = ["store", "checkout"]
+CART_ERRORS = (403, 404, 415, 422)
+
+
+def cart_answer(summary: str, *statuses: int, body=None, params=(), status: int = 200):
+    return oa.operation(
+        summary,
+        {
+            **oa.ok(oa.ref("Cart"), "OK" if status == 200 else "Created", status),
+            **oa.errors(*statuses),
+        },
+        body=body,
+        params=[CART_ID, *params],
+        csrf=True,
+        tags=CART_TAGS,
+    )
+
+
+CART_PATHS = {
+    "/api/store/carts": {
+        "post": oa.operation(
+            "The visitor's cart (anonymous or logged in): created (201) by the first call, "
+            "the same cart (200) after",
+            {
+                **oa.ok(oa.ref("Cart"), "The cart the caller has"),
+                **oa.ok(oa.ref("Cart"), "Created", 201),
+                **oa.errors(400, 403, 415, 422),
+            },
+            body={
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"currency": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+            },
+            csrf=True,
+            tags=CART_TAGS,
+        )
+    },
+    "/api/store/carts/{cart}": {
+        "get": oa.operation(
+            "The cart priced now: lines, discount, totals, and what changed since the buyer saw it",
+            {**oa.ok(oa.ref("Cart")), **oa.errors(404)},
+            params=[CART_ID],
+            tags=CART_TAGS,
+        ),
+        "patch": cart_answer(
+            "Change the cart's currency (its prices become the ones the buyer saw)",
+            *CART_ERRORS,
+            body={
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {"currency": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+            },
+        ),
+    },
+    "/api/store/carts/{cart}/lines/{product}": {
+        "put": cart_answer(
+            "Set a product's quantity in the cart (added if absent). For a licensed "
+            "product the quantity is the number of seat packs: one license with quantity x "
+            "the product's seats",
+            *CART_ERRORS,
+            body={
+                "type": "object",
+                "required": ["quantity"],
+                "additionalProperties": False,
+                "properties": {"quantity": {"type": "integer", "minimum": 1}},
+            },
+            params=[oa.path_param("product")],
+        ),
+        "delete": cart_answer(
+            "Remove a product from the cart", 403, 404, params=[oa.path_param("product")]
+        ),
+    },
+    "/api/store/carts/{cart}/coupon": {
+        "put": cart_answer(
+            "Apply a discount code (one per order); refused with the coupon's own code "
+            "(coupon_unknown, coupon_expired, ...)",
+            *CART_ERRORS,
+            body={
+                "type": "object",
+                "required": ["code"],
+                "additionalProperties": False,
+                "properties": {"code": {"type": "string", "minLength": 1, "maxLength": 40}},
+            },
+        ),
+        "delete": cart_answer("Remove the discount code", 403, 404),
+    },
+    "/api/store/carts/{cart}/accept-prices": {
+        "post": cart_answer(
+            "Accept today's prices (and drop products no longer for sale) after a change",
+            403,
+            404,
+        )
+    },
+    "/api/store/carts/{cart}/checkout": {
+        "post": oa.operation(
+            "Place the cart's order: logged in, or as a guest with an e-mail address (the "
+            "order goes to that address's account; the answer is the same either way). A "
+            "free order is delivered at once; otherwise go to redirectUrl to pay",
+            {
+                **oa.ok(PLACED_SCHEMA, "Created", 201),
+                **oa.errors(403, 404, 409, 415, 422, 429, 503),
+            },
+            body={
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "provider": {"type": "string", "minLength": 1, "maxLength": 40},
+                    "email": {
+                        "type": "string",
+                        "format": "email",
+                        "maxLength": 320,
+                        "description": "Required when not logged in",
+                    },
+                    "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                },
+            },
+            params=[CART_ID],
+            csrf=True,
+            tags=CART_TAGS,
+        )
+    },
+}
 
 OPENAPI_PATHS = {
+    **CART_PATHS,
     "/api/store/checkout": {
         "post": oa.operation(
             "Place an order (priced from the database, committed as pending) and get the "
             "provider's payment page",
             {
-                **oa.ok(
-                    {
-                        "type": "object",
-                        "required": ["order", "redirectUrl", "sandbox"],
-                        "properties": {
-                            "order": oa.ref("CheckoutOrder"),
-                            "redirectUrl": {"type": "string"},
-                            "sandbox": {"type": "boolean"},
-                        },
-                    },
-                    "Created",
-                    201,
-                ),
+                **oa.ok(PLACED_SCHEMA, "Created", 201),
                 **oa.errors(401, 403, 415, 422, 429, 503),
             },
             body={
@@ -46,7 +248,14 @@ OPENAPI_PATHS = {
                                     "description": "buy a product",
                                     "required": ["product"],
                                     "additionalProperties": False,
-                                    "properties": {"product": SLUG},
+                                    "properties": {
+                                        "product": SLUG,
+                                        "quantity": {
+                                            "type": "integer",
+                                            "minimum": 1,
+                                            "description": "seat packs of a licensed product",
+                                        },
+                                    },
                                 },
                                 {
                                     "type": "object",
@@ -69,6 +278,7 @@ OPENAPI_PATHS = {
                     },
                     "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
                     "provider": {"type": "string", "minLength": 1, "maxLength": 40},
+                    "coupon": {"type": "string", "minLength": 1, "maxLength": 40},
                 },
             },
             csrf=True,
@@ -98,6 +308,7 @@ OPENAPI_PATHS = {
         )
     },
 }
+
 
 # --- coupons in the admin API --------------------------------------------------------------
 

@@ -10,12 +10,15 @@ from urllib.parse import urlencode
 
 import colander
 from pyramid.httpexceptions import HTTPSeeOther
+from pyramid.renderers import render_to_response
 from pyramid.view import view_config
 
-from cmsshop.errors import NotFound, ValidationFailed
+from cmsshop.errors import ApiError, NotFound, ValidationFailed
 from cmsshop.security import CUSTOMER
+from cmsshop.services.checkout import carts, coupons, pricing
 from cmsshop.services.checkout import orders as co
 from cmsshop.services.store import currencies, text
+from cmsshop.views.checkout import carts as cart_views
 from cmsshop.views.checkout.api import (
     CheckoutSchema,
     ItemSchema,
@@ -23,9 +26,15 @@ from cmsshop.views.checkout.api import (
     place_order,
     sandbox_order,
 )
-from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
+from cmsshop.views.shared.forms import (
+    FormInvalid,
+    field_errors,
+    posted_fields,
+    read_form,
+    see_other,
+)
 from cmsshop.views.shared.json import StrictMapping, query_value, validate
-from cmsshop.views.shared.product_page import product_page_values
+from cmsshop.views.shared.product_page import product_page_values, provider_choices
 
 ORDER_NUMBER = re.compile(r"^[A-Z0-9-]{1,32}$")
 # How often the return page asks again while the provider's webhook is awaited
@@ -42,6 +51,15 @@ def checkout_form_schema() -> colander.SchemaNode:
     schema.add(product)
     schema.add(json_schema["currency"].clone())
     schema.add(json_schema["provider"].clone())
+    # A form sends text: the JSON route's node wants a JSON number.
+    schema.add(
+        colander.SchemaNode(
+            colander.Int(),
+            name="quantity",
+            missing=None,
+            validator=colander.Range(1, pricing.QUANTITY_CEILING, min_err="must be at least 1"),
+        )
+    )
     return schema
 
 
@@ -50,7 +68,9 @@ def form_errors(errors: dict[str, str]) -> dict[str, str]:
     one product, shown above the form)."""
     shown = {}
     for name, message in errors.items():
-        if name.startswith("items"):
+        if name.startswith("items") and name.endswith(".quantity"):
+            shown["quantity"] = message
+        elif name.startswith("items"):
             shown["form"] = f"This product: {message}."
         else:
             shown[name] = message
@@ -101,14 +121,16 @@ def checkout_submit(request):
         return license_checkout(request, item)
     slug = posted_slug(request)
     if request.user is None:
-        # Log in (or register), then come back to the product to buy it.
-        back = f"/products/{slug}" if slug else "/products"
-        return see_other(request, f"/login?{urlencode({'next': back})}")
-    typed = {name: request.POST.get(name, "") for name in ("currency", "provider")}
+        # No account needed: the product goes into the visitor's cart, paid as a guest.
+        return cart_add(request)
+    typed = {name: request.POST.get(name, "") for name in ("currency", "provider", "quantity")}
     try:
         data = read_form(request, checkout_form_schema())
         placed = place_order(
-            request, [{"product": data["product"]}], data["currency"], data["provider"]
+            request,
+            [{"product": data["product"], "quantity": data["quantity"] or 1}],
+            data["currency"],
+            data["provider"],
         )
     except FormInvalid as exc:
         errors, typed = form_errors(exc.errors), {**typed, **exc.form}
@@ -125,10 +147,19 @@ def checkout_submit(request):
 
 
 def read_own_order(request, number: str | None):
-    """The logged-in customer's order ``number``; a 404 page for anyone else's."""
+    """The order ``number`` of the logged-in customer, or the guest order this browser
+    placed (its status and lines only); a 404 page for anyone else's."""
     order = None
     if number and ORDER_NUMBER.match(number):
-        order = co.find_customer_order(request.db, request.user.id, number)
+        if request.user is not None:
+            order = co.find_customer_order(request.db, request.user.id, number)
+        else:
+            _, visitor = cart_views.caller(request)
+            if visitor is not None:
+                order = co.find_visitor_order(request.db, visitor, number)
+    if order is None and request.user is None:
+        # Back from the provider after the login session ended: log in to see it.
+        raise HTTPSeeOther(location=f"/login?{urlencode({'next': request.path_qs})}")
     if order is None:
         raise NotFound("You have no order with this number.", code="order_not_found")
     return order
@@ -157,14 +188,15 @@ def sandbox_page(request):
     route_name="pages.checkout_success",
     request_method="GET",
     renderer="checkout/success.html",
-    permission=CUSTOMER,
 )
 def success_page(request):
     order = read_own_order(request, query_value(request, "order"))
     return {
         **order_values(request, order),
         "poll_seconds": POLL_SECONDS if order.status == "pending" else None,
-        "dashboard": "dashboard" in request.registry.settings["cmsshop.modules"],
+        "dashboard": "dashboard" in request.registry.settings["cmsshop.modules"]
+        and request.user is not None,
+        "guest": request.user is None,
     }
 
 
@@ -172,8 +204,170 @@ def success_page(request):
     route_name="pages.checkout_cancel",
     request_method="GET",
     renderer="checkout/cancel.html",
-    permission=CUSTOMER,
 )
 def cancel_page(request):
     order = read_own_order(request, query_value(request, "order"))
     return order_values(request, order)
+
+
+# --- the cart page and its forms ---------------------------------------------------------
+# Every form answers 303 to /cart when it worked, or the cart page again with the error
+# beside its field (422) when it did not: no notice travels in a URL.
+
+
+def cart_values(request, cart, errors=None, form=None) -> dict:
+    view = cart_views.priced(request, cart) if cart is not None else None
+    currency = view.currency if view is not None else None
+    return {
+        "view": view,
+        "currency_row": currencies.find_currency(request.db, currency) if currency else None,
+        "currency_choices": [
+            (c.code, c.code) for c in currencies.list_currencies(request.db, enabled_only=True)
+        ],
+        "provider_choices": provider_choices(request),
+        "errors": errors or {},
+        "form": form or {},
+    }
+
+
+def refused_page(request, template: str, values: dict):
+    """``template`` shown again with the refusal beside its field: a 422."""
+    response = render_to_response(template, values, request)
+    response.status = 422
+    return response
+
+
+def cart_page_with_errors(request, cart, errors: dict, form=None):
+    return refused_page(request, "checkout/cart.html", cart_values(request, cart, errors, form))
+
+
+@view_config(route_name="pages.cart", request_method="GET", renderer="checkout/cart.html")
+def cart_page(request):
+    return cart_values(request, cart_views.own_cart_or_none(request))
+
+
+@view_config(route_name="pages.cart_add", request_method="POST", renderer="checkout/cart.html")
+def cart_add(request):
+    """The product page's "Add to cart" (and "Buy" for a visitor who is not logged in)."""
+    slug = posted_slug(request)
+    if slug is None:
+        raise NotFound("There is no such product.", code="product_not_found")
+    quantity = posted_quantity(request)
+    currency = request.POST.get("currency", "")
+    cart, _ = cart_views.open_own_cart(request)
+    try:
+        if not cart.lines and currency and currency != cart.currency:
+            # The product page's currency choice sets an empty cart's currency.
+            carts.set_currency(request.db, cart, currency)
+        if quantity is None:
+            raise pricing.CheckoutInvalid({"quantity": "a whole number, at least 1"})
+        carts.set_quantity(request.db, cart, slug, quantity, add=True)
+    except pricing.CheckoutInvalid as exc:
+        errors = {
+            ("form" if name == "product" else name): message for name, message in exc.errors.items()
+        }
+        typed = posted_fields(request, ("currency", "provider", "quantity"))
+        values = product_page_values(request, slug, None, errors=errors, form=typed)
+        if "quantity" in errors and values["max_quantity"] <= 1:
+            # No quantity field to mark: say it above the form.
+            errors["form"] = (
+                f"{values['product'].name} is in your cart already: {errors.pop('quantity')}."
+            )
+        return refused_page(request, "store/product.html", values)
+    return see_other(request, "/cart")
+
+
+def posted_quantity(request) -> int | None:
+    raw = request.POST.get("quantity", "1").strip() or "1"
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 6:
+        return None
+    return int(raw)
+
+
+def posted_cart(request):
+    cart = cart_views.own_cart_or_none(request)
+    if cart is None:
+        return None
+    return cart
+
+
+@view_config(route_name="pages.cart_update", request_method="POST", renderer="checkout/cart.html")
+def cart_update(request):
+    cart = posted_cart(request)
+    if cart is None:
+        return see_other(request, "/cart")
+    action = request.POST.get("action", "update")
+    try:
+        if action == "currency":
+            carts.set_currency(request.db, cart, request.POST.get("currency", ""))
+            return see_other(request, "/cart")
+        slug = posted_slug(request)
+        if slug is None:
+            return see_other(request, "/cart")
+        if action == "remove":
+            carts.remove_line(request.db, cart, slug)
+            return see_other(request, "/cart")
+        quantity = posted_quantity(request)
+        if quantity is None or quantity < 1:
+            raise pricing.CheckoutInvalid(
+                {f"quantity.{slug}": "a whole number, at least 1 (or press Remove)"}
+            )
+        try:
+            carts.set_quantity(request.db, cart, slug, quantity)
+        except pricing.CheckoutInvalid as exc:
+            raise pricing.CheckoutInvalid(
+                {f"{k}.{slug}" if k == "quantity" else "form": v for k, v in exc.errors.items()}
+            ) from None
+    except pricing.CheckoutInvalid as exc:
+        return cart_page_with_errors(request, cart, exc.errors)
+    return see_other(request, "/cart")
+
+
+@view_config(route_name="pages.cart_coupon", request_method="POST", renderer="checkout/cart.html")
+def cart_coupon(request):
+    cart = posted_cart(request)
+    if cart is None:
+        return see_other(request, "/cart")
+    if request.POST.get("action") == "remove":
+        carts.clear_coupon(request.db, cart)
+        return see_other(request, "/cart")
+    code = request.POST.get("code", "")
+    user_id, _ = cart_views.caller(request)
+    try:
+        carts.set_coupon(request.db, cart, code, user_id=user_id)
+    except coupons.CouponRefused as exc:
+        return cart_page_with_errors(request, cart, {"code": exc.message}, {"code": code[:40]})
+    return see_other(request, "/cart")
+
+
+@view_config(route_name="pages.cart_prices", request_method="POST", renderer="checkout/cart.html")
+def cart_accept_prices(request):
+    cart = posted_cart(request)
+    if cart is not None:
+        carts.accept_prices(request.db, cart)
+    return see_other(request, "/cart")
+
+
+@view_config(route_name="pages.cart_checkout", request_method="POST", renderer="checkout/cart.html")
+def cart_checkout(request):
+    """Pay for the cart: to the provider's page, the sandbox, or (a free order) straight
+    to the success page. A refusal shows the cart again with why; any price or total in
+    the form is never read (the server prices the cart)."""
+    cart = posted_cart(request)
+    if cart is None:
+        return see_other(request, "/cart")
+    typed = posted_fields(request, ("email", "name", "provider"))
+    try:
+        data = read_form(request, cart_views.CartCheckoutSchema())
+        placed = cart_views.check_out_cart(
+            request, cart, provider=data["provider"], email=data["email"], name=data["name"]
+        )
+    except FormInvalid as exc:
+        return cart_page_with_errors(request, cart, exc.errors, typed)
+    except ApiError as exc:
+        if exc.status == 429:
+            raise
+        return cart_page_with_errors(request, cart, field_errors(exc), typed)
+    if placed.sandbox:
+        return see_other(request, f"/checkout/sandbox/{placed.order.number}")
+    return HTTPSeeOther(location=placed.redirect_url)

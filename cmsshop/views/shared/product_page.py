@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from cmsshop.services.checkout.pricing import max_quantity
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, products
 
@@ -46,7 +47,9 @@ def product_page_values(
         default = currencies.default_currency(request.db)
         chosen = currency if currency in offered else default
         form["currency"] = chosen if chosen in offered else next(iter(offered), "")
+    form.setdefault("quantity", "1")
     return {
+        "max_quantity": max_quantity(product),
         "card": card,
         "product": product,
         "shown_prices": shown,
