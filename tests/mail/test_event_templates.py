@@ -27,6 +27,9 @@ CASES = {
         "invoice_url": "https://shop.example.com/account/invoices/INV-2026-000042",
         "downloads_url": "https://shop.example.com/account/downloads",
         "licenses_url": "https://shop.example.com/account/licenses",
+        "set_password": False,
+        "order_link": "https://shop.example.com/login?next=/account/orders/ORD-2026-ABCDE",
+        "link_valid_for": None,
     },
     "ticket_reply": {
         "subject": "Re: [TCK-7KQ2M9] Download <fails> & more",
@@ -89,6 +92,7 @@ MUST_SAY = {
         "ABCDE-FGHJK-LMNPQ-RSTUV-WXYZ2",
         "https://shop.example.com/account/downloads",
         "https://shop.example.com/account/licenses",
+        "https://shop.example.com/login?next=/account/orders/ORD-2026-ABCDE",
     ],
     "ticket_reply": ["TCK-7KQ2M9", "https://shop.example.com/account/tickets/7"],
     "license_expiring": [
@@ -141,6 +145,19 @@ def test_a_receipt_without_licensed_items_has_no_key_section():
     text, html = render_message("receipt", context)
     assert "license key" not in text.lower() and "license key" not in html.lower()
     assert "https://shop.example.com/account/downloads" in text
+
+
+def test_a_receipt_links_to_the_order_through_login_or_a_set_password_link():
+    """Either way one link, and nothing else about the account."""
+    text, html = render_message("receipt", {**BASE, **CASES["receipt"]})
+    assert "Log in to see your order" in text and "Log in to see your order" in html
+    assert "password" not in text.lower() and "password" not in html.lower()
+    link = "https://shop.example.com/set-password?token=HIDDEN-UNTIL-SENT&next=/account/orders/O"
+    guest = {"set_password": True, "order_link": link, "link_valid_for": "7 days"}
+    text, html = render_message("receipt", {**BASE, **CASES["receipt"], **guest})
+    assert "Set a password and see your order" in text and link in text
+    assert "within 7 days" in text and "within 7 days" in html
+    assert escaped(link) in html and "Log in" not in text + html
 
 
 def test_a_closed_ticket_says_a_reply_reopens_it():

@@ -15,6 +15,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import Currency, License, Order, User
+from cmsshop.services.accounts.tokens import RECEIPT_SET_PASSWORD, guest_link_lifetime, order_link
+from cmsshop.services.accounts.users import has_password
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.store.currencies import format_amount
 
@@ -27,6 +29,9 @@ class Receipt:
     user_id: int
     to: str
     context: dict[str, Any]
+    # The buyer's account has no password (a guest checkout's): the receipt's link to
+    # the order sets one; otherwise it leads through the login page.
+    set_password: bool = False
 
 
 def receipt_dedupe_key(order_id: int) -> str:
@@ -58,6 +63,7 @@ def build_receipt(order: Order, user: User, currency: Currency | None, licenses:
         order_id=order.id,
         user_id=order.user_id,
         to=user.email,
+        set_password=not has_password(user),
         context={
             "customer_name": user.name,
             "order_number": order.number,
@@ -77,8 +83,12 @@ def receipt_message(settings: Mapping[str, Any], receipt: Receipt, invoice_numbe
     """``enqueue``'s arguments for ``receipt`` with its invoice number."""
     base_url = settings["cmsshop.base_url"].rstrip("/")
     order_number = receipt.context["order_number"]
+    order_path = f"/account/orders/{order_number}"
     return {
-        "kind": "receipt",
+        # A set-password receipt's kind tells the sender to issue its link's token as
+        # it sends (services.accounts.tokens.MAILED_TOKEN_PURPOSES); one per order all
+        # the same (the dedupe key).
+        "kind": RECEIPT_SET_PASSWORD if receipt.set_password else "receipt",
         "to": receipt.to,
         "subject": f"Your receipt for order {order_number}",
         "template": "receipt",
@@ -88,6 +98,9 @@ def receipt_message(settings: Mapping[str, Any], receipt: Receipt, invoice_numbe
             "invoice_url": f"{base_url}/account/invoices/{invoice_number}",
             "downloads_url": f"{base_url}/account/downloads",
             "licenses_url": f"{base_url}/account/licenses",
+            "set_password": receipt.set_password,
+            "order_link": order_link(settings, order_path, set_password=receipt.set_password),
+            "link_valid_for": guest_link_lifetime(settings) if receipt.set_password else None,
         },
         "dedupe_key": receipt_dedupe_key(receipt.order_id),
         "user_id": receipt.user_id,
