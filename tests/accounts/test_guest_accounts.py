@@ -15,8 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fakes.shop import make_catalogue, make_order
 from helpers.app import PASSWORD
+from helpers.checkout import visitor_with_cart
 from helpers.clients import client_from, logged_in, page_client
 from helpers.mail_links import link_in, mails_to, reset_link, stored_text, token_of
+from helpers.payments import deliver, paid_at_the_provider
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -428,3 +430,30 @@ def test_registering_a_guests_address_changes_nothing_and_mails_the_way_to_a_pas
     client_from(app, "10.5.0.3").post_json(
         LOGIN, {"email": GUEST, "password": NEW_PASSWORD}, status=401
     )
+
+
+def test_a_guest_checkout_of_the_cart_mails_a_link_that_leads_to_the_order(
+    card_app, fake_stripe, dbsession, engine, smtp_server
+):
+    """The whole way: a visitor's cart checked out with an address alone, paid through the
+    signed webhook, the receipt through the real sender, its link to the order."""
+    make_catalogue(dbsession)
+    client, cart = visitor_with_cart(card_app, {"site-guard": 2, "themes": 1}, "10.6.0.1")
+    placed = client.post_json(
+        f"/api/store/carts/{cart['id']}/checkout",
+        {"email": "Bea@Example.com", "name": "Bea"},
+        status=201,
+    ).json
+    number = placed["order"]["number"]
+    deliver(card_app, paid_at_the_provider(fake_stripe, placed["redirectUrl"]), status=200)
+    (received,) = send_over_smtp(engine, smtp_server, 1)
+    assert received["To"] == "bea@example.com"
+    link = link_in(text_of(received), "/set-password")
+    assert f"next=/account/orders/{number}" in link
+
+    browser = page_client(card_app)
+    form = set_password_form(browser.get(link))
+    form["password"] = NEW_PASSWORD
+    order_page = form.submit(status=303).follow(status=200)
+    assert number in order_page.text and "SiteGuard" in order_page.text
+    assert browser.get("/api/auth/session").json["user"]["email"] == "bea@example.com"
