@@ -169,8 +169,21 @@ def seed_demo(session: Session, settings: dict, hasher: accounts.PasswordHasher)
         )
         report.append(f"article {slug}")
     session.flush()
+    report.extend(seed_demo_coupon(session))
     report.extend(seed_demo_order(session))
     return report
+
+
+def seed_demo_coupon(session: Session) -> list[str]:
+    """``DEMO10``: 10 % off, to try the cart's discount code."""
+    from cmsshop.models import Coupon
+
+    if session.scalar(select(Coupon.id).where(Coupon.code == "DEMO10")) is not None:
+        return []
+    session.add(
+        Coupon(code="DEMO10", description="Demo: 10 % off", kind="percent", percent_off=10)
+    )
+    return ["coupon DEMO10 (10 % off)"]
 
 
 def seed_demo_order(session: Session) -> list[str]:

@@ -207,3 +207,14 @@ def test_coupon_in_the_cart(app, shop, dbsession):
     assert [line["discount"] for line in applied["lines"]] == [1225, 475]
     removed = client.delete(base).json
     assert removed["coupon"] is None and removed["total"] == 6800
+
+
+def test_cart_answers_are_private_and_never_stored(app, shop):
+    client, cart = visitor_with_cart(app, {"themes": 1})
+    for response in (
+        client.get(f"/api/store/carts/{cart['id']}"),
+        client.get("/api/store/carts/nope", status=404),
+        client.get("/cart"),
+        client_from(app, "127.0.0.5").get("/cart"),
+    ):
+        assert response.headers["Cache-Control"] == "private, no-store", response.request.url

@@ -50,6 +50,13 @@ def test_seed_demo_then_log_in_as_demo_users(ini, app):
         client = new_client(app)
         body = client.login(email, "demo-password").json
         assert body["user"]["role"] == role
+    # The demo coupon takes 10 % off in a cart.
+    assert "coupon DEMO10" in result.stdout
+    cart = client.post_json("/api/store/carts", {}).json
+    line = f"/api/store/carts/{cart['id']}/lines/site-guard-pro"
+    full = client.put_json(line, {"quantity": 1}).json["total"]
+    discounted = client.put_json(f"/api/store/carts/{cart['id']}/coupon", {"code": "demo10"})
+    assert discounted.json["discount"] == (full + 5) // 10
 
 
 def test_seed_demo_refused_in_production(tmp_path, ini):
