@@ -144,8 +144,8 @@ def set_quantity(session: Session, cart: Cart, slug: str, quantity: int, *, add:
 
 
 def remove_line(session: Session, cart: Cart, slug: str) -> bool:
-    """Remove product ``slug`` (or, for a product gone from the shop, the line showing
-    its old name's slug is unknown: such lines go with ``accept_prices``)."""
+    """Remove product ``slug``; False if it is not in the cart. (A line whose product
+    was deleted from the shop has no slug left: ``accept_prices`` removes it.)"""
     product_id = session.scalar(select(Product.id).where(Product.slug == slug))
     line = _line_of(cart, product_id) if product_id is not None else None
     if line is None:
