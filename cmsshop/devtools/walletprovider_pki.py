@@ -44,6 +44,7 @@ class DevelopmentPKI:
 
         self._serialization = serialization
         self.directory = directory
+        self.ca_bundle = ca_bundle
         os.makedirs(directory, mode=0o700, exist_ok=True)
         self.root_key = self._key("dev-root.key")
         self.root = self._cert("dev-root.pem", self._make_root)
@@ -179,21 +180,55 @@ def _signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
     return True
 
 
+# The certificate servers this process runs, by port: the sandbox page's button signs
+# in the app's own process, again and again, so a port is bound once and its server
+# reused (a second bind would fail while the first server still runs).
+_SERVERS: dict[int, tuple[str, object]] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
 def serve_development_certificate(pki: DevelopmentPKI, host: str, port: int) -> str:
     """Serve the signing chain over https on loopback from a daemon thread of this
-    process (it ends with the simulate-payment command); return its cert URL."""
+    process (it ends with the process: the simulate-payment command, or the development
+    server whose sandbox page simulated a payment); return its cert URL.
+
+    A port already served by this process serves the chain too. A port another process
+    holds is used when it already serves this chain: the development server, after its
+    sandbox page's button, serves the same PKI that simulate-payment loads."""
+    digest = hashlib.sha256(pki.signing_chain).hexdigest()[:16]
+    path = f"/v1/notifications/certs/CERT-dev-{digest}"
+    url = f"https://{host}:{port}{path}"
+    with _SERVERS_LOCK:
+        served = _SERVERS.get(port)
+        if served is not None and served[0] == pki.tls_chain_file:
+            served[1].chains[path] = pki.signing_chain
+            return url
+        if served is not None:  # another PKI's TLS certificate: start afresh
+            served[1].shutdown()
+            served[1].server_close()
+            del _SERVERS[port]
+        try:
+            server = _start_server(pki, port)
+        except OSError as exc:
+            if _serves(url, pki):
+                return url
+            raise NotConfigured(
+                f"cannot serve the development certificate on port {port}: {exc}"
+            ) from exc
+        server.chains[path] = pki.signing_chain
+        _SERVERS[port] = (pki.tls_chain_file, server)
+    return url
+
+
+def _start_server(pki: DevelopmentPKI, port: int):
     import ssl
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    digest = hashlib.sha256(pki.signing_chain).hexdigest()[:16]
-    path = f"/v1/notifications/certs/CERT-dev-{digest}"
-    chain = pki.signing_chain
-
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
-            found = self.path == path
-            data = chain if found else b"not found"
-            self.send_response(200 if found else 404)
+            chain = self.server.chains.get(self.path)
+            data = chain if chain is not None else b"not found"
+            self.send_response(200 if chain is not None else 404)
             self.send_header("Content-Type", "application/x-pem-file")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -202,12 +237,8 @@ def serve_development_certificate(pki: DevelopmentPKI, host: str, port: int) -> 
         def log_message(self, *args):
             pass
 
-    try:
-        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    except OSError as exc:
-        raise NotConfigured(
-            f"cannot serve the development certificate on port {port}: {exc}"
-        ) from exc
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.chains = {}
     server.daemon_threads = True
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pki.tls_chain_file, os.path.join(pki.directory, "dev-tls.key"))
@@ -215,4 +246,15 @@ def serve_development_certificate(pki: DevelopmentPKI, host: str, port: int) -> 
         server.socket, server_side=True, do_handshake_on_connect=False
     )
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"https://{host}:{port}{path}"
+    return server
+
+
+def _serves(url: str, pki: DevelopmentPKI) -> bool:
+    """Whether ``url`` already answers this PKI's signing chain (over TLS it trusts)."""
+    import requests
+
+    try:
+        response = requests.get(url, verify=pki.ca_bundle, timeout=5)
+    except requests.RequestException:
+        return False
+    return response.status_code == 200 and response.content == pki.signing_chain

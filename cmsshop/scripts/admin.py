@@ -3,7 +3,8 @@
 Each area adds its subcommands through a ``register(subparsers)`` function in a module
 listed in COMMAND_MODULES; a subcommand's handler receives ``(env, args)`` where env is
 pyramid.paster.bootstrap's environment (registry, request, ...), or ``(None, args)`` when
-it sets ``needs_app=False``.
+it sets ``needs_app=False``; one that sets ``announce_ini=True`` prints the ini file in use
+first (``using /abs/path/development.ini``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import getpass
 import importlib
 import json
+import os
 import sys
 
 from alembic import command
@@ -140,8 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def ini_in_use(ini: str) -> str:
+    """The ini file ``ini`` names, as an absolute path (a PasteDeploy section suffix,
+    ``#name``, is kept)."""
+    path, hash_mark, section = ini.partition("#")
+    return os.path.realpath(path) + hash_mark + section
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "announce_ini", False):
+        # First, before the app starts (or fails to): which file's settings are used.
+        print(f"using {ini_in_use(args.ini)}", flush=True)
     setup_logging(args.ini)
     if not getattr(args, "needs_app", True):
         return args.handler(None, args)

@@ -17,6 +17,8 @@ from cmsshop.errors import ApiError, NotFound, ValidationFailed
 from cmsshop.security import CUSTOMER
 from cmsshop.services.checkout import carts, coupons, pricing
 from cmsshop.services.checkout import orders as co
+from cmsshop.services.payments import simulation
+from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, text
 from cmsshop.views.checkout import carts as cart_views
 from cmsshop.views.checkout.api import (
@@ -181,7 +183,14 @@ def order_values(request, order) -> dict:
 def sandbox_page(request):
     read_own_order(request, request.matchdict["number"])
     order, command = sandbox_order(request)
-    return {**order_values(request, order), "command": command}
+    return {
+        **order_values(request, order),
+        "command": command,
+        # The "Simulate payment" button (views.checkout.sandbox).
+        "simulate": simulation.offered(
+            request.registry.settings, request.find_service(PaymentProviders), order
+        ),
+    }
 
 
 @view_config(
