@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 from fakes.shop import make_catalogue
-from helpers.checkout import add_coupon, cart_count, visitor_with_cart
+from helpers.checkout import cart_count, visitor_with_cart
 from helpers.clients import client_from, new_client
+from helpers.coupons import make_coupon
 from sqlalchemy import func, select, update
 
 from cmsshop.models import Order, Product, ProductPrice
@@ -191,8 +192,8 @@ def test_cart_of_a_first_login_is_the_visitors(app, shop, customer):
 
 
 def test_coupon_in_the_cart(app, shop, dbsession):
-    add_coupon(dbsession, "SPRING25", percent_off=25)
-    add_coupon(dbsession, "PAUSED", percent_off=10, paused=True)
+    make_coupon(dbsession, "SPRING25", percent_off=25)
+    make_coupon(dbsession, "PAUSED", percent_off=10, paused=True)
     client, cart = visitor_with_cart(app, {"site-guard": 1, "themes": 1})
     base = f"/api/store/carts/{cart['id']}/coupon"
     unknown = client.put_json(base, {"code": "NOPE"}, status="4*").json

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 from fakes.shop import make_catalogue
-from helpers.checkout import add_coupon, cart_count
+from helpers.checkout import cart_count
 from helpers.clients import page_client
+from helpers.coupons import make_coupon
 from sqlalchemy import func, select, update
 
 from cmsshop.models import Order, ProductPrice
@@ -73,7 +74,7 @@ def test_too_many_from_the_product_page(app, shop, dbsession):
 
 
 def test_coupon_form(app, shop, dbsession):
-    add_coupon(dbsession, "HALF", percent_off=50)
+    make_coupon(dbsession, "HALF", percent_off=50)
     client = page_client(app)
     add_from_product_page(client, "site-guard")
     form = form_to(client.get("/cart"), "/cart/coupon")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 from fakes.shop import make_catalogue
-from helpers.checkout import add_coupon, delivered, in_days, redemption_statuses, visitor_with_cart
+from helpers.checkout import delivered, in_days, redemption_statuses, visitor_with_cart
 from helpers.clients import new_client
+from helpers.coupons import make_coupon
 from helpers.payments import deliver, paid_at_the_provider
 from sqlalchemy import func, select
 
@@ -28,7 +29,12 @@ def with_coupon(client, cart, code, status=200):
 
 
 def test_the_provider_is_charged_the_discounted_total(card_app, fake_stripe, shop, dbsession):
-    add_coupon(dbsession, "TENOFF", amounts={"EUR": (1000, 5000)})
+    make_coupon(
+        dbsession,
+        "TENOFF",
+        kind="fixed",
+        amounts={"EUR": {"amount_off": 1000, "min_subtotal": 5000}},
+    )
     client, cart = visitor_with_cart(card_app, {"site-guard": 2, "themes": 1})
     with_coupon(client, cart, "tenoff")
     placed = checkout(client, cart, email="buyer@example.com")
@@ -60,8 +66,9 @@ def test_a_tampered_total_in_the_form_is_never_read(app, shop, dbsession):
 
 
 def test_a_zero_price_order_is_delivered_without_a_provider(app, shop, dbsession):
-    free = Product(slug="free-tool", name="Free Tool", licensed=True, max_activations=1,
-                   published=True)
+    free = Product(
+        slug="free-tool", name="Free Tool", licensed=True, max_activations=1, published=True
+    )
     free.prices = [ProductPrice(currency="EUR", amount=0)]
     dbsession.add(free)
     dbsession.commit()
@@ -82,7 +89,7 @@ def test_a_zero_price_order_is_delivered_without_a_provider(app, shop, dbsession
 
 
 def test_a_full_coupon_makes_a_free_order(app, shop, customer, dbsession):
-    add_coupon(dbsession, "ONTHEHOUSE", percent_off=100, max_redemptions=1)
+    make_coupon(dbsession, "ONTHEHOUSE", percent_off=100, max_redemptions=1)
     client = new_client(app)
     client.login(customer.email)
     cart = client.post_json("/api/store/carts", {}, status=201).json
@@ -112,7 +119,7 @@ def test_a_full_coupon_makes_a_free_order(app, shop, customer, dbsession):
 def test_a_coupon_that_lapsed_after_it_was_applied_stops_checkout(
     app, shop, dbsession, fields, code
 ):
-    coupon = add_coupon(dbsession, "LAPSING", percent_off=20)
+    coupon = make_coupon(dbsession, "LAPSING", percent_off=20)
     client, cart = visitor_with_cart(app, {"site-guard": 1})
     with_coupon(client, cart, "LAPSING")
     for name, value in fields.items():
