@@ -6,6 +6,8 @@ for real.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from sqlalchemy import func, select
 
 from cmsshop.models import (
@@ -68,20 +70,38 @@ def make_order(
     number: str | None = None,
     provider: str = "cardprovider",
     checkout_id: str | None = None,
+    quantities: Mapping[str, int] | None = None,
+    discounts: Mapping[str, int] | None = None,
+    coupon_code: str | None = None,
 ) -> Order:
+    """A placed order of ``slugs`` at today's prices: ``quantities`` and ``discounts``
+    (a line's share of a coupon) by slug, as checkout writes them (unit price x quantity
+    - discount = amount; the order's discount is the lines')."""
+    quantities, discounts = quantities or {}, discounts or {}
     products = {p.slug: p for p in session.scalars(select(Product).where(Product.slug.in_(slugs)))}
     items = []
     for slug in slugs:
         product = products[slug]
-        amount = next(p.amount for p in product.prices if p.currency == currency)
+        unit = next(p.amount for p in product.prices if p.currency == currency)
+        quantity, discount = quantities.get(slug, 1), discounts.get(slug, 0)
         items.append(
-            OrderItem(product_id=product.id, product_slug=slug, name=product.name, amount=amount)
+            OrderItem(
+                product_id=product.id,
+                product_slug=slug,
+                name=product.name,
+                quantity=quantity,
+                unit_amount=unit,
+                discount=discount,
+                amount=unit * quantity - discount,
+            )
         )
     order = Order(
         number=number or new_order_number(),
         user_id=user.id,
         currency=currency,
         total=sum(i.amount for i in items),
+        discount=sum(i.discount for i in items),
+        coupon_code=coupon_code,
         status=status,
         provider=provider,
         provider_checkout_id=checkout_id,

@@ -49,9 +49,10 @@ def store_release(session, storage_dir, slug: str, version: str, content: bytes)
 RECEIPT_SETTINGS = {"cmsshop.base_url": "http://localhost", "cmsshop.site_name": "cmsshop"}
 
 
-def paid_order(session, user, slugs=("site-guard", "themes")) -> Order:
-    """An order placed and then fulfilled as a confirmed payment would be."""
-    placed = make_order(session, user, slugs)
+def paid_order(session, user, slugs=("site-guard", "themes"), **order_fields) -> Order:
+    """An order placed and then fulfilled as a confirmed payment would be
+    (``order_fields``: make_order's, e.g. ``quantities``)."""
+    placed = make_order(session, user, slugs, **order_fields)
     order = fulfilment.lock_order(session, placed.id)
     fulfilment.fulfil_order(
         session,

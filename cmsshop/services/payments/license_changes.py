@@ -8,6 +8,12 @@ is renewed from the payment (checkout already refuses it: buy a new license). An
 kind ``upgrade`` moves the license to a product of the same ``upgrade_group`` with a
 higher ``tier`` and more seats; its price is the difference of the two products' prices.
 
+A license bought with quantity q (one license with q times the product's seats,
+docs/licensing.md) keeps that multiplier: its renewal costs q times the renewal price,
+its upgrade q times the difference and gives q times the new product's seats. q is the
+quantity of the license's original purchase item (1 for a license issued by hand);
+renewal and upgrade lines carry it as their own quantity, which fulfilment applies.
+
 Both are priced at checkout (the buyer's own license, in a state that allows it) and
 applied at fulfilment, which is the same exactly-once path as a purchase: the order row
 is locked, the fulfilment gate row is unique per order, and here each license is locked
@@ -54,7 +60,7 @@ from cmsshop.models import (
 )
 from cmsshop.services.licensing.domains import PRODUCTION
 from cmsshop.services.licensing.features import features_of_product
-from cmsshop.services.licensing.issuing import DEFAULT_MAX_ACTIVATIONS
+from cmsshop.services.licensing.issuing import seats_of
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.store.currencies import format_amount
 from cmsshop.util import utcnow
@@ -107,10 +113,42 @@ def _price(product: Product, currency: str) -> int | None:
     return next((p.amount for p in product.prices if p.currency == currency), None)
 
 
+def purchased_quantities(session: Session, licenses: list[License]) -> dict[int, int]:
+    """License id -> the quantity its purchase bought (1 without a purchase item)."""
+    item_ids = {lic.order_item_id for lic in licenses if lic.order_item_id is not None}
+    bought = (
+        dict(
+            session.execute(
+                select(OrderItem.id, OrderItem.quantity).where(OrderItem.id.in_(item_ids))
+            ).all()
+        )
+        if item_ids
+        else {}
+    )
+    return {lic.id: bought.get(lic.order_item_id, 1) for lic in licenses}
+
+
+def _line(product: Product, name: str, kind: str, license: License, unit: int, quantity: int):
+    """An order line (the shape services/checkout/pricing.py describes); no coupon ever
+    discounts a renewal or an upgrade."""
+    return {
+        "product_id": product.id,
+        "slug": product.slug,
+        "name": name[:200],
+        "kind": kind,
+        "target_license_id": license.id,
+        "quantity": quantity,
+        "unit_amount": unit,
+        "discount": 0,
+        "amount": unit * quantity,
+    }
+
+
 def price_renewal(
     session: Session, user_id: int, key: str, currency: str, now: dt.datetime, grace
 ) -> dict:
-    """The order line of a renewal of the buyer's license ``key``."""
+    """The order line of a renewal of the buyer's license ``key``: the product's price
+    times the quantity the license was bought with."""
     license, product = _customer_license(session, user_id, key, "renew")
     if product.duration_days is None or license.expires_at is None:
         raise ItemRefused("renew", "this license never expires; there is nothing to renew")
@@ -127,30 +165,21 @@ def price_renewal(
     if amount is None:
         raise ItemRefused("renew", f"renewals are not sold in {currency}")
     new_expiry = renewed_expiry(license, product, now, grace)
-    return {
-        "product_id": product.id,
-        "slug": product.slug,
-        "name": f"Renewal of {product.name} ({license.key}) until {new_expiry:%Y-%m-%d}"[:200],
-        "amount": amount,
-        "kind": "renewal",
-        "target_license_id": license.id,
-    }
+    quantity = purchased_quantities(session, [license])[license.id]
+    name = f"Renewal of {product.name} ({license.key}) until {new_expiry:%Y-%m-%d}"
+    return _line(product, name, "renewal", license, amount, quantity)
 
 
-def seats_of(product: Product) -> int:
-    """The seats a license of ``product`` has (as issue_license gives them)."""
-    if product.max_activations is None:
-        return DEFAULT_MAX_ACTIVATIONS
-    return product.max_activations
-
-
-def upgrade_problem(license: License, current: Product, target: Product) -> str | None:
-    """Why ``license`` (of ``current``) cannot move to ``target`` (None: it can)."""
+def upgrade_problem(
+    license: License, current: Product, target: Product, quantity: int = 1
+) -> str | None:
+    """Why ``license`` (of ``current``, bought ``quantity`` times) cannot move to
+    ``target`` (None: it can)."""
     if current.upgrade_group is None or target.upgrade_group != current.upgrade_group:
         return f"{target.name} is not an upgrade of {current.name}"
     if target.tier <= current.tier:
         return f"{target.name} is not a higher tier than {current.name}"
-    if seats_of(target) <= license.max_activations:
+    if seats_of(target, quantity) <= license.max_activations:
         return f"{target.name} gives no more seats than this license has"
     return None
 
@@ -159,27 +188,23 @@ def price_upgrade(
     session: Session, user_id: int, key: str, slug: str, currency: str, now: dt.datetime
 ) -> dict:
     """The order line of an upgrade of the buyer's license ``key`` to product ``slug``:
-    the difference of the two products' prices."""
+    the difference of the two products' prices, times the quantity the license was
+    bought with."""
     license, current = _customer_license(session, user_id, key, "upgrade")
     if license.status != "active" or is_expired(license, now):
         raise ItemRefused("upgrade", f"only an active license can be upgraded ({license.status})")
     target = session.scalar(select(Product).where(Product.slug == slug))
     if target is None or not target.published or target.archived or not target.licensed:
         raise ItemRefused("to", "no such product for sale")
-    problem = upgrade_problem(license, current, target)
+    quantity = purchased_quantities(session, [license])[license.id]
+    problem = upgrade_problem(license, current, target, quantity)
     if problem:
         raise ItemRefused("to", problem)
     new_price, old_price = _price(target, currency), _price(current, currency)
     if new_price is None or old_price is None:
         raise ItemRefused("to", f"this upgrade is not sold in {currency}")
-    return {
-        "product_id": target.id,
-        "slug": target.slug,
-        "name": f"Upgrade of {license.key} from {current.name} to {target.name}"[:200],
-        "amount": max(0, new_price - old_price),
-        "kind": "upgrade",
-        "target_license_id": license.id,
-    }
+    name = f"Upgrade of {license.key} from {current.name} to {target.name}"
+    return _line(target, name, "upgrade", license, max(0, new_price - old_price), quantity)
 
 
 def license_offers(
@@ -205,6 +230,7 @@ def license_offers(
         if groups
         else []
     )
+    quantities = purchased_quantities(session, licenses)
     offers = {}
     for lic in licenses:
         product = lic.product
@@ -217,7 +243,11 @@ def license_offers(
         )
         upgrades = []
         if lic.status == "active" and not is_expired(lic, now):
-            upgrades = [p for p in candidates if upgrade_problem(lic, product, p) is None]
+            upgrades = [
+                p
+                for p in candidates
+                if upgrade_problem(lic, product, p, quantities[lic.id]) is None
+            ]
         offers[lic.id] = {
             "renews_until": renewed_expiry(lic, product, now, grace) if renewable else None,
             "upgrades": upgrades,
@@ -252,7 +282,7 @@ def change_problems(session: Session, order: Order, now: dt.datetime) -> list[st
             problems.append(f"item {item.id}: the license no longer expires")
         elif item.kind == "upgrade":
             current = session.get(Product, license.product_id)
-            problem = upgrade_problem(license, current, item.product)
+            problem = upgrade_problem(license, current, item.product, item.quantity)
             if problem:
                 problems.append(f"item {item.id}: {problem}")
     return problems
@@ -303,7 +333,7 @@ def apply_license_changes(session: Session, order: Order, settings: Mapping[str,
             target = item.product
             old_seats = license.max_activations
             license.product_id = target.id
-            license.max_activations = seats_of(target)
+            license.max_activations = seats_of(target, item.quantity)
             license.features = features_of_product(target)
             detail = (
                 f"product {product.slug} -> {target.slug}; seats {old_seats} -> "
