@@ -91,7 +91,19 @@ def test_orders_are_the_customers_own_newest_first(
         "status": "paid",
         "currency": "EUR",
         "total": 200,
-        "items": [{"product": new.product.slug, "name": new.product.name, "amount": 200}],
+        "discount": 0,
+        "couponCode": None,
+        # make_purchase writes a line as placed before quantities: one unit at its amount.
+        "items": [
+            {
+                "product": new.product.slug,
+                "name": new.product.name,
+                "quantity": 1,
+                "unitAmount": 200,
+                "discount": 0,
+                "amount": 200,
+            }
+        ],
         "provider": "cardprovider",
         "createdAt": first["createdAt"],
         "paidAt": first["paidAt"],
@@ -132,7 +144,17 @@ def test_invoices_are_the_customers_own(
         "issuedAt": invoice["issuedAt"],
         "currency": "EUR",
         "total": 4900,
-        "lines": [{"product": mine.product.slug, "name": mine.product.name, "amount": 4900}],
+        # Stored as issued before quantities ({product, name, amount}), read as one unit.
+        "lines": [
+            {
+                "product": mine.product.slug,
+                "name": mine.product.name,
+                "quantity": 1,
+                "unitAmount": 4900,
+                "discount": 0,
+                "amount": 4900,
+            }
+        ],
     }
     assert invoice["number"].startswith(f"INV-{utcnow().year}-")
     openapi_validator(customer_app, "/api/dashboard/invoices", "get", "200").validate(body)

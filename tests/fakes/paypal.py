@@ -11,7 +11,9 @@ signs them, so the provider's verification is checked against a second implement
   ``POST /v2/checkout/orders/{id}/capture`` (``capture_requests`` records each capture
   with its PayPal-Request-Id; a repeated request id gets the first answer again, a second
   capture under another id a 422 ORDER_ALREADY_CAPTURED, like PayPal); counts every
-  request it receives.
+  request it receives. An order is checked as PayPal checks it (``order_problems``): its
+  amount, and with items their ``item_total`` and the breakdown arithmetic, or 422
+  UNPROCESSABLE_ENTITY naming the issue (AMOUNT_MISMATCH, ITEM_TOTAL_MISMATCH, ...).
 * ``sign_headers``: the five PAYPAL-* headers for a body.
 """
 
@@ -26,6 +28,7 @@ import ssl
 import threading
 import time
 import zlib
+from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -384,6 +387,106 @@ def body_of(payload: dict) -> bytes:
     return json.dumps(payload, separators=(",", ":")).encode()
 
 
+# --- what PayPal checks in an order -----------------------------------------------------
+
+# ISO 4217 exponents other than 2 among the currencies the tests use.
+DECIMALS = {"JPY": 0, "HUF": 0, "KWD": 3}
+BREAKDOWN_ADDED = ("item_total", "tax_total", "shipping", "handling", "insurance")
+BREAKDOWN_TAKEN = ("shipping_discount", "discount")
+
+
+def _money(obj, currency: str | None = None) -> Decimal | None:
+    """A ``{"currency_code", "value"}`` PayPal accepts (in ``currency`` if given), as a
+    Decimal; None when PayPal would refuse it."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("value"), str):
+        return None
+    code = obj.get("currency_code")
+    if not isinstance(code, str) or (currency is not None and code != currency):
+        return None
+    try:
+        value = Decimal(obj["value"])
+    except InvalidOperation:
+        return None
+    if value < 0 or -value.as_tuple().exponent > DECIMALS.get(code, 2):
+        return None
+    return value
+
+
+def order_problems(body: dict) -> list[dict]:
+    """The ``details`` of PayPal's 422 for an Orders v2 create request (empty: none).
+    The unit's ``amount.value`` must equal item_total + tax_total + shipping + handling
+    + insurance - shipping_discount - discount when a breakdown is sent; ``item_total``
+    must equal the sum of unit_amount x quantity over the items, and is required when
+    items are sent."""
+    units = body.get("purchase_units")
+    if not isinstance(units, list) or not units or not isinstance(units[0], dict):
+        return [{"field": "/purchase_units", "issue": "MISSING_REQUIRED_PARAMETER"}]
+    unit = units[0]
+    amount = unit.get("amount") or {}
+    currency = amount.get("currency_code")
+    value = _money(amount)
+    if value is None:
+        return [{"field": "/purchase_units/0/amount/value", "issue": "DECIMAL_PRECISION"}]
+    breakdown = amount.get("breakdown")
+    items = unit.get("items")
+    if items is not None and not (isinstance(breakdown, dict) and "item_total" in breakdown):
+        return [{"field": "/purchase_units/0/amount/breakdown", "issue": "ITEM_TOTAL_REQUIRED"}]
+    if breakdown is None:
+        return []
+    parts = {}
+    for name in (*BREAKDOWN_ADDED, *BREAKDOWN_TAKEN):
+        if name in breakdown:
+            parts[name] = _money(breakdown[name], currency)
+            if parts[name] is None:
+                return [
+                    {
+                        "field": f"/purchase_units/0/amount/breakdown/{name}",
+                        "issue": "INVALID_PARAMETER_VALUE",
+                    }
+                ]
+    problems = []
+    if items is not None:
+        total = Decimal(0)
+        for index, item in enumerate(items):
+            quantity = item.get("quantity") if isinstance(item, dict) else None
+            price = _money(item.get("unit_amount"), currency) if isinstance(item, dict) else None
+            if not isinstance(quantity, str) or not quantity.isdigit() or int(quantity) < 1:
+                return [
+                    {
+                        "field": f"/purchase_units/0/items/{index}/quantity",
+                        "issue": "INVALID_PARAMETER_VALUE",
+                    }
+                ]
+            if price is None:
+                return [
+                    {
+                        "field": f"/purchase_units/0/items/{index}/unit_amount",
+                        "issue": "INVALID_PARAMETER_VALUE",
+                    }
+                ]
+            if not str(item.get("name") or "").strip():
+                return [
+                    {
+                        "field": f"/purchase_units/0/items/{index}/name",
+                        "issue": "MISSING_REQUIRED_PARAMETER",
+                    }
+                ]
+            total += price * int(quantity)
+        if total != parts["item_total"]:
+            problems.append(
+                {
+                    "field": "/purchase_units/0/amount/breakdown/item_total/value",
+                    "issue": "ITEM_TOTAL_MISMATCH",
+                }
+            )
+    expected = sum((parts.get(n, Decimal(0)) for n in BREAKDOWN_ADDED), Decimal(0)) - sum(
+        (parts.get(n, Decimal(0)) for n in BREAKDOWN_TAKEN), Decimal(0)
+    )
+    if expected != value:
+        problems.append({"field": "/purchase_units/0/amount/value", "issue": "AMOUNT_MISMATCH"})
+    return problems
+
+
 # --- the fake server ---------------------------------------------------------------------
 
 
@@ -593,6 +696,17 @@ class FakePayPal:
         return value.startswith("Bearer ") and value[7:] in self.tokens
 
     def _create_order(self, handler, body: dict) -> None:
+        problems = order_problems(body)
+        if problems:
+            return self._send(
+                handler,
+                422,
+                {
+                    "name": "UNPROCESSABLE_ENTITY",
+                    "message": "The requested action could not be performed.",
+                    "details": problems,
+                },
+            )
         request_id = handler.headers.get("PayPal-Request-Id")
         if request_id and request_id in self.idempotency:
             order_id = self.idempotency[request_id]

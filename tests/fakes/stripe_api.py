@@ -7,7 +7,11 @@ verification code.
 ``FakeStripe`` serves ``POST /v1/checkout/sessions``, ``GET /v1/checkout/sessions/{id}``
 and ``GET /v1/payment_intents/{id}``, checks the bearer key, records every request, and
 can be told to fail (``fail_with = 500``) or hold whatever data a test puts in it --
-including amounts that differ from the order's (a lying provider).
+including amounts that differ from the order's (a lying provider). A session is created
+as Stripe creates it: its ``amount_total`` is the sum of its lines' unit_amount x
+quantity, and lines Stripe refuses (no line, a quantity below 1, a negative or
+fractional unit amount, no name, mixed currencies, a total below the minimum charge)
+are a 400 ``invalid_request_error``.
 
 With ``hosted = True`` it also plays Stripe's hosted checkout page for browser tests:
 created sessions get ``url = <fake>/c/pay/<id>``, where ``GET`` shows a page with a
@@ -151,6 +155,51 @@ def _lists(node):
             return [_lists(node[k]) for k in sorted(node, key=int)]
         return {k: _lists(v) for k, v in node.items()}
     return node
+
+
+# The least a Checkout Session may charge, in minor units of a two-decimal currency
+# (Stripe's minimum charge amount; 0.50 in EUR and USD).
+MINIMUM_CHARGE = 50
+
+
+def _whole(value, least: int) -> int | None:
+    """A form value Stripe reads as an integer of at least ``least`` (else None)."""
+    if not isinstance(value, str) or not value.isdigit():
+        return None
+    number = int(value)
+    return number if number >= least else None
+
+
+def line_items_problem(items) -> tuple[str, str] | None:
+    """What Stripe refuses in a Checkout Session's ``line_items`` (param, message), or
+    None: at least one line, each with a quantity of at least 1, a non-negative integer
+    ``unit_amount`` and a name, all in one currency; the session charges the sum of
+    unit_amount x quantity, which must reach the minimum charge."""
+    if not isinstance(items, list) or not items:
+        return "line_items", "line_items is required in payment mode"
+    currencies = set()
+    total = 0
+    for index, item in enumerate(items):
+        where = f"line_items[{index}]"
+        price = item.get("price_data") if isinstance(item, dict) else None
+        if not isinstance(price, dict):
+            return f"{where}[price_data]", "a price or price_data is required"
+        quantity = _whole(item.get("quantity"), 1)
+        if quantity is None:
+            return f"{where}[quantity]", "quantity must be a positive integer"
+        unit = _whole(price.get("unit_amount"), 0)
+        if unit is None:
+            return f"{where}[price_data][unit_amount]", "unit_amount must be an integer >= 0"
+        name = (price.get("product_data") or {}).get("name")
+        if not isinstance(name, str) or not name.strip():
+            return f"{where}[price_data][product_data][name]", "a product name is required"
+        currencies.add(price.get("currency"))
+        total += unit * quantity
+    if len(currencies) != 1:
+        return "line_items", "all line items must be in the same currency"
+    if total < MINIMUM_CHARGE:
+        return "line_items", "the total amount due must add up to at least the minimum charge"
+    return None
 
 
 class FakeStripe:
@@ -315,13 +364,27 @@ class FakeStripe:
                 fake.created.append(params)
                 if fake.on_create is not None:
                     fake.on_create(params)
-                items = params.get("line_items", [])
+                refused = line_items_problem(params.get("line_items"))
+                if refused:
+                    param, message = refused
+                    return self._answer(
+                        400,
+                        {
+                            "error": {
+                                "type": "invalid_request_error",
+                                "param": param,
+                                "message": message,
+                            }
+                        },
+                    )
+                items = params["line_items"]
                 session = session_object(
                     params["client_reference_id"],
-                    sum(int(i["price_data"]["unit_amount"]) for i in items),
+                    sum(int(i["price_data"]["unit_amount"]) * int(i["quantity"]) for i in items),
                     items[0]["price_data"]["currency"],
                     payment_status="unpaid",
                 )
+                session["line_items"] = items
                 session["metadata"] = params.get("metadata", {})
                 session["url"] = f"https://checkout.stripe.test/c/pay/{session['id']}"
                 if fake.hosted:

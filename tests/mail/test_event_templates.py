@@ -18,9 +18,17 @@ CASES = {
         "order_number": "ORD-2026-ABCDE",
         "order_date": "2026-11-23",
         "items": [
-            {"name": "Site <Guard> & Co", "amount": "€49.00"},
-            {"name": "Theme Pack", "amount": "€19.00"},
+            {
+                "name": "Site <Guard> & Co",
+                "quantity": 1,
+                "unit_amount": "€49.00",
+                "amount": "€49.00",
+            },
+            {"name": "Theme Pack", "quantity": 1, "unit_amount": "€19.00", "amount": "€19.00"},
         ],
+        "subtotal": "€68.00",
+        "discount": None,
+        "coupon_code": None,
         "total": "€68.00",
         "licenses": [{"product": "Site <Guard> & Co", "key": "ABCDE-FGHJK-LMNPQ-RSTUV-WXYZ2"}],
         "invoice_number": "INV-2026-000042",
@@ -158,6 +166,29 @@ def test_a_receipt_links_to_the_order_through_login_or_a_set_password_link():
     assert "Set a password and see your order" in text and link in text
     assert "within 7 days" in text and "within 7 days" in html
     assert escaped(link) in html and "Log in" not in text + html
+
+
+def test_a_receipt_shows_quantities_and_the_coupon_discount():
+    lines = {
+        "items": [
+            {"name": "Site <Guard> & Co × 3", "quantity": 3, "unit_amount": "€49.00",
+             "amount": "€147.00"},
+            {"name": "Theme Pack", "quantity": 1, "unit_amount": "€19.00", "amount": "€19.00"},
+        ],
+        "subtotal": "€166.00",
+        "discount": "€16.60",
+        "coupon_code": "SPRING<10>",
+        "total": "€149.40",
+    }  # fmt: skip
+    text, html = render_message("receipt", {**BASE, **CASES["receipt"], **lines})
+    assert "Site <Guard> & Co × 3: €147.00 (€49.00 each)" in text
+    assert "Theme Pack: €19.00\n" in text  # one unit: no unit price
+    assert "Subtotal: €166.00" in text and "Discount (coupon SPRING<10>): -€16.60" in text
+    assert "Total: €149.40" in text
+    assert "Site &lt;Guard&gt; &amp; Co × 3" in html and "(€49.00 each)" in html
+    assert "coupon SPRING&lt;10&gt;" in html and "&minus;€16.60" in html
+    plain, _ = render_message("receipt", {**BASE, **CASES["receipt"]})
+    assert "Subtotal" not in plain and "Discount" not in plain and "each" not in plain
 
 
 def test_a_closed_ticket_says_a_reply_reopens_it():

@@ -95,13 +95,21 @@ class CheckoutSession:
 
 @dataclasses.dataclass(frozen=True)
 class CheckoutRequest:
+    """What the provider is asked to charge: ``total`` (the order's, minor units) and the
+    lines it is made of, ``[{"product", "name", "quantity", "unit_amount", "discount",
+    "amount"}]`` with ``unit_amount * quantity - discount = amount`` and the amounts
+    summing to ``total`` (services/payments/lines.py ``checkout_items`` builds them from
+    order items); ``discount``: the order's coupon discount, the sum of the lines' (None:
+    take the lines' sum; a provider that is told both checks they agree)."""
+
     order_number: str
     currency: str
     total: int
-    items: list[dict[str, Any]]  # [{"product", "name", "amount"}]
+    items: list[dict[str, Any]]
     customer_email: str
     success_url: str
     cancel_url: str
+    discount: int | None = None
 
 
 class PaymentProvider(Protocol):

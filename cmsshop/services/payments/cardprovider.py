@@ -39,6 +39,7 @@ from typing import Any
 import stripe
 
 from cmsshop.services.payments import base as pb
+from cmsshop.services.payments.lines import display_name
 
 NAME = "cardprovider"
 SIGNATURE_HEADER = "Stripe-Signature"
@@ -279,7 +280,7 @@ class CardProvider:
                     "price_data": {
                         "currency": currency,
                         "unit_amount": item["amount"],
-                        "product_data": {"name": item["name"]},
+                        "product_data": {"name": _line_name(item)},
                     },
                     "quantity": 1,
                 }
@@ -302,6 +303,17 @@ class CardProvider:
         if not isinstance(url, str) or not isinstance(session_id, str):
             raise pb.ProviderUnavailable("the checkout session has no url or id")
         return pb.CheckoutSession(redirect_url=url, provider_checkout_id=session_id)
+
+
+def _line_name(item: Mapping[str, Any]) -> str:
+    """The session line of an order line is one unit at the line's amount, named
+    ``Name × q``: Stripe charges unit_amount x quantity per line and has no per-line
+    discount, so a line whose coupon share does not divide by its quantity (3 seats at
+    49.00 less 10.00) cannot be sent as quantity 3 of a unit price. One unit at the
+    line's amount makes the session's total the order's total, to the cent, always."""
+    return display_name(
+        str(item.get("name") or item.get("product") or "Item"), item.get("quantity") or 1
+    )
 
 
 # --- event helpers -----------------------------------------------------------------------

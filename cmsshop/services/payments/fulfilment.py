@@ -44,6 +44,7 @@ from cmsshop.services.checkout.coupons import redeem_redemptions, release_redemp
 from cmsshop.services.licensing.issuing import issue_license
 from cmsshop.services.payments import license_changes
 from cmsshop.services.payments.base import Confirmation
+from cmsshop.services.payments.lines import invoice_lines
 from cmsshop.services.payments.receipts import prepare_receipt, queue_receipt
 from cmsshop.util import utcnow
 
@@ -243,12 +244,6 @@ def take_invoice_numbers(session: Session, year: int, count: int = 1) -> int:
 
 def invoice_number(year: int, sequence: int) -> str:
     return f"INV-{year}-{sequence:06d}"
-
-
-def invoice_lines(items) -> list[dict]:
-    return [
-        {"product": item.product_slug, "name": item.name, "amount": item.amount} for item in items
-    ]
 
 
 def next_invoice_number(session: Session, year: int) -> tuple[int, str]:

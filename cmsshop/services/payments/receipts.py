@@ -18,6 +18,7 @@ from cmsshop.models import Currency, License, Order, User
 from cmsshop.services.accounts.tokens import RECEIPT_SET_PASSWORD, guest_link_lifetime, order_link
 from cmsshop.services.accounts.users import has_password
 from cmsshop.services.mail.outbox import enqueue
+from cmsshop.services.payments.lines import display_name, quantity_of, subtotal_of, unit_amount_of
 from cmsshop.services.store.currencies import format_amount
 
 
@@ -68,7 +69,20 @@ def build_receipt(order: Order, user: User, currency: Currency | None, licenses:
             "customer_name": user.name,
             "order_number": order.number,
             "order_date": paid_at.strftime("%Y-%m-%d"),
-            "items": [{"name": item.name, "amount": money(item.amount)} for item in order.items],
+            # Each line at its price before the coupon, so that the lines, less the one
+            # discount line, make the total.
+            "items": [
+                {
+                    "name": display_name(item.name, quantity_of(item)),
+                    "quantity": quantity_of(item),
+                    "unit_amount": money(unit_amount_of(item)),
+                    "amount": money(subtotal_of(item)),
+                }
+                for item in order.items
+            ],
+            "subtotal": money(sum(subtotal_of(item) for item in order.items)),
+            "discount": money(order.discount) if order.discount else None,
+            "coupon_code": order.coupon_code if order.discount else None,
             "total": money(order.total),
             "licenses": [
                 {"product": item.name, "key": licenses[item.id]}

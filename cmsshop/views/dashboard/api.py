@@ -11,6 +11,7 @@ from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadClaims, DownloadTokenSigner
 from cmsshop.services.licensing import seats
 from cmsshop.services.licensing.records import AuditRecord
+from cmsshop.services.payments.lines import read_invoice_lines
 from cmsshop.util import isoformat_z
 from cmsshop.views.errors import request_id
 from cmsshop.views.shared.bodies import order_body, release_body
@@ -30,7 +31,8 @@ def invoice_body(invoice) -> dict:
         "issuedAt": isoformat_z(invoice.issued_at),
         "currency": invoice.currency,
         "total": invoice.total,
-        "lines": list(invoice.lines or []),
+        # As issued; an invoice from before quantities reads as one unit a line.
+        "lines": read_invoice_lines(invoice.lines),
     }
 
 

@@ -55,10 +55,7 @@ OPENAPI_SCHEMAS = {
             "issuedAt": TIME,
             "currency": {"type": "string"},
             "total": {"type": "integer", "description": "Minor units"},
-            "lines": {
-                "type": "array",
-                "items": {"type": "object", "properties": ORDER_LINE_SCHEMA["properties"]},
-            },
+            "lines": {"type": "array", "items": ORDER_LINE_SCHEMA},
         },
     },
     "DashboardDownload": {

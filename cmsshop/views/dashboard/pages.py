@@ -17,6 +17,7 @@ from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadTokenSigner
 from cmsshop.services.paging import PageRequest
 from cmsshop.services.payments import license_changes
+from cmsshop.services.payments.lines import read_invoice_lines
 from cmsshop.services.store.currencies import list_currencies
 from cmsshop.views.dashboard.api import deactivate_own_activation, signed_url_body
 from cmsshop.views.shared.forms import see_other
@@ -87,7 +88,10 @@ def invoices(request):
 @view_config(route_name="account.invoice", renderer="dashboard/invoice.html", **ACCOUNT_PAGE)
 def invoice(request):
     found = dashboard.find_invoice(request.db, request.user.id, request.matchdict["number"])
-    return _page(request, {"account_section": "invoices", "invoice": found})
+    return _page(
+        request,
+        {"account_section": "invoices", "invoice": found, "lines": read_invoice_lines(found.lines)},
+    )
 
 
 @view_config(route_name="account.downloads", renderer="dashboard/downloads.html", **ACCOUNT_PAGE)

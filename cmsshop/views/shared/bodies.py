@@ -7,6 +7,7 @@ Services return models or dataclasses; only the view layer turns them into camel
 from __future__ import annotations
 
 from cmsshop.models import ORDER_STATUSES, RELEASE_CHANNELS
+from cmsshop.services.payments.lines import discount_of, quantity_of, unit_amount_of
 from cmsshop.util import isoformat_z
 
 
@@ -17,14 +18,24 @@ def user_body(user) -> dict | None:
 
 
 def order_body(order) -> dict:
-    """An Order with its items."""
+    """An Order with its items (a line placed before quantities reads as one unit at its
+    amount)."""
     return {
         "number": order.number,
         "status": order.status,
         "currency": order.currency,
         "total": order.total,
+        "discount": order.discount,
+        "couponCode": order.coupon_code,
         "items": [
-            {"product": item.product_slug, "name": item.name, "amount": item.amount}
+            {
+                "product": item.product_slug,
+                "name": item.name,
+                "quantity": quantity_of(item),
+                "unitAmount": unit_amount_of(item),
+                "discount": discount_of(item),
+                "amount": item.amount,
+            }
             for item in order.items
         ],
         "provider": order.provider,
@@ -70,11 +81,27 @@ NULLABLE_DATE_TIME = {"type": ["string", "null"], "format": "date-time"}
 
 ORDER_LINE_SCHEMA = {
     "type": "object",
-    "required": ["product", "name", "amount"],
+    "required": ["product", "name", "quantity", "unitAmount", "discount", "amount"],
+    "description": "unitAmount x quantity - discount = amount",
     "properties": {
         "product": {"type": "string", "description": "Product slug"},
         "name": {"type": "string"},
-        "amount": {"type": "integer", "description": "Minor units"},
+        "quantity": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Units bought; for a licensed product, seat packs of one license",
+        },
+        "unitAmount": {"type": "integer", "minimum": 0, "description": "Minor units"},
+        "discount": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "This line's share of the coupon's discount (minor units)",
+        },
+        "amount": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "What the line costs in the total (minor units)",
+        },
     },
 }
 ORDER_SCHEMA = {
@@ -84,6 +111,8 @@ ORDER_SCHEMA = {
         "status",
         "currency",
         "total",
+        "discount",
+        "couponCode",
         "items",
         "provider",
         "createdAt",
@@ -93,7 +122,13 @@ ORDER_SCHEMA = {
         "number": {"type": "string"},
         "status": {"type": "string", "enum": list(ORDER_STATUSES)},
         "currency": {"type": "string"},
-        "total": {"type": "integer", "description": "Minor units"},
+        "total": {"type": "integer", "description": "Minor units, after the discount"},
+        "discount": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "The coupon's discount, included in total (minor units)",
+        },
+        "couponCode": {"type": ["string", "null"]},
         "items": {"type": "array", "items": ORDER_LINE_SCHEMA},
         "provider": {"type": "string"},
         "createdAt": DATE_TIME,

@@ -51,30 +51,12 @@ def checkout_order_body(checkout: CheckoutRequest) -> dict[str, Any]:
         "description": f"Order {checkout.order_number}",
         "amount": {"currency_code": currency, "value": total},
     }
-    # Item lines are informative; they are sent only when they add up to the total
-    # (PayPal refuses an order whose breakdown does not match its amount).
-    amounts = [item.get("amount") for item in checkout.items]
-    readable = all(isinstance(a, int) and a >= 0 for a in amounts)
-    if checkout.items and readable and sum(amounts) == checkout.total:
-        try:
-            unit["items"] = [
-                {
-                    "name": str(item.get("name") or item.get("product") or "Item")[:127],
-                    "sku": str(item.get("product") or "")[:127],
-                    "quantity": "1",
-                    "category": "DIGITAL_GOODS",
-                    "unit_amount": {
-                        "currency_code": currency,
-                        "value": to_decimal_string(item["amount"], currency),
-                    },
-                }
-                for item in checkout.items
-            ]
-            unit["amount"]["breakdown"] = {
-                "item_total": {"currency_code": currency, "value": total}
-            }
-        except ValueError:
-            unit.pop("items", None)
+    try:
+        lines = _breakdown(checkout, currency)
+    except ValueError:  # an amount PayPal cannot take as such (fractional HUF, ...)
+        lines = None
+    if lines is not None:
+        unit["items"], unit["amount"]["breakdown"] = lines
     return {
         "intent": "CAPTURE",
         "purchase_units": [unit],
@@ -89,3 +71,64 @@ def checkout_order_body(checkout: CheckoutRequest) -> dict[str, Any]:
             }
         },
     }
+
+
+def _count(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _breakdown(checkout: CheckoutRequest, currency: str) -> tuple[list, dict] | None:
+    """(``items``, ``amount.breakdown``) of the purchase unit, or None when the lines do
+    not add up. Item lines are informative, but PayPal checks them: each item is its unit
+    price x quantity, ``item_total`` is their sum and ``amount`` must equal item_total -
+    discount, or the whole order is refused (422). So they are sent only when every line
+    reads ``unit_amount x quantity - discount = amount``, the amounts sum to the total and
+    the discounts to the order's discount; otherwise the order goes without them and the
+    buyer still pays the right total. The coupon is one order-level ``discount``: PayPal
+    has no per-item discount (nor promo codes of its own)."""
+    items = checkout.items
+    if not items:
+        return None
+    sent = []
+    for item in items:
+        amount = item.get("amount")
+        unit = item.get("unit_amount", amount)
+        quantity = item.get("quantity", 1)
+        discount = item.get("discount", 0)
+        if not (
+            _count(amount, 0)
+            and _count(unit, 0)
+            and _count(quantity, 1)
+            and _count(discount, 0)
+            and unit * quantity - discount == amount
+        ):
+            return None
+        sent.append(
+            {
+                "name": str(item.get("name") or item.get("product") or "Item")[:127],
+                "sku": str(item.get("product") or "")[:127],
+                "quantity": str(quantity),
+                "category": "DIGITAL_GOODS",
+                "unit_amount": {
+                    "currency_code": currency,
+                    "value": to_decimal_string(unit, currency),
+                },
+            }
+        )
+    discount = sum(item.get("discount", 0) for item in items)
+    if sum(item["amount"] for item in items) != checkout.total:
+        return None
+    if checkout.discount is not None and discount != checkout.discount:
+        return None
+    breakdown = {
+        "item_total": {
+            "currency_code": currency,
+            "value": to_decimal_string(checkout.total + discount, currency),
+        }
+    }
+    if discount:
+        breakdown["discount"] = {
+            "currency_code": currency,
+            "value": to_decimal_string(discount, currency),
+        }
+    return sent, breakdown
