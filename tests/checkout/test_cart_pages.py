@@ -112,7 +112,14 @@ def test_a_price_change_is_shown_and_accepted(app, shop, dbsession):
     assert "Price changed" not in client.get("/cart").text
 
 
-def test_guest_pays_from_the_cart_page(app, shop, dbsession):
+def test_guest_pays_from_the_cart_page(make_app, shop, dbsession):
+    # development.ini's payments: no provider account, the verified event is the payment.
+    app = make_app(
+        **{
+            "cmsshop.environment": "development",
+            "cmsshop.payments.trust_verified_events": "true",
+        }
+    )
     client = page_client(app)
     add_from_product_page(client, "themes")
     pay = form_to(client.get("/cart"), "/cart/checkout")
@@ -126,6 +133,12 @@ def test_guest_pays_from_the_cart_page(app, shop, dbsession):
     number = sandbox.location.rsplit("/", 1)[1]
     assert client.get(f"/checkout/success?order={number}").status_code == 200
     assert "Your cart is empty" in client.get("/cart").text
+    # The guest's browser may pay it in the development sandbox, as a customer would.
+    page = sandbox.follow()
+    simulate = form_to(page, f"/checkout/sandbox/{number}/simulate")
+    back = simulate.submit(status=303)
+    assert back.location.endswith(f"/checkout/success?order={number}")
+    assert "Thank you, your order is paid" in back.follow().text
 
 
 def test_an_empty_cart_posts_nothing(app, shop, dbsession):

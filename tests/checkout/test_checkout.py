@@ -172,7 +172,9 @@ def test_sandbox_shows_only_your_own_orders(app, customer, other_customer, catal
     assert other.get(f"/api/store/checkout/sandbox/{number}", status=404).json["code"] == (
         "order_not_found"
     )
-    new_client(app).get(f"/api/store/checkout/sandbox/{number}", status=401)
+    # Anonymous: a guest sees only the orders this browser placed.
+    anonymous = new_client(app).get(f"/api/store/checkout/sandbox/{number}", status=404)
+    assert anonymous.json["code"] == "order_not_found"
 
 
 def test_provider_down_cancels_the_order(make_app, card_settings, customer, catalogue, dbsession):

@@ -9,8 +9,8 @@ from pyramid.view import view_config
 
 from cmsshop.errors import ApiError, NotFound, RateLimited, ServiceUnavailable, ValidationFailed
 from cmsshop.models import FREE_PROVIDER
-from cmsshop.security import CUSTOMER
-from cmsshop.services.checkout import coupons, pricing
+from cmsshop.security import CUSTOMER, visitor_token
+from cmsshop.services.checkout import carts, coupons, pricing
 from cmsshop.services.checkout import orders as co
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.views.shared.bodies import order_body
@@ -153,11 +153,32 @@ def order_placed_body(placed) -> dict:
     }
 
 
+def caller(request) -> tuple[int | None, str | None]:
+    """(user id, visitor hash) of the request: the customer's, or the anonymous
+    visitor's cookie (neither without a cookie)."""
+    if request.user is not None:
+        return request.user.id, None
+    token = visitor_token(request)
+    return None, carts.visitor_hash(token) if token else None
+
+
+def own_order(request, number: str):
+    """Order ``number`` of the logged-in customer, or the guest order this browser
+    placed; None for anyone else's."""
+    user_id, visitor = caller(request)
+    if user_id is not None:
+        return co.find_customer_order(request.db, user_id, number)
+    if visitor is not None:
+        return co.find_visitor_order(request.db, visitor, number)
+    return None
+
+
 def sandbox_order(request):
-    """The customer's own order of the sandbox route (404 otherwise); refused on a
-    production site. Returns (order, the simulate-payment command)."""
+    """The caller's own order of the sandbox route (the customer's, or the guest's who
+    placed it; 404 otherwise); refused on a production site. Returns (order, the
+    simulate-payment command)."""
     number = request.matchdict["number"]
-    order = co.find_customer_order(request.db, request.user.id, number[:64])
+    order = own_order(request, number[:64])
     if order is None:
         raise NotFound("You have no order with this number.", code="order_not_found")
     if request.registry.settings["cmsshop.environment"] == "production":
@@ -182,9 +203,7 @@ def checkout(request):
     return order_placed_body(placed)
 
 
-@view_config(
-    route_name="store.checkout_sandbox", request_method="GET", renderer="json", permission=CUSTOMER
-)
+@view_config(route_name="store.checkout_sandbox", request_method="GET", renderer="json")
 def sandbox(request):
     """Where checkout sends the buyer when no provider account is configured."""
     order, command = sandbox_order(request)

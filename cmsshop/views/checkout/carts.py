@@ -8,28 +8,18 @@ import colander
 from pyramid.view import view_config
 
 from cmsshop.errors import ApiError, NotFound, RateLimited, ServiceUnavailable, ValidationFailed
-from cmsshop.security import visitor_token
 from cmsshop.services.accounts import guests
 from cmsshop.services.accounts.users import normalise_email
 from cmsshop.services.checkout import carts, coupons, orders, pricing
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.store import text
-from cmsshop.views.checkout.api import choose_provider, coupon_error, order_placed_body
+from cmsshop.views.checkout.api import caller, choose_provider, coupon_error, order_placed_body
 from cmsshop.views.shared.json import StrictInt, StrictMapping, StrictString, read_json
 
 EMAIL_MAX = 320
 
 
 # --- whose cart ------------------------------------------------------------------------
-
-
-def caller(request) -> tuple[int | None, str | None]:
-    """(user id, visitor hash) of the request: the customer's, or the anonymous
-    visitor's cookie (neither without a cookie)."""
-    if request.user is not None:
-        return request.user.id, None
-    token = visitor_token(request)
-    return None, carts.visitor_hash(token) if token else None
 
 
 def own_cart_or_none(request):

@@ -14,9 +14,7 @@ from pyramid.renderers import render_to_response
 from pyramid.view import view_config
 
 from cmsshop.errors import ApiError, NotFound, ValidationFailed
-from cmsshop.security import CUSTOMER
 from cmsshop.services.checkout import carts, coupons, pricing
-from cmsshop.services.checkout import orders as co
 from cmsshop.services.payments import simulation
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, text
@@ -24,7 +22,9 @@ from cmsshop.views.checkout import carts as cart_views
 from cmsshop.views.checkout.api import (
     CheckoutSchema,
     ItemSchema,
+    caller,
     one_item_form,
+    own_order,
     place_order,
     sandbox_order,
 )
@@ -153,12 +153,7 @@ def read_own_order(request, number: str | None):
     placed (its status and lines only); a 404 page for anyone else's."""
     order = None
     if number and ORDER_NUMBER.match(number):
-        if request.user is not None:
-            order = co.find_customer_order(request.db, request.user.id, number)
-        else:
-            _, visitor = cart_views.caller(request)
-            if visitor is not None:
-                order = co.find_visitor_order(request.db, visitor, number)
+        order = own_order(request, number)
     if order is None and request.user is None:
         # Back from the provider after the login session ended: log in to see it.
         raise HTTPSeeOther(location=f"/login?{urlencode({'next': request.path_qs})}")
@@ -178,7 +173,6 @@ def order_values(request, order) -> dict:
     route_name="pages.checkout_sandbox",
     request_method="GET",
     renderer="checkout/sandbox.html",
-    permission=CUSTOMER,
 )
 def sandbox_page(request):
     read_own_order(request, request.matchdict["number"])
@@ -243,6 +237,7 @@ def refused_page(request, template: str, values: dict):
     """``template`` shown again with the refusal beside its field: a 422."""
     response = render_to_response(template, values, request)
     response.status = 422
+    response.headers["Cache-Control"] = "private, no-store"  # the visitor's own form
     return response
 
 
@@ -252,6 +247,8 @@ def cart_page_with_errors(request, cart, errors: dict, form=None):
 
 @view_config(route_name="pages.cart", request_method="GET", renderer="checkout/cart.html")
 def cart_page(request):
+    # The visitor's own cart: kept by no cache, not even the browser's.
+    request.response.headers["Cache-Control"] = "private, no-store"
     return cart_values(request, cart_views.own_cart_or_none(request))
 
 
@@ -341,7 +338,7 @@ def cart_coupon(request):
         carts.clear_coupon(request.db, cart)
         return see_other(request, "/cart")
     code = request.POST.get("code", "")
-    user_id, _ = cart_views.caller(request)
+    user_id, _ = caller(request)
     try:
         carts.set_coupon(request.db, cart, code, user_id=user_id)
     except coupons.CouponRefused as exc:
