@@ -287,7 +287,7 @@ OPENAPI_PATHS = {
     },
     "/api/store/checkout/sandbox/{number}": {
         "get": oa.operation(
-            "Development payment sandbox: how to simulate the provider's webhook",
+            "Development payment sandbox: how to simulate the provider's webhook (the customer's order, or the guest order this browser placed)",
             {
                 **oa.ok(
                     {
@@ -301,7 +301,7 @@ OPENAPI_PATHS = {
                         },
                     }
                 ),
-                **oa.errors(401, 404),
+                **oa.errors(404),
             },
             params=[oa.path_param("number")],
             tags=["store", "payments"],
