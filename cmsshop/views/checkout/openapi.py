@@ -287,7 +287,8 @@ OPENAPI_PATHS = {
     },
     "/api/store/checkout/sandbox/{number}": {
         "get": oa.operation(
-            "Development payment sandbox: how to simulate the provider's webhook (the customer's order, or the guest order this browser placed)",
+            "Development payment sandbox: how to simulate the provider's webhook (the "
+            "customer's order, or the guest order this browser placed)",
             {
                 **oa.ok(
                     {
