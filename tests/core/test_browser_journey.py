@@ -1,9 +1,10 @@
 """The whole customer journey in a real Chromium, on the real app served by
 waitress with the fake card provider at the edge:
 
-browse -> register -> buy -> pay on the provider's page (its signed webhook, confirmed
-with its API) -> the paid order -> the invoice -> download the file -> the license ->
-a product runtime activates a site -> deactivate that activation -> open a ticket.
+browse -> put a product in the cart -> register -> pay for the cart on the provider's
+page (its signed webhook, confirmed with its API) -> the paid order -> the invoice ->
+download the file -> the license -> a product runtime activates a site -> deactivate
+that activation -> open a ticket.
 
 Every page passes ``check_page`` (one <h1>, axe-core, phone width, screenshots).
 """
@@ -48,20 +49,24 @@ def test_browse_buy_download_license_deactivate_and_ask_for_help(
     page.get_by_role("link", name="SiteGuard").click()
     page.wait_for_url("**/products/site-guard")
 
-    # Register from the buy button and come back to the product.
+    # The buy button puts the product in the cart; register from the cart's "Log in"
+    # link and come back to the cart.
     page.get_by_role("button", name="Buy SiteGuard").click()
+    page.wait_for_url("**/cart")
+    page.locator("main").get_by_role("link", name="Log in").click()
     page.locator("main").get_by_role("link", name="Register").click()
     page.get_by_label("Email").fill("journey@example.com")
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Create account").click()
-    # The link mailed to the address confirms it, logs in and comes back to the product.
+    # The link mailed to the address confirms it, logs in and comes back to the cart.
     page.wait_for_url("**/check-email?reason=register")
     page.goto(verify_link(dbsession, "journey@example.com"))
     page.get_by_role("button", name="Confirm my email address").click()
-    page.wait_for_url("**/products/site-guard?notice=email_verified")
+    page.wait_for_url("**/cart?notice=email_verified")
+    check_page(page, "journey-cart")
 
-    # Buy: the provider's page, then back; the webhook makes the order paid.
-    page.get_by_role("button", name="Buy SiteGuard").click()
+    # Pay for the cart: the provider's page, then back; the webhook makes the order paid.
+    page.get_by_role("button", name="Pay EUR49.00").click()
     page.wait_for_url(f"{fake_stripe.url}/c/pay/*")
     page.get_by_role("button", name="Pay").click()
     page.wait_for_url("**/checkout/success?order=*")

@@ -1,5 +1,6 @@
 """The store and checkout journey in a real Chromium: browse and search the products,
-register from the buy button, pay on the (fake) provider's hosted page and come back to
+put a product in the cart with the buy button, register from the cart's "Log in" link
+and come back to the cart, pay on the (fake) provider's hosted page and come back to
 a return page that updates itself once the provider's webhook has made the order
 paid; and, without provider keys, the development sandbox page. Every page passes
 ``check_page`` (axe-core, one <h1>, phone width)."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from fakes.shop import order_status
 from helpers.app import PASSWORD
-from helpers.browser import check_page
+from helpers.browser import check_page, log_in
 from helpers.mail_links import verify_link
 from sqlalchemy import select
 
@@ -30,22 +31,29 @@ def test_browse_register_buy_pay_and_come_back(new_page, hosted_shop, fake_strip
     page.wait_for_url("**/products/site-guard")
     check_page(page, "store-product")
 
-    # Anonymous: the buy button asks to log in, and registering comes back here.
+    # Anonymous: the buy button puts the product in the cart; registering from the cart's
+    # "Log in" link comes back to the cart, the product still in it.
     page.get_by_role("button", name="Buy SiteGuard").click()
-    page.wait_for_url("**/login?next=%2Fproducts%2Fsite-guard")
+    page.wait_for_url("**/cart")
+    assert "SiteGuard" in page.locator("table.cart tbody").inner_text()
+    page.locator("main").get_by_role("link", name="Log in").click()
+    page.wait_for_url("**/login?next=/cart")
     page.locator("main").get_by_role("link", name="Register").click()
     page.get_by_label("Name (optional)").fill("Browser Buyer")
     page.get_by_label("Email").fill("buyer@example.com")
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Create account").click()
-    # The link mailed to the address confirms it, logs in and comes back to the product.
+    # The link mailed to the address confirms it, logs in and comes back to the cart,
+    # which is the customer's now: no address asked any more.
     page.wait_for_url("**/check-email?reason=register")
     page.goto(verify_link(dbsession, "buyer@example.com"))
     page.get_by_role("button", name="Confirm my email address").click()
-    page.wait_for_url("**/products/site-guard?notice=email_verified")
+    page.wait_for_url("**/cart?notice=email_verified")
+    assert "SiteGuard" in page.locator("table.cart tbody").inner_text()
+    assert page.get_by_label("E-mail address").count() == 0
 
     # On the provider's page, changing one's mind: nothing charged, back to the product.
-    page.get_by_role("button", name="Buy SiteGuard").click()
+    page.get_by_role("button", name="Pay EUR49.00").click()
     page.wait_for_url(f"{fake_stripe.url}/c/pay/*")
     page.get_by_role("link", name="Cancel and go back").click()
     page.wait_for_url("**/checkout/cancel?order=*")
@@ -54,6 +62,7 @@ def test_browse_register_buy_pay_and_come_back(new_page, hosted_shop, fake_strip
     page.get_by_role("link", name="Back to SiteGuard").click()
     page.wait_for_url("**/products/site-guard")
 
+    # Logged in, the buy button goes straight to the provider.
     page.get_by_label("Currency").select_option("USD")
     page.get_by_role("button", name="Buy SiteGuard").click()
     page.wait_for_url(f"{fake_stripe.url}/c/pay/*")
@@ -80,13 +89,7 @@ def test_browse_register_buy_pay_and_come_back(new_page, hosted_shop, fake_strip
 
 
 def test_development_sandbox_page(page, catalogue, customer, dbsession):
-    page.goto("/products/themes")
-    page.get_by_role("button", name="Buy Theme Pack").click()
-    page.wait_for_url("**/login?next=%2Fproducts%2Fthemes")
-    page.get_by_label("Email").fill(customer.email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/products/themes")
+    log_in(page, customer.email, "/products/themes")
     page.get_by_role("button", name="Buy Theme Pack").click()
     page.wait_for_url("**/checkout/sandbox/*")
     number = page.url.rsplit("/", 1)[1]
