@@ -465,3 +465,27 @@ def test_the_worker_batch_redeems_coupons_as_one_fulfilment_does(
     assert [redemption_of(dbsession, o).status for o in orders[:2]] == ["redeemed"] * 2
     assert redemption_of(dbsession, orders[2]) is None
     assert reserved_count(dbsession, "TEN") == 2
+
+
+def test_a_refund_gives_back_a_redemption_only_if_the_order_was_never_delivered(
+    webhook, fake_stripe, app, dbsession, catalogue, customer, other_customer
+):
+    make_coupon(dbsession, "TWICE", max_redemptions=2)
+    held = place_with_coupon(dbsession, customer, "TWICE")
+    paid = place_with_coupon(dbsession, other_customer, "TWICE", ("themes",))
+    # The money for one does not add up: held for review, nothing delivered.
+    wrong = fake_stripe.add_session(session_object(held.number, held.total + 1))
+    assert (
+        send(webhook, event("checkout.session.completed", wrong), status=200).json["status"]
+        == "needs_review"
+    )
+    assert pay(webhook, fake_stripe, paid)["status"] == "processed"
+    for order in (held, paid):
+        locked = fulfilment.lock_order(dbsession, order.id)
+        assert fulfilment.refund(dbsession, locked, settings=app.registry.settings).status == (
+            "processed"
+        )
+        dbsession.commit()
+    assert redemption_of(dbsession, held).status == "released"
+    assert redemption_of(dbsession, paid).status == "redeemed"
+    assert reserved_count(dbsession, "TWICE") == 1

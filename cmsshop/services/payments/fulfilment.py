@@ -412,6 +412,10 @@ def _money_back(
     renewals and upgrades did to licenses taken back (license_changes)."""
     move(order, "refunded")
     _set_grants(session, order, "revoked", "revoked")
+    if order.coupon_code:
+        # Refunded while held for review, never delivered: its coupon was never used.
+        # (A delivered order's redemption is redeemed and stays so.)
+        release_redemption(session, order.id, utcnow())
     held = license_changes.reverse_license_changes(session, order, settings, reversal=reversal)
     return Result("processed", "; ".join(held))
 
