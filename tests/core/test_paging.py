@@ -14,8 +14,9 @@ import hashlib
 import pytest
 from helpers.account_data import activate
 from helpers.purchases import make_purchase
+from sqlalchemy import select
 
-from cmsshop.models import PaymentEvent
+from cmsshop.models import Coupon, CouponRedemption, PaymentEvent
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.paging import MAX_PER_PAGE, Page, PageRequest, fetch_page
 
@@ -29,6 +30,8 @@ LIST_ROUTES = [
     "/api/admin/payment-events",
     "/api/admin/licenses",
     "/api/admin/mail",
+    "/api/admin/coupons",
+    "/api/admin/coupons/{code}/redemptions",
     "/api/dashboard/orders",
     "/api/dashboard/invoices",
     "/api/dashboard/downloads",
@@ -76,6 +79,21 @@ def clients(app, testapp, admin_app, customer_app, customer, dbsession, storage_
     purchase = make_purchase(dbsession, customer, storage_dir)
     license = customer_app.post(f"/api/dashboard/downloads/{purchase.entitlement.id}/license").json
     activate(app, license["key"], "paged.example.com", "install-paged-01", purchase.product.slug)
+    admin_app.post_json(
+        "/api/admin/coupons", {"code": "PAGED", "kind": "percent", "percentOff": 10}
+    )
+    dbsession.commit()  # a fresh snapshot: the app wrote since this session last read
+    dbsession.add(
+        CouponRedemption(
+            coupon_id=dbsession.scalar(select(Coupon.id).where(Coupon.code == "PAGED")),
+            order_id=purchase.order.id,
+            user_id=customer.id,
+            status="redeemed",
+            discount=0,
+            currency=purchase.order.currency,
+        )
+    )
+    dbsession.commit()
     customer_app.post_json("/api/dashboard/tickets", {"subject": "Paging", "body": "Hello"})
     payload = '{"id": "evt_paging"}'
     dbsession.add(
@@ -101,19 +119,23 @@ def clients(app, testapp, admin_app, customer_app, customer, dbsession, storage_
     dbsession.commit()
     clients = Clients({"/api/admin/": admin_app, "/api/dashboard/": customer_app, "/api/": testapp})
     clients.license_key = license["key"]
+    clients.coupon_code = "PAGED"
     return clients
 
 
 class Clients(dict):
-    """URL prefix -> the client allowed there; and the license key list paths name."""
+    """URL prefix -> the client allowed there; and the license key and coupon code list
+    paths name."""
 
     license_key: str
+    coupon_code: str
 
 
 def client_for(clients, path):
-    """The client allowed on ``path``, and the path with its ``{key}`` filled in."""
+    """The client allowed on ``path``, and the path with its ``{key}`` and ``{code}``
+    filled in."""
     client = next(client for prefix, client in clients.items() if path.startswith(prefix))
-    return client, path.replace("{key}", clients.license_key)
+    return client, path.replace("{key}", clients.license_key).replace("{code}", clients.coupon_code)
 
 
 def test_the_document_lists_exactly_these_list_routes(testapp):

@@ -9,6 +9,7 @@ import re
 
 import pytest
 from helpers.clients import logged_in, new_client, page_client
+from helpers.coupons import make_coupon
 from helpers.docs import add_article
 from helpers.support import open_ticket
 
@@ -60,7 +61,9 @@ def real_parameters(account, customer_app, dbsession) -> dict[str, str]:
     dbsession.add(record)
     dbsession.commit()
     ticket = open_ticket(customer_app)["id"]
+    make_coupon(dbsession, "PRIVATE")
     return {
+        "code": "PRIVATE",
         "key": account.license.key,
         "id": str(ticket),
         "/api/admin/articles/{slug}:slug": "getting-started",
