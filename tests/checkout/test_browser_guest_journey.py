@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from fakes.shop import order_status
 from helpers.browser import DESKTOP, check_page
-from helpers.checkout import add_coupon, delivered, redemption_statuses
+from helpers.checkout import delivered, redemption_statuses
+from helpers.coupons import make_coupon
 from helpers.mail_links import mailed_link, mails_to
 from sqlalchemy import select
 
@@ -44,7 +45,7 @@ def assert_cart_fits_a_phone(page) -> None:
 def test_a_guest_buys_two_products_with_a_coupon_and_sets_a_password_from_the_receipt(
     new_page, hosted_shop, fake_stripe, dbsession
 ):
-    add_coupon(dbsession, "LAUNCH20", percent_off=20)
+    make_coupon(dbsession, "LAUNCH20", percent_off=20)
     fake_stripe.hold_webhooks = True  # released once the pending page was seen
     page = new_page(hosted_shop)
 

@@ -1,18 +1,16 @@
-"""Carts and coupons for the checkout tests: an anonymous visitor's cart filled through
-the JSON API, a coupon row, the rows a checkout leaves behind."""
+"""Carts for the checkout tests: an anonymous visitor's cart filled through the JSON
+API, and the rows a checkout leaves behind (coupons are arranged with
+helpers/coupons.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from helpers.clients import client_from
 from sqlalchemy import func, select
 
 from cmsshop.models import (
     Cart,
     Coupon,
-    CouponAmount,
-    CouponProduct,
     CouponRedemption,
     Entitlement,
     Fulfilment,
@@ -20,8 +18,8 @@ from cmsshop.models import (
     License,
     Order,
     OutboxMessage,
-    Product,
 )
+from helpers.clients import client_from
 
 
 def visitor_with_cart(app, lines: dict[str, int], ip: str = "127.0.0.1"):
@@ -33,34 +31,6 @@ def visitor_with_cart(app, lines: dict[str, int], ip: str = "127.0.0.1"):
             f"/api/store/carts/{cart['id']}/lines/{slug}", {"quantity": quantity}
         ).json
     return client, cart
-
-
-def add_coupon(
-    dbsession,
-    code: str,
-    *,
-    percent_off: int | None = None,
-    amounts: dict[str, tuple[int | None, int | None]] | None = None,
-    products: tuple[str, ...] = (),
-    **fields,
-) -> Coupon:
-    """A coupon: ``percent_off``, or ``amounts`` {currency: (amount off, minimum)}."""
-    coupon = Coupon(
-        code=code,
-        kind="percent" if percent_off is not None else "fixed",
-        percent_off=percent_off,
-        **fields,
-    )
-    coupon.amounts = [
-        CouponAmount(currency=currency, amount_off=off, min_subtotal=minimum)
-        for currency, (off, minimum) in (amounts or {}).items()
-    ]
-    for slug in products:
-        product_id = dbsession.scalar(select(Product.id).where(Product.slug == slug))
-        coupon.products.append(CouponProduct(product_id=product_id))
-    dbsession.add(coupon)
-    dbsession.commit()
-    return coupon
 
 
 def delivered(dbsession, number: str) -> dict[str, int]:
