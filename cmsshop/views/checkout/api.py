@@ -4,6 +4,8 @@ machinery."""
 
 from __future__ import annotations
 
+import contextlib
+
 import colander
 from pyramid.view import view_config
 
@@ -110,7 +112,7 @@ def place_order(
         spec = None  # a free order needs no provider; place_order says so otherwise
         if provider is not None:
             raise
-    try:
+    with placing_errors():
         return co.place_order(
             request.registry,
             request.db,
@@ -120,10 +122,18 @@ def place_order(
             spec=spec,
             coupon_code=coupons.normalise_code(coupon) if coupon else None,
         )
+
+
+@contextlib.contextmanager
+def placing_errors():
+    """services.checkout.orders.place_order's refusals as the API's errors (the JSON
+    routes and the pages alike)."""
+    try:
+        yield
     except pricing.CheckoutInvalid as exc:
         raise ValidationFailed(exc.errors) from None
-    except pricing.PricesChanged as exc:  # only when a client sent the prices it was shown
-        raise ApiError(str(exc), code="cart_changed", extra={"errors": exc.changes}) from None
+    except pricing.PricesChanged as exc:
+        raise cart_changed(exc.changes) from None
     except coupons.CouponRefused as exc:
         raise coupon_error(exc) from None
     except co.CheckoutUnavailable as exc:
@@ -135,6 +145,19 @@ def place_order(
             code="too_many_pending_orders",
             title="Too many unpaid orders",
         ) from None
+
+
+def cart_changed(problems: dict[str, str]) -> ApiError:
+    """A price changed or a product left the shop since the buyer saw it (409)."""
+    return ApiError(
+        "Something in your cart changed since you saw it: review the cart, then pay.",
+        code="cart_changed",
+        hints=(
+            "GET the cart to see the new prices; accept them with "
+            "POST /api/store/carts/{cart}/accept-prices (unavailable products are removed).",
+        ),
+        extra={"errors": problems},
+    )
 
 
 def coupon_error(exc: coupons.CouponRefused) -> ApiError:

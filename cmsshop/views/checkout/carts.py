@@ -7,13 +7,20 @@ from __future__ import annotations
 import colander
 from pyramid.view import view_config
 
-from cmsshop.errors import ApiError, NotFound, RateLimited, ServiceUnavailable, ValidationFailed
+from cmsshop.errors import ApiError, NotFound, ValidationFailed
 from cmsshop.services.accounts import guests
 from cmsshop.services.accounts.users import normalise_email
 from cmsshop.services.checkout import carts, coupons, orders, pricing
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.store import text
-from cmsshop.views.checkout.api import caller, choose_provider, coupon_error, order_placed_body
+from cmsshop.views.checkout.api import (
+    caller,
+    cart_changed,
+    choose_provider,
+    coupon_error,
+    order_placed_body,
+    placing_errors,
+)
 from cmsshop.views.shared.json import StrictInt, StrictMapping, StrictString, read_json
 
 EMAIL_MAX = 320
@@ -48,27 +55,6 @@ def open_own_cart(request, currency: str | None = None):
 
 
 # --- the service's refusals as the API's errors -----------------------------------------
-
-
-def checkout_invalid(exc: pricing.CheckoutInvalid) -> ValidationFailed:
-    return ValidationFailed(exc.errors)
-
-
-def cart_changed(view: carts.CartView | None = None, changes: dict | None = None) -> ApiError:
-    problems = changes or {
-        f"lines.{i}": line.problem_message
-        for i, line in enumerate(view.lines if view else [])
-        if line.problem
-    }
-    return ApiError(
-        "Something in your cart changed since you saw it: review the cart, then pay.",
-        code="cart_changed",
-        hints=(
-            "GET the cart to see the new prices; accept them with "
-            "POST /api/store/carts/{cart}/accept-prices (unavailable products are removed).",
-        ),
-        extra={"errors": problems},
-    )
 
 
 # --- the cart's JSON ------------------------------------------------------------------------
@@ -141,7 +127,13 @@ def check_out_cart(request, cart, *, provider: str | None, email: str | None, na
     if view.empty:
         raise ApiError("Your cart is empty.", code="cart_empty")
     if view.changed:
-        raise cart_changed(view)
+        raise cart_changed(
+            {
+                f"lines.{i}": line.problem_message
+                for i, line in enumerate(view.lines)
+                if line.problem
+            }
+        )
     if view.coupon_problem:
         raise ApiError(
             view.coupon_problem[1],
@@ -153,7 +145,7 @@ def check_out_cart(request, cart, *, provider: str | None, email: str | None, na
     else:
         buyer = guest_buyer(request, email, name)
     spec = choose_provider(request, provider) if view.total > 0 else None
-    try:
+    with placing_errors():
         return orders.place_order(
             request.registry,
             request.db,
@@ -164,21 +156,6 @@ def check_out_cart(request, cart, *, provider: str | None, email: str | None, na
             coupon_code=view.coupon_code,
             cart_id=cart.id,
         )
-    except pricing.CheckoutInvalid as exc:
-        raise checkout_invalid(exc) from None
-    except pricing.PricesChanged as exc:
-        raise cart_changed(changes=exc.changes) from None
-    except coupons.CouponRefused as exc:
-        raise coupon_error(exc) from None
-    except orders.CheckoutUnavailable as exc:
-        raise ServiceUnavailable(str(exc), code=exc.code, title="Checkout unavailable") from None
-    except orders.TooManyPendingOrders as exc:
-        raise RateLimited(
-            exc.retry_after,
-            f"You have {exc.limit} unpaid orders waiting; pay or cancel one first, or wait.",
-            code="too_many_pending_orders",
-            title="Too many unpaid orders",
-        ) from None
 
 
 # --- routes ---------------------------------------------------------------------------------
@@ -258,7 +235,7 @@ def change_cart(request):
         try:
             carts.set_currency(request.db, cart, data["currency"])
         except pricing.CheckoutInvalid as exc:
-            raise checkout_invalid(exc) from None
+            raise ValidationFailed(exc.errors) from None
     return cart_answer(request, cart)
 
 
@@ -280,7 +257,7 @@ def put_line(request):
     except pricing.CheckoutInvalid as exc:
         if "product" in exc.errors and "no longer" in exc.errors["product"]:
             raise NotFound("There is no such product for sale.", code="product_not_found") from None
-        raise checkout_invalid(exc) from None
+        raise ValidationFailed(exc.errors) from None
     return cart_answer(request, cart)
 
 
