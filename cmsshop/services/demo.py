@@ -180,9 +180,7 @@ def seed_demo_coupon(session: Session) -> list[str]:
 
     if session.scalar(select(Coupon.id).where(Coupon.code == "DEMO10")) is not None:
         return []
-    session.add(
-        Coupon(code="DEMO10", description="Demo: 10 % off", kind="percent", percent_off=10)
-    )
+    session.add(Coupon(code="DEMO10", description="Demo: 10 % off", kind="percent", percent_off=10))
     return ["coupon DEMO10 (10 % off)"]
 
 

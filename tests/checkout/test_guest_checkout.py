@@ -107,8 +107,13 @@ def test_guest_order_is_paid_by_the_signed_webhook_once(card_app, fake_stripe, s
 def test_guest_checkout_needs_a_valid_address(app, shop, dbsession):
     client, cart = visitor_with_cart(app, {"themes": 1})
     url = f"/api/store/carts/{cart['id']}/checkout"
-    for body in ({}, {"email": "not-an-address"}, {"email": "a@b@c"}, {"email": 5},
-                 {"email": "x" * 400 + "@example.com"}):
+    for body in (
+        {},
+        {"email": "not-an-address"},
+        {"email": "a@b@c"},
+        {"email": 5},
+        {"email": "x" * 400 + "@example.com"},
+    ):
         error = client.post_json(url, body, status=422).json
         assert "email" in error["errors"], body
     assert dbsession.scalar(select(Order.id)) is None

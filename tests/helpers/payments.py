@@ -74,7 +74,6 @@ def deliver(app, payload, secret=SECRET, status="*", timestamp=None):
     )
 
 
-
 def paid_at_the_provider(fake_stripe, redirect_url: str) -> dict:
     """The buyer pays on the fake provider's page ``redirect_url``: the signed
     ``checkout.session.completed`` event the provider sends, held back to be delivered
