@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, selectinload
 from cmsshop.models import Cart, CartLine, Product
 from cmsshop.services.checkout import coupons, pricing
 from cmsshop.services.checkout.pricing import CheckoutInvalid
+from cmsshop.services.licensing.issuing import seats_of
 from cmsshop.services.store.currencies import default_currency
 from cmsshop.util import utcnow
 
@@ -256,7 +257,7 @@ class CartLineView:
     quantity: int
     max_quantity: int
     licensed: bool
-    seats: int | None  # the license's activations for this quantity (None: unlimited)
+    seats: int | None  # the license's activations for this quantity (None: unlicensed)
     unit_amount: int | None
     seen_amount: int | None
     discount: int
@@ -289,9 +290,8 @@ class CartView:
 
 
 def _seats(product: Product, quantity: int) -> int | None:
-    if not product.licensed or product.max_activations is None:
-        return None
-    return product.max_activations * quantity
+    """The activations the line's one license gets, as fulfilment issues it."""
+    return seats_of(product, quantity) if product.licensed else None
 
 
 def view_cart(

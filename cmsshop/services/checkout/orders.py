@@ -45,6 +45,7 @@ from cmsshop.services.payments.base import (
     NotConfigured,
     ProviderUnavailable,
 )
+from cmsshop.services.payments.lines import checkout_items
 from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.store.currencies import default_currency
@@ -372,7 +373,8 @@ def place_order(
         order_number=number,
         currency=currency,
         total=order.total,
-        items=[checkout_item(item) for item in order.items],
+        items=checkout_items(order.items),
+        discount=order.discount,
         customer_email=email or "",
         success_url=success,
         cancel_url=cancel,
@@ -398,18 +400,6 @@ def place_order(
         ) from None
     order = _set_order(registry, number, provider_checkout_id=checkout.provider_checkout_id[:255])
     return PlacedOrder(order, checkout.redirect_url, sandbox=False)
-
-
-def checkout_item(item: OrderItem) -> dict:
-    """A line as the provider is told it (its amount already carries its discount)."""
-    return {
-        "product": item.product_slug,
-        "name": item.name,
-        "quantity": item.quantity,
-        "unit_amount": item.unit_amount if item.unit_amount is not None else item.amount,
-        "discount": item.discount,
-        "amount": item.amount,
-    }
 
 
 def _cancel_order(registry, number: str) -> None:

@@ -49,7 +49,7 @@ CART_SCHEMA = {
                     "seats": {
                         "type": ["integer", "null"],
                         "description": "Activations of the one license this line issues "
-                        "(quantity x the product's seats); null: unlimited or unlicensed",
+                        "(quantity x the product's seats); null: not licensed",
                     },
                     "unitAmount": {"type": ["integer", "null"]},
                     "seenUnitAmount": {
