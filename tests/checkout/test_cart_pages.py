@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fakes.shop import make_catalogue
 from helpers.checkout import cart_count
-from helpers.clients import page_client
+from helpers.clients import logged_in, page_client
 from helpers.coupons import make_coupon
 from sqlalchemy import func, select, update
 
@@ -148,3 +148,19 @@ def test_an_empty_cart_posts_nothing(app, shop, dbsession):
         client.post(action, {"csrf_token": token, "product": "themes"}, status=303)
     client.post("/cart/add", {"product": "themes"}, status=403)  # no CSRF token
     assert cart_count(dbsession) == 0
+
+
+def test_a_logged_in_buy_takes_the_quantity_straight_to_payment(app, shop, customer, dbsession):
+    client = logged_in(app, customer)
+    form = form_to(client.get("/products/site-guard"), "/checkout")
+    form["quantity"] = "3"
+    sandbox = form.submit(status=303)
+    assert "/checkout/sandbox/ORD-" in sandbox.location
+    dbsession.commit()
+    order = dbsession.scalar(select(Order))
+    assert [(item.product_slug, item.quantity) for item in order.items] == [("site-guard", 3)]
+    assert order.total == 3 * 4900
+    again = form_to(client.get("/products/site-guard"), "/checkout")
+    again["quantity"] = "0"
+    refused = again.submit(status=422)
+    assert refused.html.find("input", attrs={"name": "quantity"})["aria-invalid"] == "true"
