@@ -4,7 +4,8 @@ whichever feature modules are switched on. One module per feature, as in service
     accounts   User, UserSession, AccountToken
     catalogue  Currency, Product, ProductPrice, Release, Article, ContentVersion
     checkout   Cart, CartLine, Coupon, CouponAmount, CouponProduct, CouponRedemption
-    commerce   Order, OrderItem, OrderNote, Fulfilment, Invoice, InvoiceCounter, Entitlement
+    commerce   Order, OrderItem, OrderNote, Fulfilment, Invoice, InvoiceCounter, Entitlement,
+               Refund
     payments   PaymentEvent (the provider event log), PaymentSetting
     licensing  License, Activation, LicenseNonce, LicenseAuditEntry
     dashboard  DownloadLog
@@ -32,6 +33,7 @@ from cmsshop.models.commerce import (
     FREE_PROVIDER,
     ITEM_KINDS,
     ORDER_STATUSES,
+    REFUND_STATUSES,
     Entitlement,
     Fulfilment,
     Invoice,
@@ -41,6 +43,7 @@ from cmsshop.models.commerce import (
     Order,
     OrderItem,
     OrderNote,
+    Refund,
 )
 from cmsshop.models.dashboard import DELIVERY_MODES, DownloadLog
 from cmsshop.models.licensing import (
@@ -86,6 +89,7 @@ __all__ = [
     "LICENSE_STATUSES",
     "MAIL_STATUSES",
     "ORDER_STATUSES",
+    "REFUND_STATUSES",
     "RELEASE_CHANNELS",
     "VERSION_SCHEMES",
     "ROLES",
@@ -108,6 +112,7 @@ __all__ = [
     "Order",
     "OrderItem",
     "OrderNote",
+    "Refund",
     "OutboxMessage",
     "PaymentEvent",
     "PaymentSetting",

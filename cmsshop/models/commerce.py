@@ -241,3 +241,40 @@ class LicenseReview(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     resolved_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     resolved_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+
+
+REFUND_STATUSES = ("requested", "pending", "succeeded", "failed")
+
+
+class Refund(Base):
+    """A refund of an order, asked for in the console or the admin API (``requested_by``
+    the admin) or made at the provider's dashboard (``requested_by`` NULL, created when
+    its event arrives). Recorded as ``requested`` before the provider is called; the
+    provider's answer makes it ``pending`` (or ``succeeded``) with its refund id, or
+    ``failed`` with the error. Entitlements and licences change only on the provider's
+    confirming event (services/payments/fulfilment.refund), never here. ``lines`` is a
+    refund by line: [{"item": order_item_id, "amount": minor units}]."""
+
+    __tablename__ = "refunds"
+    __table_args__ = (
+        CheckConstraint("amount > 0", name="amount"),
+        CheckConstraint(one_of("status", REFUND_STATUSES), name="status"),
+        UniqueConstraint("provider", "provider_refund_id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id"), index=True)
+    amount: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(3))
+    lines: Mapped[list | None] = mapped_column(JSON)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(20), default="requested")
+    provider: Mapped[str] = mapped_column(String(40))
+    provider_refund_id: Mapped[str | None] = mapped_column(String(255))
+    idempotency_key: Mapped[str] = mapped_column(String(64), unique=True)
+    requested_by: Mapped[int | None] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    confirmed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    order: Mapped[Order] = relationship()
