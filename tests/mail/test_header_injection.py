@@ -126,6 +126,22 @@ def queue_license_change_reversed(dbsession, app, customer, hostile, request):
     refund = event("charge.refunded", charge_object(intent, order.total))
     assert send(webhook, refund, 200).json["status"] == "processed"
     dbsession.rollback()
+    dbsession.execute(delete(OutboxMessage).where(OutboxMessage.kind == "refund"))  # its own
+    dbsession.commit()
+
+
+def queue_refund(dbsession, app, customer, hostile, request):
+    # A paid order refunded in full at the provider: the buyer is told.
+    webhook, fake_stripe = map(request.getfixturevalue, ("webhook", "fake_stripe"))
+    make_catalogue(dbsession)
+    order = make_order(dbsession, customer, ("site-guard", "themes"))
+    _, _, intent = pay(webhook, fake_stripe, order)
+    dbsession.rollback()
+    dbsession.execute(delete(OutboxMessage))  # the receipt: a case of its own
+    dbsession.commit()
+    refund = event("charge.refunded", charge_object(intent, order.total))
+    assert send(webhook, refund, 200).json["status"] == "processed"
+    dbsession.rollback()
 
 
 KINDS = {
@@ -136,6 +152,7 @@ KINDS = {
     "license_expiring": queue_license_expiring,
     "ticket_reply": queue_ticket_reply,
     "license_change_reversed": queue_license_change_reversed,
+    "refund": queue_refund,
 }
 
 

@@ -538,7 +538,8 @@ def test_approval_event_for_an_order_not_approved_is_ignored(provider, status):
 
 @pytest.mark.parametrize("kind", ["REFUNDED", "REVERSED"])
 def test_interpret_refund_and_reversal(provider, kind):
-    action = provider.interpret(verified(refund_event("CAPX", "CS-5", "12.34", kind=kind)))
+    payload = refund_event("CAPX", "CS-5", "12.34", kind=kind)
+    action = provider.interpret(verified(payload))
     assert action == base.EventAction(
         base.REFUND,
         order_number="CS-5",
@@ -547,6 +548,8 @@ def test_interpret_refund_and_reversal(provider, kind):
         amount=1234,
         currency="EUR",
         reason=f"PAYMENT.CAPTURE.{kind}",
+        refund_id=payload["resource"]["id"],  # the refund itself: its id and own amount
+        refund_amount=1234,
     )
 
 

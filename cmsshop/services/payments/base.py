@@ -74,6 +74,10 @@ class EventAction:
     amount: int | None = None  # minor units as stated by the event
     currency: str | None = None  # upper-case ISO 4217
     reason: str = ""  # why (for ignore / logs)
+    # A refund event's own refund, when the event names it: the provider's refund id and
+    # its amount (``amount`` is then the cumulative refunded amount of the payment).
+    refund_id: str | None = None
+    refund_amount: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -196,7 +196,7 @@ class CardProvider:
             # The refunded amount goes along, so the shared refund step checks it against
             # the order total: only a full refund revokes, a partial one is held for an
             # admin's review.
-            action = _charge_action(pb.REFUND, obj)
+            action = dataclasses.replace(_charge_action(pb.REFUND, obj), **_latest_refund(obj))
             if _is_int(refunded) and refunded > 0:
                 return dataclasses.replace(
                     action, amount=refunded, currency=_currency(obj.get("currency"))
@@ -371,6 +371,21 @@ def _charge_action(action: str, obj: Mapping[str, Any]) -> pb.EventAction:
         payment_reference=_object_id(obj.get("payment_intent")),
         provider_object_id=_object_id(obj.get("charge")) or _text(obj.get("id")),
     )
+
+
+def _latest_refund(charge: Mapping[str, Any]) -> dict[str, Any]:
+    """The refund a charge.refunded event is about: the newest of the charge's
+    ``refunds`` list (Stripe lists them newest first), when the event carries it (API
+    versions since 2022-11-15 leave it out: the refund mail is then keyed by the event)."""
+    refunds = _mapping(charge.get("refunds")).get("data")
+    latest = refunds[0] if isinstance(refunds, list) and refunds else None
+    if not isinstance(latest, Mapping) or not _text(latest.get("id")):
+        return {}
+    amount = latest.get("amount")
+    return {
+        "refund_id": _text(latest.get("id")),
+        "refund_amount": amount if _is_int(amount) and amount > 0 else None,
+    }
 
 
 def _describe(exc: stripe.StripeError) -> str:

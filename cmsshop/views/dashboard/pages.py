@@ -15,6 +15,7 @@ from pyramid.view import view_config
 from cmsshop.security import CUSTOMER
 from cmsshop.services.dashboard import records as dashboard
 from cmsshop.services.dashboard.downloads import DownloadTokenSigner
+from cmsshop.services.dashboard.refunds import order_refunds
 from cmsshop.services.paging import PageRequest
 from cmsshop.services.payments import license_changes
 from cmsshop.services.payments.lines import read_invoice_lines
@@ -75,6 +76,7 @@ def order(request):
             "account_section": "orders",
             "order": found,
             "invoice": dashboard.invoice_of_order(request.db, found),
+            "refunds": order_refunds(request.db, found),
         },
     )
 

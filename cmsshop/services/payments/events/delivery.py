@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from cmsshop.db import own_transaction
 from cmsshop.models import Fulfilment, Order
 from cmsshop.services.payments import base as pb
-from cmsshop.services.payments import fulfilment
+from cmsshop.services.payments import fulfilment, refund_mail
 from cmsshop.services.payments.events.errors import (
     CaptureFailed,
     ConfirmFailed,
@@ -364,9 +364,16 @@ def apply_action(
     if kind == pb.CANCEL:
         return fulfilment.close_order(session, order, "cancelled")
     if kind == pb.REFUND:
-        return fulfilment.refund(
+        before = order.status
+        result = fulfilment.refund(
             session, order, settings=settings, amount=action.amount, currency=action.currency
         )
+        # The buyer is told, in this transaction, once per refund (refund_mail).
+        refund_mail.queue_refund_mail(
+            session, settings, order, action, provider=provider, status_before=before,
+            result_status=result.status, event_row_id=row_id,
+        )  # fmt: skip
+        return result
     if kind == pb.DISPUTE_OPENED:
         return fulfilment.open_dispute(session, order)
     if kind in (pb.DISPUTE_WON, pb.DISPUTE_LOST):

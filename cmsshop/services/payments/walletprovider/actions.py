@@ -107,6 +107,9 @@ def refund_action(resource: Mapping[str, Any], kind: str) -> pb.EventAction:
     breakdown = resource.get("seller_payable_breakdown")
     total = breakdown.get("total_refunded_amount") if isinstance(breakdown, Mapping) else None
     amount, currency = money_of(total if total is not None else resource.get("amount"))
+    # A refund resource (not a capture) is this refund: its id and its own amount.
+    is_refund = match is not None
+    own, own_currency = money_of(resource.get("amount")) if is_refund else (None, None)
     return pb.EventAction(
         pb.REFUND,
         order_number=order_number_of(resource),
@@ -115,6 +118,8 @@ def refund_action(resource: Mapping[str, Any], kind: str) -> pb.EventAction:
         amount=amount,
         currency=currency,
         reason=kind,
+        refund_id=paypal_object_id(resource.get("id")) if is_refund else None,
+        refund_amount=own if own_currency == currency else None,
     )
 
 
