@@ -110,6 +110,10 @@ def test_the_demo_admin_runs_the_shop(
     page.locator("table a[href^='/admin/licenses/']").first.click()
     page.wait_for_url(re.compile(r".*/admin/licenses/[A-Z0-9-]+$"))
     page.get_by_role("button", name="Suspend").click()
+    # The confirm step names what happens; only its button acts.
+    assert page.locator("h1").inner_text().startswith("Suspend license")
+    check_page(page, "journey-admin-license-confirm")
+    page.get_by_role("button", name="Suspend the license").click()
     page.wait_for_url("**notice=license_suspend")
     page.get_by_role("button", name="Reinstate").click()
     page.wait_for_url("**notice=license_reinstate")

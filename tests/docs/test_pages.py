@@ -8,6 +8,7 @@ import datetime as dt
 
 import pytest
 from helpers.clients import logged_in, page_client
+from helpers.confirm import cancel_link, confirm, confirmation_of
 from helpers.docs import add_article
 from helpers.html import errors_of, title_of
 from sqlalchemy import func, select
@@ -382,8 +383,20 @@ def test_edit_an_article_and_rename_it(app, articles, admin_client, dbsession):
     # Unticking the box unpublishes (absent checkbox = false).
     form = admin_client.get("/admin/articles/licensing-questions/edit").forms["article-form"]
     form["published"] = False
-    form.submit("action", value="save", status=303)
+    form["summary"] = "Kept through the confirm step"
+    asked = form.submit("action", value="save", status=200)
+    text = confirmation_of(asked)
+    assert "Save the article “Licensing questions” as a draft" in text
+    assert "its URL /docs/licensing-questions will answer 404" in text
+    page_client(app).get("/docs/licensing-questions", status=200)  # nothing changed yet
+    carried = asked.forms["confirm-form"]
+    assert carried["action"].value == "save" and "published" not in carried.fields
+    confirm(asked)
     page_client(app).get("/docs/licensing-questions", status=404)
+    dbsession.rollback()
+    assert dbsession.scalar(
+        select(Article.summary).where(Article.slug == "licensing-questions")
+    ) == ("Kept through the confirm step")
 
 
 def test_edit_errors_keep_the_input(app, articles, admin_client, dbsession):
@@ -455,20 +468,47 @@ def test_live_preview_endpoint_returns_the_same_sanitised_html(app, admin_client
 def test_unpublish_and_delete_with_confirmation(app, articles, admin_client, dbsession):
     edit = admin_client.get("/admin/articles/refunds/edit")
     unpublish = next(f for f in edit.forms.values() if f.action.endswith("/unpublish"))
-    response = unpublish.submit(status=303).follow()
+    asked = unpublish.submit(status=200)
+    text = confirmation_of(asked)
+    assert "Unpublish the article “Refund policy”" in text
+    assert "its URL /docs/refunds will answer 404" in text
+    assert cancel_link(asked) == "/admin/articles/refunds/edit"
+    # The first post changed nothing: the page is still there.
+    page_client(app).get("/docs/refunds", status=200)
+    response = confirm(asked).follow()
     assert "it is a draft again" in response.text
     page_client(app).get("/docs/refunds", status=404)
-    confirm = response.click(description="Delete this article")
-    assert title_of(confirm).startswith("Delete Refund policy")
-    assert confirm.html.h1.get_text(strip=True) == "Delete “Refund policy”?"
-    # Nothing is deleted by looking at the confirmation page.
+    asked = response.click(description="Delete this article")
+    assert title_of(asked).startswith("Delete “Refund policy”?")
+    assert asked.html.h1.get_text(strip=True) == "Delete “Refund policy”?"
+    text = confirmation_of(asked)
+    assert "Delete the article “Refund policy” (refunds) for good" in text
+    assert "it is a draft, so no page on the site changes" in text and "cannot be undone" in text
+    # Nothing is deleted by looking at the confirmation page, nor by a post without confirm=1.
+    token = asked.forms["confirm-form"]["csrf_token"].value
+    again = admin_client.post("/admin/articles/refunds/delete", {"csrf_token": token})
+    assert "cannot be undone" in confirmation_of(again)
     dbsession.rollback()
     assert dbsession.scalar(select(func.count()).select_from(Article)) == 4
-    done = confirm.forms["delete-form"].submit(status=303)
+    admin_client.get(cancel_link(asked), status=200)
+    done = confirm(asked)
     assert done.location.endswith("/admin/articles?notice=article_deleted")
     assert "The article is deleted." in done.follow().text
     dbsession.rollback()
     assert dbsession.scalar(select(Article).where(Article.slug == "refunds")) is None
+
+
+def test_deleting_a_published_article_names_its_url(app, articles, admin_client, dbsession):
+    asked = admin_client.get("/admin/articles/getting-started/delete")
+    text = confirmation_of(asked)
+    assert "its URL /docs/getting-started will answer 404" in text
+    assert "unpublish it instead" in text
+    form = asked.forms["confirm-form"]
+    fields = {name: form[name].value for name in form.fields if name != "csrf_token"}
+    admin_client.post(form.action, fields, status=403)
+    page_client(app).get("/docs/getting-started", status=200)
+    confirm(asked)
+    page_client(app).get("/docs/getting-started", status=404)
 
 
 @pytest.mark.parametrize("slug", ["no-such", "BAD", "a" * 101])

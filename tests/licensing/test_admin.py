@@ -7,6 +7,7 @@ import datetime as dt
 
 import pytest
 from helpers.clients import logged_in, new_client, page_client
+from helpers.confirm import cancel_link, confirm, confirmation_of
 from helpers.html import title_of
 from sqlalchemy import select
 
@@ -115,7 +116,7 @@ def submit(page, action: str, **fields):
 
 def test_suspend_and_reinstate_are_audited_with_the_admin(admin_pages, dbsession, admin, lic):
     page = admin_pages.get(f"/admin/licenses/{lic.key}")
-    done = submit(page, "suspend").submit(status=303)
+    done = confirm(submit(page, "suspend").submit())
     assert done.location.endswith(f"/admin/licenses/{lic.key}?notice=license_suspend")
     assert reload(dbsession, lic).status == "suspended"
     page = done.follow()
@@ -133,7 +134,7 @@ def test_suspend_and_reinstate_are_audited_with_the_admin(admin_pages, dbsession
 
 def test_revoke_is_final(admin_pages, dbsession, lic):
     page = admin_pages.get(f"/admin/licenses/{lic.key}")
-    submit(page, "revoke").submit(status=303)
+    confirm(submit(page, "revoke").submit())
     assert reload(dbsession, lic).status == "revoked"
     # A stale page's reinstate (or suspend) form is refused with a clear message.
     refused = admin_pages.post(
@@ -205,7 +206,7 @@ def test_seat_limit(admin_pages, dbsession, lic):
 def test_reset_deactivates_every_activation(admin_pages, dbsession, lic):
     add_activation(dbsession, lic, "other.example.com")
     page = admin_pages.get(f"/admin/licenses/{lic.key}")
-    submit(page, "reset").submit(status=303)
+    confirm(submit(page, "reset").submit())
     dbsession.commit()
     dbsession.expire_all()
     rows = dbsession.scalars(select(Activation).where(Activation.license_id == lic.id)).all()
@@ -218,6 +219,47 @@ def test_forms_need_the_csrf_token(admin_pages, dbsession, lic):
     response = admin_pages.post(f"/admin/licenses/{lic.key}/suspend", {}, status=403)
     assert response.content_type == "text/html"
     assert reload(dbsession, lic).status == "active"
+
+
+@pytest.mark.parametrize(
+    ("action", "says"),
+    [
+        (
+            "revoke",
+            ["Revoke license", "2 active installations stop validating", "cannot be undone"],
+        ),
+        ("suspend", ["Suspend license", "2 active installations stop validating", "reinstate"]),
+        ("reset", ["Deactivate all 2 active installations", "other.example.com", "seat back"]),
+    ],
+)
+def test_destructive_actions_are_confirmed_first(admin_pages, dbsession, lic, action, says):
+    add_activation(dbsession, lic, "other.example.com")
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    asked = submit(page, action).submit()
+    text = confirmation_of(asked)
+    assert lic.key in text and "Site-Guard" in text
+    assert "alice@example.com" in text or action == "reset"
+    assert all(phrase in text for phrase in says), text
+    # The first post changed nothing.
+    assert reload(dbsession, lic).status == "active"
+    assert audit_of(dbsession, lic) == []
+    assert cancel_link(asked) == f"/admin/licenses/{lic.key}"
+    admin_pages.get(cancel_link(asked), status=200)
+    # The confirm post without the token is refused, and changes nothing either.
+    form = asked.forms["confirm-form"]
+    fields = {name: form[name].value for name in form.fields if name != "csrf_token"}
+    admin_pages.post(form.action, fields, status=403)
+    assert audit_of(dbsession, lic) == []
+    done = confirm(asked)
+    assert done.location.endswith(f"?notice=license_{action}")
+    assert [e.action for e in audit_of(dbsession, lic)] == [f"admin.{action}"]
+
+
+def test_a_license_without_installations_says_so(admin_pages, dbsession, customer):
+    license = seed_license(dbsession, customer)
+    page = admin_pages.get(f"/admin/licenses/{license.key}")
+    assert "it has no active installation now" in confirmation_of(submit(page, "revoke").submit())
+    assert "nothing but its audit changes" in confirmation_of(submit(page, "reset").submit())
 
 
 def test_hostile_input_is_4xx(admin_pages, lic):

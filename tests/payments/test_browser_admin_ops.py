@@ -89,6 +89,10 @@ def test_admin_reprocesses_a_failed_payment_and_manages_the_license(
     page.wait_for_url(re.compile(r".*/admin/licenses/[A-Z0-9-]+$"))
     check_page(page, "admin-license")
     page.get_by_role("button", name="Suspend").click()
+    # The confirm step names what happens; only its button acts.
+    assert page.locator("h1").inner_text().startswith("Suspend license")
+    check_page(page, "admin-license-confirm")
+    page.get_by_role("button", name="Suspend the license").click()
     page.wait_for_url("**notice=license_suspend")
     assert page.get_by_role("status").inner_text() == "The license is suspended."
     page.get_by_role("button", name="Reinstate").click()

@@ -12,6 +12,7 @@ import pytest
 import webtest
 from fakes.shop import make_order
 from helpers.clients import logged_in, new_client, page_client
+from helpers.confirm import cancel_link, confirm, confirmation_of
 from helpers.html import errors_of, title_of
 from pyramid.config import Configurator
 from sqlalchemy import select
@@ -438,17 +439,65 @@ def test_a_price_in_a_disabled_currency_stays_editable(admin_pages, catalogue, d
     assert amounts == [1250]
 
 
-def test_archive_and_unarchive(admin_pages, catalogue, dbsession):
+def archived(dbsession, slug: str) -> bool:
+    return fresh_session(dbsession).scalar(select(Product.archived).where(Product.slug == slug))
+
+
+def test_archive_and_unarchive(admin_pages, app, catalogue, dbsession):
     page = admin_pages.get("/admin/products/themes/edit")
-    response = page.forms["archive-form"].submit(status=303)
+    asked = page.forms["archive-form"].submit(status=200)
+    text = confirmation_of(asked)
+    assert "Archive the product “Theme Pack” (themes)" in text
+    assert "its URL /products/themes will answer 404" in text and "unarchive" in text
+    assert cancel_link(asked) == "/admin/products/themes/edit"
+    # The first post changed nothing; the confirm post without the token is refused.
+    assert not archived(dbsession, "themes")
+    page_client(app).get("/products/themes", status=200)
+    form = asked.forms["confirm-form"]
+    admin_pages.post(form.action, {"confirm": "1"}, status=403)
+    assert not archived(dbsession, "themes")
+    admin_pages.get(cancel_link(asked), status=200)
+    response = confirm(asked)
     assert response.location.endswith("notice=product_archived")
     page = response.follow()
     assert "This product is archived" in page.text
-    assert fresh_session(dbsession).scalar(select(Product.archived).where(Product.slug == "themes"))
+    assert archived(dbsession, "themes")
+    page_client(app).get("/products/themes", status=404)
+    # Unarchiving takes nothing away: no confirm step.
     page.forms["archive-form"].submit(status=303)
-    assert not fresh_session(dbsession).scalar(
-        select(Product.archived).where(Product.slug == "themes")
+    assert not archived(dbsession, "themes")
+
+
+def test_unpublishing_a_product_is_confirmed_with_the_form_kept(
+    admin_pages, app, catalogue, dbsession
+):
+    form = admin_pages.get("/admin/products/themes/edit").forms["product-form"]
+    form["published"] = False
+    form["name"] = "Theme Pack 2"
+    asked = form.submit(status=200)
+    text = confirmation_of(asked)
+    assert "Save the product “Theme Pack” as unpublished" in text
+    assert "its URL /products/themes will answer 404" in text
+    assert cancel_link(asked) == "/admin/products/themes/edit"
+    product = fresh_session(dbsession).scalar(select(Product).where(Product.slug == "themes"))
+    assert product.published and product.name == "Theme Pack"
+    carried = asked.forms["confirm-form"]
+    assert carried["name"].value == "Theme Pack 2" and "published" not in carried.fields
+    admin_pages.post(
+        carried.action,
+        {n: carried[n].value for n in carried.fields if n != "csrf_token"},
+        status=403,
     )
+    done = confirm(asked)
+    assert done.location.endswith("notice=product_saved")
+    product = fresh_session(dbsession).scalar(select(Product).where(Product.slug == "themes"))
+    assert not product.published and product.name == "Theme Pack 2"
+    assert [(p.currency, p.amount) for p in product.prices] == [("EUR", 1900), ("USD", 2100)]
+    page_client(app).get("/products/themes", status=404)
+    # Saving a draft (or publishing) asks nothing.
+    form = admin_pages.get("/admin/products/themes/edit").forms["product-form"]
+    form["summary"] = "Still a draft"
+    form.submit(status=303)
 
 
 @pytest.mark.parametrize(
@@ -672,6 +721,37 @@ def test_edit_a_currency_and_the_default_rules(admin_pages, catalogue, dbsession
     form = admin_pages.get("/admin/currencies/USD/edit").forms["currency-form"]
     form["symbol"] = ""
     assert "symbol" in errors_of(form.submit(status=422))
+
+
+def test_disabling_a_currency_is_confirmed(admin_pages, catalogue, dbsession):
+    form = admin_pages.get("/admin/currencies/USD/edit").forms["currency-form"]
+    form["enabled"] = False
+    form["symbol"] = "US$"
+    asked = form.submit(status=200)
+    text = confirmation_of(asked)
+    assert "Disable USD (USD): the shop stops offering it" in text
+    assert "Prices already set in USD and past orders in it stay" in text
+    assert cancel_link(asked) == "/admin/currencies/USD/edit"
+    usd = fresh_session(dbsession).get(Currency, "USD")
+    assert usd.enabled and usd.symbol == "USD"
+    carried = asked.forms["confirm-form"]
+    assert "enabled" not in carried.fields and carried["symbol"].value == "US$"
+    admin_pages.post(
+        carried.action,
+        {n: carried[n].value for n in carried.fields if n != "csrf_token"},
+        status=403,
+    )
+    assert fresh_session(dbsession).get(Currency, "USD").enabled
+    admin_pages.get(cancel_link(asked), status=200)
+    done = confirm(asked)
+    assert done.location.endswith("notice=currency_saved")
+    usd = fresh_session(dbsession).get(Currency, "USD")
+    assert not usd.enabled and usd.symbol == "US$"
+    # Enabling it again asks nothing.
+    form = admin_pages.get("/admin/currencies/USD/edit").forms["currency-form"]
+    form["enabled"] = True
+    form.submit(status=303)
+    assert fresh_session(dbsession).get(Currency, "USD").enabled
 
 
 @pytest.mark.parametrize("code", ["XXX", "eu", "%00%00%00", "E%C3%A9R", "EURO"])

@@ -15,6 +15,7 @@ from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.views.docs.admin_api import ArticleSchema
 from cmsshop.views.docs.pages import read_list_filters
 from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.confirm import carried_fields, confirm_page, confirmed
 from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
 from cmsshop.views.shared.json import read_page_request
 
@@ -163,6 +164,8 @@ def edit_article_submit(request):
     article = find_article(request)
     if wants_preview(request):
         return preview(request, article)
+    if article.published and "published" not in request.POST and not confirmed(request):
+        return confirm_unpublish(request, article, saving=True)
     try:
         data = read_form(request, article_form_schema())
         articles.update_article(request.db, article, data)
@@ -186,27 +189,69 @@ def publish_article(request):
     return see_other(request, edit_path(article), notice="article_published")
 
 
+def confirm_unpublish(request, article, *, saving: bool = False):
+    """The confirm step of unpublishing: the Unpublish button's, or saving the editor with
+    the Published box unticked (``saving``: the typed fields are carried and saved)."""
+    what = "Save the article" if saving else "Unpublish the article"
+    return confirm_page(
+        request,
+        title=f"Unpublish “{article.title}”?",
+        consequences=[
+            f"{what} “{article.title}” as a draft: its URL /docs/{article.slug} will "
+            "answer 404 and it leaves the documentation's lists and search.",
+            "It stays here as a draft; publish it again to bring the page back.",
+        ],
+        action=f"/admin/articles/{article.slug}/{'edit' if saving else 'unpublish'}",
+        button="Save and unpublish the article" if saving else "Unpublish the article",
+        cancel=edit_path(article),
+        section="articles",
+        fields=carried_fields(request) if saving else None,
+    )
+
+
 @view_config(route_name="pages.admin_article_unpublish", request_method="POST", permission=ADMIN)
 def unpublish_article(request):
     article = find_article(request)
+    if not confirmed(request):
+        return confirm_unpublish(request, article)
     articles.update_article(request.db, article, {"published": False})
     return see_other(request, edit_path(article), notice="article_unpublished")
 
 
-@view_config(
-    route_name="pages.admin_article_delete",
-    request_method="GET",
-    renderer="admin/docs/delete.html",
-    permission=ADMIN,
-)
+def confirm_delete(request, article):
+    gone = (
+        f"its URL /docs/{article.slug} will answer 404"
+        if article.published
+        else "it is a draft, so no page on the site changes"
+    )
+    consequences = [
+        f"Delete the article “{article.title}” ({article.slug}) for good: {gone}.",
+        "This cannot be undone.",
+    ]
+    if article.published:
+        consequences.append("To hide it but keep it, unpublish it instead.")
+    return confirm_page(
+        request,
+        title=f"Delete “{article.title}”?",
+        consequences=consequences,
+        action=f"/admin/articles/{article.slug}/delete",
+        button="Delete the article for good",
+        cancel=edit_path(article),
+        section="articles",
+    )
+
+
+@view_config(route_name="pages.admin_article_delete", request_method="GET", permission=ADMIN)
 def delete_article_page(request):
-    no_store(request)
-    return {"article": find_article(request)}
+    return confirm_delete(request, find_article(request))
 
 
 @view_config(route_name="pages.admin_article_delete", request_method="POST", permission=ADMIN)
 def delete_article_submit(request):
-    articles.delete_article(request.db, find_article(request))
+    article = find_article(request)
+    if not confirmed(request):
+        return confirm_delete(request, article)
+    articles.delete_article(request.db, article)
     return see_other(request, "/admin/articles", notice="article_deleted")
 
 

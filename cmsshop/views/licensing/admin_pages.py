@@ -19,6 +19,7 @@ from cmsshop.views.licensing.admin_api import (
     read_search,
     refusal_error,
 )
+from cmsshop.views.shared.confirm import confirm_page, confirmed
 from cmsshop.views.shared.forms import FormInvalid, read_form, see_other
 from cmsshop.views.shared.json import query_value, read_page_request
 
@@ -34,8 +35,85 @@ NOTICES = {
 }
 
 
+# The actions a page post runs only after the confirm step (views/shared/confirm.py).
+CONFIRMED_ACTIONS = ("suspend", "revoke", "reset")
+
+
 def license_path(key: str) -> str:
     return f"/admin/licenses/{quote(key, safe='')}"
+
+
+def _installations(count: int) -> str:
+    return f"{count} active installation{'' if count == 1 else 's'}"
+
+
+def _stop_validating(owner: str, count: int) -> str:
+    """Who stops validating: "alice@example.com's 2 active installations stop ..." """
+    if count == 0:
+        return "it has no active installation now"
+    if count == 1:
+        return f"{owner} 1 active installation stops validating at its next check"
+    return f"{owner} {count} active installations stop validating at their next check"
+
+
+def _domains(active: list) -> str:
+    names = [a.domain for a in active[:10]]
+    more = len(active) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+def _confirm_action(request, key: str, action: str):
+    """The confirmation of ``action`` on the license: what happens to whose installations."""
+    try:
+        detail = license_admin.license_detail(request.db, key)
+    except license_admin.LicenseMissing:
+        raise license_not_found() from None
+    license = detail.license
+    if (action == "revoke" and license.status == "revoked") or (
+        action == "suspend" and license.status != "active"
+    ):
+        return None  # refused anyway: the action's own message says why, nothing to confirm
+    active = [a for a in detail.activations if a.active]
+    owner = f"{detail.customer.email}'s" if detail.customer else "its"
+    named = f"license {license.key} ({detail.product.name})"
+    if action == "revoke":
+        title = f"Revoke license {license.key}?"
+        consequences = [
+            f"Revoke {named}: {_stop_validating(owner, len(active))}, and no site can "
+            "activate it again.",
+            "A revoked license cannot be reinstated, extended or given seats. "
+            "This cannot be undone.",
+        ]
+        button = "Revoke the license for good"
+    elif action == "suspend":
+        title = f"Suspend license {license.key}?"
+        consequences = [
+            f"Suspend {named}: {_stop_validating(owner, len(active))}, until you reinstate it."
+        ]
+        button = "Suspend the license"
+    else:
+        title = f"Deactivate every installation of license {license.key}?"
+        consequences = (
+            [
+                f"Deactivate all {_installations(len(active))} of {named} "
+                f"({_domains(active)}): each stops validating at its next check and gives "
+                "its seat back.",
+                f"Each site has to activate again to work; the license stays {license.status}.",
+            ]
+            if active
+            else [f"The {named} has no active installation now: nothing but its audit changes."]
+        )
+        button = "Deactivate all installations"
+    path = license_path(key)
+    return confirm_page(
+        request,
+        title=title,
+        consequences=consequences,
+        action=f"{path}/{action}",
+        button=button,
+        cancel=path,
+        section="licenses",
+    )
 
 
 @view_config(
@@ -88,6 +166,10 @@ def license_action_submit(request):
     action = request.matchdict["action"]
     if action not in license_admin.ACTIONS:
         raise HTTPNotFound()
+    if action in CONFIRMED_ACTIONS and not confirmed(request):
+        confirmation = _confirm_action(request, key, action)
+        if confirmation is not None:
+            return confirmation
     try:
         values = read_form(request, license_change_schema(form=True))
         if action == "features" and values["features"] is None:

@@ -21,6 +21,7 @@ from cmsshop.errors import ApiError
 from cmsshop.security import ADMIN
 from cmsshop.services.store import currencies, products, text
 from cmsshop.views.shared.caching import no_store
+from cmsshop.views.shared.confirm import carried_fields, confirm_page, confirmed
 from cmsshop.views.shared.forms import FormInvalid, field_errors, posted_value, see_other
 from cmsshop.views.shared.json import flatten_errors, query_value, read_page_request
 from cmsshop.views.store.admin_api import (
@@ -306,6 +307,22 @@ def edit_product(request):
 )
 def update_product(request):
     product = _find(request)
+    if product.published and "published" not in request.POST and not confirmed(request):
+        return confirm_page(
+            request,
+            title=f"Unpublish “{product.name}”?",
+            consequences=[
+                f"Save the product “{product.name}” as unpublished: the shop stops showing "
+                f"it, its URL /products/{product.slug} will answer 404 and it can no longer "
+                "be bought; its orders, licenses and downloads stay.",
+                "Publish it again to bring it back.",
+            ],
+            action=f"/admin/products/{product.slug}/edit",
+            button="Save and unpublish the product",
+            cancel=f"/admin/products/{product.slug}/edit",
+            section="products",
+            fields=carried_fields(request),
+        )
     form = ProductForm(request, price_currencies(request.db, product))
     try:
         products.update_product(request.db, product, form.read())
@@ -327,6 +344,22 @@ def _set_archived(request, archived: bool):
 
 @view_config(route_name="pages.admin_product_archive", request_method="POST", permission=ADMIN)
 def archive_product(request):
+    product = _find(request)
+    if not product.archived and not confirmed(request):
+        return confirm_page(
+            request,
+            title=f"Archive “{product.name}”?",
+            consequences=[
+                f"Archive the product “{product.name}” ({product.slug}): the shop stops "
+                f"showing it, its URL /products/{product.slug} will answer 404 and it can "
+                "no longer be bought.",
+                "Its orders, licenses and downloads stay; you can unarchive it later.",
+            ],
+            action=f"/admin/products/{product.slug}/archive",
+            button="Archive the product",
+            cancel=f"/admin/products/{product.slug}/edit",
+            section="products",
+        )
     return _set_archived(request, True)
 
 
@@ -496,6 +529,23 @@ def edit_currency(request):
 def update_currency(request):
     code = _code(request)
     currency = currencies.find_currency(request.db, code)  # 404 before reading the form
+    disabling = currency.enabled and not currency.is_default and "enabled" not in request.POST
+    if disabling and not confirmed(request):
+        return confirm_page(
+            request,
+            title=f"Disable {currency.code}?",
+            consequences=[
+                f"Disable {currency.code} ({currency.name}): the shop stops offering it, so "
+                f"no new cart, checkout or price list is in {currency.code}.",
+                f"Prices already set in {currency.code} and past orders in it stay; "
+                "enable it again to offer it.",
+            ],
+            action=f"/admin/currencies/{currency.code}/edit",
+            button=f"Save and disable {currency.code}",
+            cancel=f"/admin/currencies/{currency.code}/edit",
+            section="currencies",
+            fields=carried_fields(request),
+        )
     try:
         changes = read_currency_form(request, CurrencyPatchSchema())
         currencies.update_currency(request.db, code, changes)
