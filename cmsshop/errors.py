@@ -173,6 +173,20 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "capture_failed": ErrorCode(
         503, "Capture failed", "The approved payment could not be captured now."
     ),
+    "order_not_refundable": ErrorCode(
+        409,
+        "Order cannot be refunded",
+        "Only a paid order (or one held for review) with a provider payment can be refunded.",
+    ),
+    "refund_exceeds_remaining": ErrorCode(
+        422, "Refund too large", "The refund is more than what is left of the order or line."
+    ),
+    "refund_refused": ErrorCode(
+        502, "Refund refused", "The provider refused the refund; nothing changed."
+    ),
+    "refund_provider_unavailable": ErrorCode(
+        503, "Refund unavailable", "The provider could not be reached; nothing changed."
+    ),
     # --- dashboard, downloads and tickets --------------------------------------------------
     "invalid_download_token": ErrorCode(
         403, "Invalid download link", "The signed download link is malformed or forged."

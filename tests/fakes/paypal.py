@@ -6,14 +6,19 @@ signs them, so the provider's verification is checked against a second implement
 * ``TestPKI``: a root CA (the only trusted root, written to ``ca_bundle``), an
   intermediate, a TLS certificate for localhost/127.0.0.1 and signing certificates for
   ``messageverificationcerts.paypal.com`` (valid, expired, or from a rogue root).
-* ``FakePayPal``: serves certificates, ``POST /v1/oauth2/token``,
-  ``GET /v2/payments/captures/{id}``, ``POST /v2/checkout/orders`` and
-  ``POST /v2/checkout/orders/{id}/capture`` (``capture_requests`` records each capture
-  with its PayPal-Request-Id; a repeated request id gets the first answer again, a second
-  capture under another id a 422 ORDER_ALREADY_CAPTURED, like PayPal); counts every
-  request it receives. An order is checked as PayPal checks it (``order_problems``): its
-  amount, and with items their ``item_total`` and the breakdown arithmetic, or 422
-  UNPROCESSABLE_ENTITY naming the issue (AMOUNT_MISMATCH, ITEM_TOTAL_MISMATCH, ...).
+* ``FakePayPal``: serves certificates, ``POST /v1/oauth2/token``, ``GET
+  /v2/payments/captures/{id}``, ``POST /v2/checkout/orders`` and ``POST
+  /v2/checkout/orders/{id}/capture`` (``capture_requests`` records each capture with its
+  PayPal-Request-Id; a repeated request id gets the first answer again, a second capture
+  under another id a 422 ORDER_ALREADY_CAPTURED, like PayPal), ``POST
+  /v2/payments/captures/{id}/refund`` (at most the capture less its refunds, else 422
+  REFUND_AMOUNT_EXCEEDED / CAPTURE_FULLY_REFUNDED; a repeated PayPal-Request-Id gets the
+  first answer; ``refund_calls`` records each call, ``refund_fail_status`` fails refund
+  calls only, ``refund_event_of`` builds the PAYMENT.CAPTURE.REFUNDED event); counts
+  every request it receives. An order is checked as PayPal checks it
+  (``order_problems``): its amount, and with items their ``item_total`` and the breakdown
+  arithmetic, or 422 UNPROCESSABLE_ENTITY naming the issue (AMOUNT_MISMATCH,
+  ITEM_TOTAL_MISMATCH, ...).
 * ``sign_headers``: the five PAYPAL-* headers for a body.
 """
 
@@ -510,6 +515,11 @@ class FakePayPal:
         self.capture_requests: list[dict] = []
         self.capture_answers: dict[str, dict] = {}
         self.tokens: set[str] = set()
+        self.refund_calls: list[dict] = []
+        self.refunds: dict[str, dict] = {}
+        self.refund_answers: dict[str, tuple[int, dict]] = {}
+        self.refund_fail_status: int | None = None
+        self.refund_status = "COMPLETED"
         self.fail_status: int | None = None
         self.cert_status: int | None = None
         self.hang_seconds = 0.0
@@ -598,6 +608,11 @@ class FakePayPal:
         self.capture_requests.clear()
         self.capture_answers.clear()
         self.tokens.clear()
+        self.refund_calls.clear()
+        self.refunds.clear()
+        self.refund_answers.clear()
+        self.refund_fail_status = None
+        self.refund_status = "COMPLETED"
         self.fail_status = None
         self.cert_status = None
         self.hang_seconds = 0.0
@@ -661,6 +676,14 @@ class FakePayPal:
             return self._send(handler, 200, capture)
         if method == "POST" and path == "/v2/checkout/orders":
             return self._create_order(handler, body)
+        if (
+            method == "POST"
+            and path.startswith("/v2/payments/captures/")
+            and path.endswith("/refund")
+        ):
+            return self._refund(
+                handler, path.split("/")[4], body, handler.headers.get("PayPal-Request-Id")
+            )
         if (
             method == "POST"
             and path.startswith("/v2/checkout/orders/")
@@ -771,6 +794,83 @@ class FakePayPal:
         if request_id:
             self.capture_answers[request_id] = answer
         return self._send(handler, 201, answer)
+
+    # -- refunds --------------------------------------------------------------------------
+
+    def refunded_of(self, capture_id: str) -> Decimal:
+        return sum(
+            (
+                Decimal(r["amount"]["value"])
+                for r in self.refunds.values()
+                if r["_capture"] == capture_id
+            ),
+            Decimal(0),
+        )
+
+    def refund_event_of(self, refund_id: str) -> dict:
+        """The PAYMENT.CAPTURE.REFUNDED event PayPal sends for ``refund_id``: the refund,
+        its ``up`` link naming the capture, the capture's total refunded so far."""
+        refund = self.refunds[refund_id]
+        capture = self.captures[refund["_capture"]]
+        currency = refund["amount"]["currency_code"]
+        resource = {k: v for k, v in refund.items() if not k.startswith("_")}
+        resource["seller_payable_breakdown"] = {
+            "total_refunded_amount": {
+                "currency_code": currency,
+                "value": f"{self.refunded_of(capture['id']):.2f}",
+            }
+        }
+        resource["custom_id"] = capture.get("custom_id")
+        return event("PAYMENT.CAPTURE.REFUNDED", resource, "refund")
+
+    def _refund(self, handler, capture_id: str, body: dict, request_id: str | None) -> None:
+        with self.lock:
+            self.refund_calls.append({"capture": capture_id, "requestId": request_id, "body": body})
+            if self.refund_fail_status:
+                status = self.refund_fail_status
+                return self._send(handler, status, {"name": "INTERNAL_SERVER_ERROR"})
+            if request_id and request_id in self.refund_answers:
+                return self._send(handler, *self.refund_answers[request_id])
+            status, answer = self._new_refund(capture_id, body)
+            if request_id and status < 500:
+                self.refund_answers[request_id] = (status, answer)
+        return self._send(handler, status, answer)
+
+    def _new_refund(self, capture_id: str, body: dict) -> tuple[int, dict]:
+        def refused(issue: str) -> tuple[int, dict]:
+            return 422, {"name": "UNPROCESSABLE_ENTITY", "details": [{"issue": issue}]}
+
+        capture = self.captures.get(capture_id)
+        if capture is None:
+            return 404, {
+                "name": "RESOURCE_NOT_FOUND",
+                "details": [{"issue": "INVALID_RESOURCE_ID"}],
+            }
+        captured = Decimal(capture["amount"]["value"])
+        currency = capture["amount"]["currency_code"]
+        left = captured - self.refunded_of(capture_id)
+        if left <= 0:
+            return refused("CAPTURE_FULLY_REFUNDED")
+        amount = body.get("amount")
+        value = _money(amount, currency) if amount is not None else left
+        if value is None or value <= 0:
+            return refused("INVALID_AMOUNT" if amount is None else "INVALID_CURRENCY_CODE")
+        if value > left:
+            return refused("REFUND_AMOUNT_EXCEEDED")
+        refund_id = new_id()
+        refund = {
+            "id": refund_id,
+            "status": self.refund_status,
+            "amount": {"currency_code": currency, "value": f"{value:.2f}"},
+            "note_to_payer": body.get("note_to_payer"),
+            "links": [
+                {"href": f"https://api.paypal.com/v2/payments/refunds/{refund_id}", "rel": "self"},
+                {"href": f"https://api.paypal.com/v2/payments/captures/{capture_id}", "rel": "up"},
+            ],
+            "_capture": capture_id,
+        }
+        self.refunds[refund_id] = refund
+        return 201, {k: v for k, v in refund.items() if not k.startswith("_")}
 
     def _send(self, handler, status: int, body: dict) -> None:
         self._send_raw(handler, status, json.dumps(body).encode(), "application/json")

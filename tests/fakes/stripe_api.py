@@ -4,14 +4,14 @@ Signatures are made with the stripe library's own helper
 (``stripe.WebhookSignature.generate_signature_header``), independent of cmsshop's
 verification code.
 
-``FakeStripe`` serves ``POST /v1/checkout/sessions``, ``GET /v1/checkout/sessions/{id}``
-and ``GET /v1/payment_intents/{id}``, checks the bearer key, records every request, and
-can be told to fail (``fail_with = 500``) or hold whatever data a test puts in it --
-including amounts that differ from the order's (a lying provider). A session is created
-as Stripe creates it: its ``amount_total`` is the sum of its lines' unit_amount x
-quantity, and lines Stripe refuses (no line, a quantity below 1, a negative or
-fractional unit amount, no name, mixed currencies, a total below the minimum charge)
-are a 400 ``invalid_request_error``.
+``FakeStripe`` serves ``POST /v1/checkout/sessions``, ``GET /v1/checkout/sessions/{id}``,
+``GET /v1/payment_intents/{id}`` and ``POST /v1/refunds`` (see "refunds" below), checks
+the bearer key, records every request, and can be told to fail (``fail_with = 500``) or
+hold whatever data a test puts in it -- including amounts that differ from the order's (a
+lying provider). A session is created as Stripe creates it: its ``amount_total`` is the
+sum of its lines' unit_amount x quantity, and lines Stripe refuses (no line, a quantity
+below 1, a negative or fractional unit amount, no name, mixed currencies, a total below
+the minimum charge) are a 400 ``invalid_request_error``.
 
 With ``hosted = True`` it also plays Stripe's hosted checkout page for browser tests:
 created sessions get ``url = <fake>/c/pay/<id>``, where ``GET`` shows a page with a
@@ -216,6 +216,17 @@ class FakeStripe:
         self.hold_webhooks = False
         self.held: list[dict] = []
         self.delivered: list[tuple[str, int]] = []  # (event type, the app's status)
+        # Refunds (POST /v1/refunds): every call, the refunds made, the answers kept per
+        # Idempotency-Key (the same key again gets the same answer, nothing refunded),
+        # and switches: ``refund_fail_with`` (an HTTP status for refund calls only),
+        # ``refund_status`` (what a new refund is: succeeded, as card refunds usually
+        # are, or pending).
+        self.refund_calls: list[dict] = []
+        self.refunds: dict[str, dict] = {}
+        self.idempotent: dict[str, tuple[int, dict]] = {}
+        self.refund_fail_with: int | None = None
+        self.refund_status = "succeeded"
+        self._refund_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
     # -- arranging ---------------------------------------------------------------------
@@ -227,6 +238,90 @@ class FakeStripe:
     def add_intent(self, intent: dict) -> dict:
         self.intents[intent["id"]] = intent
         return intent
+
+    # -- refunds -----------------------------------------------------------------------
+
+    def refunded_of(self, intent_id: str) -> int:
+        return sum(r["amount"] for r in self.refunds.values() if r["payment_intent"] == intent_id)
+
+    def create_refund(self, params: dict, key: str | None) -> tuple[int, dict]:
+        """Stripe's POST /v1/refunds: at most what is left of the PaymentIntent (received
+        less refunded), an Idempotency-Key answered once."""
+        with self._refund_lock:
+            self.refund_calls.append({"params": params, "idempotency_key": key})
+            if key and key in self.idempotent:
+                return self.idempotent[key]
+            answer = self._new_refund(params)
+            if key and answer[0] < 500:
+                self.idempotent[key] = answer
+            return answer
+
+    def _new_refund(self, params: dict) -> tuple[int, dict]:
+        def refused(message: str, code: str, param: str | None = None):
+            error = {"type": "invalid_request_error", "code": code, "message": message}
+            if param:
+                error["param"] = param
+            return 400, {"error": error}
+
+        intent = self.intents.get(params.get("payment_intent") or "")
+        if intent is None:
+            return refused(
+                f"No such payment_intent: '{params.get('payment_intent')}'",
+                "resource_missing",
+                "payment_intent",
+            )
+        received = intent.get("amount_received", intent["amount"])
+        left = received - self.refunded_of(intent["id"])
+        raw = params.get("amount")
+        amount = left if raw is None else _whole(raw, 1)
+        if amount is None:
+            return refused("Invalid positive integer", "parameter_invalid_integer", "amount")
+        if left <= 0:
+            return refused(
+                f"Charge for {intent['id']} has already been refunded.", "charge_already_refunded"
+            )
+        if amount > left:
+            return refused(
+                f"Refund amount ({amount}) is greater than unrefunded amount on charge ({left})",
+                "amount_too_large",
+                "amount",
+            )
+        refund = {
+            "id": f"re_{secrets.token_hex(10)}",
+            "object": "refund",
+            "amount": amount,
+            "currency": intent["currency"],
+            "payment_intent": intent["id"],
+            "charge": intent.get("latest_charge") or f"ch_{intent['id'][3:]}",
+            "metadata": params.get("metadata", {}),
+            "reason": params.get("reason"),
+            "status": self.refund_status,
+            "created": int(time.time()),
+        }
+        self.refunds[refund["id"]] = refund
+        return 200, refund
+
+    def refund_event(self, refund_id: str, *, list_refunds: bool = True) -> dict:
+        """The ``charge.refunded`` event Stripe sends after ``refund_id``: the charge with
+        its cumulative amount_refunded (and, if ``list_refunds``, its refunds newest first,
+        as API versions before 2022-11-15 sent them)."""
+        refund = self.refunds[refund_id]
+        intent = self.intents[refund["payment_intent"]]
+        received = intent.get("amount_received", intent["amount"])
+        refunded = self.refunded_of(intent["id"])
+        charge = {
+            "id": refund["charge"],
+            "object": "charge",
+            "amount": received,
+            "amount_refunded": refunded,
+            "refunded": refunded >= received,
+            "payment_intent": intent["id"],
+            "currency": intent["currency"],
+        }
+        if list_refunds:
+            mine = [r for r in self.refunds.values() if r["payment_intent"] == intent["id"]]
+            charge["refunds"] = {"object": "list", "data": list(reversed(mine))}
+        return event("charge.refunded", charge)
 
     # -- the hosted checkout page ------------------------------------------------------
 
@@ -358,6 +453,16 @@ class FakeStripe:
                     return self._page(303, b"", location=paid["success_url"])
                 if not self._check():
                     return
+                if urllib.parse.urlsplit(self.path).path == "/v1/refunds":
+                    if fake.refund_fail_with:
+                        fake.refund_calls.append({"failed": fake.refund_fail_with})
+                        return self._answer(
+                            fake.refund_fail_with,
+                            {"error": {"type": "api_error", "message": "fake refund outage"}},
+                        )
+                    params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
+                    status, body = fake.create_refund(params, self.headers.get("Idempotency-Key"))
+                    return self._answer(status, body)
                 if urllib.parse.urlsplit(self.path).path != "/v1/checkout/sessions":
                     return self._answer(404, {"error": {"type": "invalid_request_error"}})
                 params = _unflatten(dict(urllib.parse.parse_qsl(raw)))

@@ -46,6 +46,7 @@ from cmsshop.views.payments import admin_pages, openapi, webhooks
 
 MACHINERY_KEY = "cmsshop.payments.machinery_included"
 ORDER_PAGES = "cmsshop.views.payments.admin_orders_pages"
+REFUND_PAGES = "cmsshop.views.payments.admin_refund_pages"
 
 SETTINGS = {
     # Skip the provider API check of a payment and trust the verified event's own
@@ -89,6 +90,7 @@ ROUTES = {
     "payments.admin_event": "/api/admin/payment-events/{id}",
     "payments.admin_event_reprocess": "/api/admin/payment-events/{id}/reprocess",
     "payments.admin_order_fulfil": "/api/admin/orders/{number}/fulfil",
+    "payments.admin_order_refunds": "/api/admin/orders/{number}/refunds",
     "pages.admin_payments": "/admin/payments",
     "pages.admin_payments_rotate": "/admin/payments/rotate/{provider}",
     "pages.admin_payment_events": "/admin/payments/events",
@@ -212,5 +214,5 @@ def includeme(config) -> None:
         },
     )
     config.add_page_notices(admin_pages.NOTICES)
-    # The admin order pages are always on (cmsshop.modules.payments.orders).
-    config.scan("cmsshop.views.payments", ignore=ORDER_PAGES)
+    # The admin order (and refund) pages are always on (cmsshop.modules.payments.orders).
+    config.scan("cmsshop.views.payments", ignore=[ORDER_PAGES, REFUND_PAGES])

@@ -40,6 +40,7 @@ import stripe
 
 from cmsshop.services.payments import base as pb
 from cmsshop.services.payments.lines import display_name
+from cmsshop.services.payments.refund_api import ProviderRefund, RefundCall, RefundRefused
 
 NAME = "cardprovider"
 SIGNATURE_HEADER = "Stripe-Signature"
@@ -303,6 +304,37 @@ class CardProvider:
         if not isinstance(url, str) or not isinstance(session_id, str):
             raise pb.ProviderUnavailable("the checkout session has no url or id")
         return pb.CheckoutSession(redirect_url=url, provider_checkout_id=session_id)
+
+    def refund(self, call: RefundCall, config: Mapping[str, Any]) -> ProviderRefund:
+        """Refund ``call.amount`` of the PaymentIntent ``call.payment_reference``
+        (``POST /v1/refunds``) under ``call.idempotency_key``: the same key twice is one
+        refund at Stripe. A 4xx answer (over what is left, already refunded, unknown
+        payment, wrong key) is RefundRefused; no answer, 429 or 5xx ProviderUnavailable."""
+        if not _OBJECT_ID.match(call.payment_reference or ""):
+            raise RefundRefused("the order has no Stripe PaymentIntent to refund")
+        client = self._client(config)
+        params: dict[str, Any] = {
+            "payment_intent": call.payment_reference,
+            "amount": call.amount,
+            "reason": "requested_by_customer",
+            "metadata": {"orderNumber": call.order_number, "note": call.reason[:500]},
+        }
+        try:
+            refund = client.v1.refunds.create(
+                params=params,  # type: ignore[arg-type]
+                options={"idempotency_key": call.idempotency_key},
+            ).to_dict()
+        except stripe.StripeError as exc:
+            status = getattr(exc, "http_status", None)
+            if isinstance(status, int) and 400 <= status < 500 and status != 429:
+                raise RefundRefused(_describe(exc)) from None
+            raise pb.ProviderUnavailable(_describe(exc)) from None
+        refund_id, status = _text(refund.get("id")), refund.get("status")
+        if not refund_id:
+            raise pb.ProviderUnavailable("Stripe's refund has no id")
+        if status in ("failed", "canceled"):
+            raise RefundRefused(f"Stripe refund {refund_id} is {status}")
+        return ProviderRefund(refund_id, "succeeded" if status == "succeeded" else "pending")
 
 
 def _line_name(item: Mapping[str, Any]) -> str:

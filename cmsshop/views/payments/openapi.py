@@ -5,7 +5,7 @@ settings schema of every registered provider) and each provider's webhook route
 from __future__ import annotations
 
 from cmsshop import openapi as oa
-from cmsshop.models import EVENT_STATUSES
+from cmsshop.models import EVENT_STATUSES, REFUND_STATUSES
 from cmsshop.views.payments.webhooks import STATUSES
 
 # --- the payment admin area ------------------------------------------------------------
@@ -103,6 +103,69 @@ FULFILMENT = {
 }
 EVENT_ID = oa.path_param("id", {"type": "integer", "minimum": 1})
 
+REFUND_LINES = {
+    "type": ["array", "null"],
+    "items": {
+        "type": "object",
+        "required": ["item", "amount"],
+        "properties": {"item": {"type": "integer"}, "amount": {"type": "integer"}},
+    },
+}
+REFUND = {
+    "type": "object",
+    "required": ["id", "orderNumber", "amount", "currency", "status", "provider", "full"],
+    "properties": {
+        "id": {"type": "integer"},
+        "orderNumber": {"type": "string"},
+        "amount": {"type": "integer", "minimum": 1, "description": "minor units"},
+        "currency": {"type": "string"},
+        "lines": REFUND_LINES,
+        "reason": {"type": "string"},
+        "status": {"type": "string", "enum": list(REFUND_STATUSES)},
+        "provider": {"type": "string"},
+        "providerRefundId": {"type": ["string", "null"]},
+        "requestedBy": {
+            "type": ["integer", "null"],
+            "description": "the admin; null for a refund made at the provider",
+        },
+        "createdAt": {"type": "string", "format": "date-time"},
+        "confirmedAt": {"type": ["string", "null"], "format": "date-time"},
+        "error": {"type": ["string", "null"]},
+        "full": {
+            "type": "boolean",
+            "description": "refunds what was left: downloads and licenses are revoked when "
+            "the provider confirms; a partial refund holds licenses for review",
+        },
+    },
+}
+REFUND_SITUATION = {
+    "type": "object",
+    "required": ["orderNumber", "refundable", "remaining", "lines", "refunds"],
+    "properties": {
+        "orderNumber": {"type": "string"},
+        "orderStatus": {"type": "string"},
+        "currency": {"type": "string"},
+        "total": {"type": "integer"},
+        "refundable": {"type": "boolean"},
+        "notRefundableBecause": {"type": ["string", "null"]},
+        "remaining": {"type": "integer", "description": "what is left to refund"},
+        "lines": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "item": {"type": "integer"},
+                    "name": {"type": "string"},
+                    "amount": {"type": "integer"},
+                    "remaining": {"type": "integer"},
+                },
+            },
+        },
+        "refunds": {"type": "array", "items": oa.ref("PaymentRefund")},
+    },
+}
+
+
 OPENAPI_PATHS = {
     "/api/admin/settings/payments": {
         "get": oa.operation(
@@ -195,6 +258,80 @@ OPENAPI_PATHS = {
             tags=["admin", "payments"],
         )
     },
+    "/api/admin/orders/{number}/refunds": {
+        "get": oa.operation(
+            "The order's refunds and what is left to refund",
+            {**oa.ok(oa.ref("PaymentRefundSituation")), **oa.errors(401, 403, 404)},
+            params=[oa.path_param("number")],
+            tags=["admin", "payments"],
+        ),
+        "post": oa.operation(
+            "Refund an order at its provider: full, an amount, or lines (201 new; 200 the "
+            "refund an Idempotency-Key already made, the provider not called again). "
+            "Downloads and licenses change when the provider's refund event arrives.",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["refund", "created"],
+                        "properties": {
+                            "refund": oa.ref("PaymentRefund"),
+                            "created": {"type": "boolean"},
+                        },
+                    },
+                    "Created",
+                    201,
+                ),
+                **oa.errors(401, 403, 404, 409, 415, 422, 502, 503),
+            },
+            body={
+                "type": "object",
+                "additionalProperties": False,
+                "description": "exactly one of full, amount, lines",
+                "properties": {
+                    "full": {"type": "boolean"},
+                    "amount": {"type": "integer", "minimum": 1, "description": "minor units"},
+                    "lines": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["item"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "item": {"type": "integer", "description": "order item id"},
+                                "amount": {
+                                    "type": "integer",
+                                    "minimum": 1,
+                                    "description": "part of the line (default: what is left)",
+                                },
+                            },
+                        },
+                    },
+                    "reason": {"type": "string", "maxLength": 2000},
+                    "idempotencyKey": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 255,
+                        "description": "instead of the Idempotency-Key header",
+                    },
+                },
+            },
+            params=[
+                oa.path_param("number"),
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "description": "the same key again answers the same refund (required "
+                    "here or as idempotencyKey)",
+                },
+            ],
+            csrf=True,
+            tags=["admin", "payments"],
+        ),
+    },
 }
 
 
@@ -202,6 +339,8 @@ OPENAPI_SCHEMAS = {
     "PaymentEventSummary": EVENT_SUMMARY,
     "PaymentEventDetail": EVENT_DETAIL,
     "PaymentFulfilment": FULFILMENT,
+    "PaymentRefund": REFUND,
+    "PaymentRefundSituation": REFUND_SITUATION,
     **settings_schemas({}),
 }
 

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from cmsshop.db import own_transaction
 from cmsshop.models import Fulfilment, Order
 from cmsshop.services.payments import base as pb
-from cmsshop.services.payments import fulfilment, refund_mail
+from cmsshop.services.payments import fulfilment, refund_mail, refunds
 from cmsshop.services.payments.events.errors import (
     CaptureFailed,
     ConfirmFailed,
@@ -367,6 +367,11 @@ def apply_action(
         before = order.status
         result = fulfilment.refund(
             session, order, settings=settings, amount=action.amount, currency=action.currency
+        )
+        # The console's refund rows (services/payments/refunds.py): matched and marked
+        # succeeded, once; a refund made at the provider gets its row.
+        refunds.record_provider_refund(
+            session, provider, order, action, event_id=None if row_id is None else str(row_id)
         )
         # The buyer is told, in this transaction, once per refund (refund_mail).
         refund_mail.queue_refund_mail(

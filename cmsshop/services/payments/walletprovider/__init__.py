@@ -62,6 +62,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.verification import DNSName, PolicyBuilder, VerificationError
 
 from cmsshop.services.payments import base as pb
+from cmsshop.services.payments.refund_api import ProviderRefund, RefundCall, RefundRefused
 from cmsshop.services.payments.walletprovider.actions import (
     DISPUTE_LOST_OUTCOMES,
     DISPUTE_WON_OUTCOMES,
@@ -77,6 +78,7 @@ from cmsshop.services.payments.walletprovider.api import (
     PayPalApiError,
     api_issues,
     checkout_order_body,
+    refund_body,
 )
 from cmsshop.services.payments.walletprovider.certificates import (
     CachedCert,
@@ -427,6 +429,34 @@ class WalletProvider:
             if exc.status == 422 and "ORDER_ALREADY_CAPTURED" in exc.issues:
                 return
             raise
+
+    def refund(self, call: RefundCall, config: Mapping[str, Any]) -> ProviderRefund:
+        """Refund ``call.amount`` of the capture ``call.payment_reference`` (``POST
+        /v2/payments/captures/{id}/refund``) with ``PayPal-Request-Id`` =
+        ``call.idempotency_key``: the same id twice is one refund at PayPal. A 4xx answer
+        (REFUND_AMOUNT_EXCEEDED, CAPTURE_FULLY_REFUNDED, wrong credentials...) is
+        RefundRefused; no answer, 429 or 5xx ProviderUnavailable."""
+        capture_id = paypal_object_id(call.payment_reference)
+        if capture_id is None:
+            raise RefundRefused("the order has no PayPal capture to refund")
+        try:
+            data = self._api(
+                "POST",
+                f"/v2/payments/captures/{capture_id}/refund",
+                config,
+                json_body=refund_body(call.amount, call.currency, call.reason),
+                headers={"PayPal-Request-Id": call.idempotency_key},
+            )
+        except PayPalApiError as exc:
+            if 400 <= exc.status < 500 and exc.status != 429:
+                raise RefundRefused(str(exc)) from None
+            raise
+        refund_id, status = paypal_object_id(data.get("id")), data.get("status")
+        if refund_id is None:
+            raise pb.ProviderUnavailable("PayPal's refund has no id")
+        if status in ("CANCELLED", "FAILED"):
+            raise RefundRefused(f"PayPal refund {refund_id} is {status}")
+        return ProviderRefund(refund_id, "succeeded" if status == "COMPLETED" else "pending")
 
     def _api(
         self,

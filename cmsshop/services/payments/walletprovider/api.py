@@ -132,3 +132,17 @@ def _breakdown(checkout: CheckoutRequest, currency: str) -> tuple[list, dict] | 
             "value": to_decimal_string(discount, currency),
         }
     return sent, breakdown
+
+
+def refund_body(amount: int, currency: str, reason: str) -> dict[str, Any]:
+    """``POST /v2/payments/captures/{id}/refund``: the amount (PayPal's decimal string)
+    and the reason as the note the buyer sees. No invoice_id: PayPal keeps those unique
+    per refund, and the refund's event finds the order by its capture anyway."""
+    try:
+        value = to_decimal_string(amount, currency.upper())
+    except ValueError as exc:
+        raise ProviderUnavailable(str(exc)) from exc
+    body: dict[str, Any] = {"amount": {"currency_code": currency.upper(), "value": value}}
+    if reason.strip():
+        body["note_to_payer"] = reason.strip()[:255]
+    return body
