@@ -61,6 +61,7 @@ ROUTES = {
     "pages.admin_licenses": "/admin/licenses",
     "pages.admin_license": "/admin/licenses/{key}",
     "pages.admin_license_action": "/admin/licenses/{key}/{action}",
+    "pages.admin_license_deactivate": "/admin/licenses/{key}/activations/{activation}/deactivate",
 }
 # Offline activation (views/licensing/offline.py) is served from the customer's account:
 # the dashboard module declares its routes and scans it.

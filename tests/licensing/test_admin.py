@@ -262,6 +262,52 @@ def test_a_license_without_installations_says_so(admin_pages, dbsession, custome
     assert "nothing but its audit changes" in confirmation_of(submit(page, "reset").submit())
 
 
+def test_one_installation_is_deactivated_after_its_confirmation(admin_pages, dbsession, lic):
+    other = add_activation(dbsession, lic, "other.example.com")
+    page = admin_pages.get(f"/admin/licenses/{lic.key}")
+    action = f"/admin/licenses/{lic.key}/activations/{other.id}/deactivate"
+    asked = next(f for f in page.forms.values() if f.action == action).submit()
+    text = confirmation_of(asked)
+    assert "Deactivate the installation at other.example.com (production)" in text
+    assert lic.key in text and "stops validating at its next check" in text
+    assert cancel_link(asked) == f"/admin/licenses/{lic.key}"
+    dbsession.expire_all()
+    assert dbsession.get(Activation, other.id).active and audit_of(dbsession, lic) == []
+    admin_pages.post(action, {"confirm": "1"}, status=403)
+    assert audit_of(dbsession, lic) == []
+    done = confirm(asked)
+    assert done.location.endswith(f"/admin/licenses/{lic.key}?notice=license_deactivate")
+    assert "The installation is deactivated" in done.follow().text
+    entries = audit_of(dbsession, lic)  # a fresh transaction: sees the confirm post's writes
+    assert [e.action for e in entries] == ["admin.deactivate"]
+    assert "activation other.example.com (production) deactivated" in entries[0].detail
+    rows = dbsession.scalars(select(Activation).where(Activation.license_id == lic.id)).all()
+    assert {a.domain: a.active for a in rows} == {
+        "shop.example.com": True,
+        "other.example.com": False,
+    }
+    assert dbsession.get(Activation, other.id).deactivated_at is not None
+    # A stale confirmation of the same installation is refused; nothing else changes.
+    refused = confirm(asked, status=409)
+    assert "not active" in refused.text
+    assert len(audit_of(dbsession, lic)) == 1
+
+
+def test_deactivating_unknown_installations_is_404(admin_pages, dbsession, lic, customer):
+    token = admin_pages.get(f"/admin/licenses/{lic.key}").forms[0]["csrf_token"].value
+    elsewhere = add_activation(dbsession, seed_license(dbsession, customer), "else.example.com")
+    for raw in ("999999", "0", "x", "9" * 20, "-1", str(elsewhere.id)):
+        admin_pages.post(
+            f"/admin/licenses/{lic.key}/activations/{raw}/deactivate",
+            {"csrf_token": token},
+            status=404,
+        )
+    admin_pages.post(
+        "/admin/licenses/NO-SUCH/activations/1/deactivate", {"csrf_token": token}, status=404
+    )
+    assert audit_of(dbsession, lic) == []
+
+
 def test_hostile_input_is_4xx(admin_pages, lic):
     token = admin_pages.get(f"/admin/licenses/{lic.key}").forms[0]["csrf_token"].value
     admin_pages.get("/admin/licenses/NO-SUCH-KEY", status=404)

@@ -353,6 +353,34 @@ def reset_activations(session: Session, key: str, admin: Admin) -> License:
     return license
 
 
+def find_activation(session: Session, license: License, activation_id: int) -> Activation | None:
+    """The license's activation of ``activation_id`` (None if it has no such one)."""
+    return session.scalar(
+        select(Activation).where(
+            Activation.id == activation_id, Activation.license_id == license.id
+        )
+    )
+
+
+def deactivate_activation(session: Session, key: str, admin: Admin, activation_id: int) -> License:
+    """Deactivate one installation of the license (the console's row button; the runtime
+    must activate again). Refused if it is not an active installation of this license."""
+    license = _lock(session, key)
+    activation = find_activation(session, license, activation_id)
+    if activation is None or not activation.active:
+        raise ActionRefused("This installation is not active; there is nothing to deactivate.")
+    activation.active = False
+    activation.deactivated_at = utcnow()
+    _audit(
+        session,
+        license,
+        admin,
+        "deactivate",
+        f"activation {activation.domain} ({activation.environment}) deactivated",
+    )
+    return license
+
+
 def resolve_reviews(session: Session, key: str, admin: Admin) -> License:
     """Mark the license's open review notes resolved."""
     license = _lock(session, key)

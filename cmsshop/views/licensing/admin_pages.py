@@ -9,6 +9,7 @@ from urllib.parse import quote
 from pyramid.httpexceptions import HTTPNotFound
 from pyramid.view import view_config
 
+from cmsshop.models.meta import MAX_ID
 from cmsshop.security import ADMIN
 from cmsshop.services.licensing import admin as license_admin
 from cmsshop.views.licensing.admin_api import (
@@ -32,6 +33,7 @@ NOTICES = {
     "license_reset": "Every activation of the license is deactivated.",
     "license_features": "The features are changed; runtimes get them with their next lease.",
     "license_resolve": "The review notes are resolved.",
+    "license_deactivate": "The installation is deactivated; its seat is free.",
 }
 
 
@@ -189,3 +191,59 @@ def license_action_submit(request):
         # as it is.
         return _detail_page(request, key, {exc.field: exc.message}, typed)
     return see_other(request, license_path(key), notice=f"license_{action}")
+
+
+def _activation_id(request) -> int:
+    """The activation id in the path, or 404 (anything but a stored id names none)."""
+    raw = request.matchdict["activation"]
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 10 or not 0 < int(raw) <= MAX_ID:
+        raise HTTPNotFound()
+    return int(raw)
+
+
+@view_config(
+    route_name="pages.admin_license_deactivate",
+    request_method="POST",
+    renderer="admin/licensing/detail.html",
+    permission=ADMIN,
+)
+def deactivate_installation(request):
+    """One installation deactivated from the license page's activations table, after the
+    confirm step naming its domain."""
+    key = license_key(request)
+    activation_id = _activation_id(request)
+    path = license_path(key)
+    if not confirmed(request):
+        try:
+            detail = license_admin.license_detail(request.db, key)
+        except license_admin.LicenseMissing:
+            raise license_not_found() from None
+        activation = next((a for a in detail.activations if a.id == activation_id), None)
+        if activation is None:
+            raise HTTPNotFound()
+        if activation.active:
+            return confirm_page(
+                request,
+                title=f"Deactivate {activation.domain}?",
+                consequences=[
+                    f"Deactivate the installation at {activation.domain} "
+                    f"({activation.environment}) of license {detail.license.key} "
+                    f"({detail.product.name}): it stops validating at its next check and "
+                    "gives its seat back.",
+                    "The site has to activate again to work; the license and its other "
+                    "installations are not changed.",
+                ],
+                action=f"{path}/activations/{activation_id}/deactivate",
+                button=f"Deactivate {activation.domain}",
+                cancel=path,
+                section="licenses",
+            )
+    try:
+        license_admin.deactivate_activation(request.db, key, acting_admin(request), activation_id)
+    except license_admin.LicenseMissing:
+        raise license_not_found() from None
+    except license_admin.ActionRefused as exc:
+        error = refusal_error(exc)
+        request.response.status = error.status
+        return _detail_page(request, key, {exc.field: exc.message})
+    return see_other(request, path, notice="license_deactivate")
