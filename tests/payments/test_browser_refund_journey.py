@@ -1,12 +1,16 @@
-"""A refund as the buyer lives it, in a real Chromium, on the real app served by waitress
-with the fake card provider on loopback:
+"""Refunds as the operator and the buyer live them, in a real Chromium, on the real app
+served by waitress with the fake card provider (Stripe's API and its signed webhooks) on
+loopback. Each: a paid order of a licensed product and a download, half of it refunded,
+the provider's signed charge.refunded webhook confirming it -> one refund e-mail,
+delivered by the sender (outbox -> files), saying what came back, what is still paid and
+that nothing was taken back -> the buyer's order page showing the refund -> the license
+still active, held for the seller's review (a partial refund revokes nothing) -> the
+webhook again: nothing more.
 
-a paid order of a licensed product and a download -> half of it refunded at the provider
--> the provider's signed charge.refunded webhook -> one refund e-mail, delivered by the
-sender (outbox -> files), saying what came back, what is still paid and that nothing was
-taken back -> the account's order page showing the refund -> the license still active,
-held for the seller's review (a partial refund revokes nothing) -> the webhook again:
-nothing more.
+- refunded at the provider (its dashboard): the event alone;
+- refunded by the operator from the order's page in the console, through its confirm
+  step (the provider is connected by the server's settings here: connecting it from the
+  console is not in this journey yet).
 
 Every page passes ``check_page`` (one <h1>, axe-core, no sideways scrolling on a phone).
 """
@@ -14,12 +18,12 @@ Every page passes ``check_page`` (one <h1>, axe-core, no sideways scrolling on a
 from __future__ import annotations
 
 from fakes.shop import make_order, order_status
-from fakes.stripe_api import charge_object, event, session_object
+from fakes.stripe_api import charge_object, event, intent_object, session_object
 from helpers.browser import check_page, log_in
 from helpers.mail_links import mailed_text, mails_to
 from sqlalchemy import select
 
-from cmsshop.models import License, LicenseReview
+from cmsshop.models import License, LicenseReview, Refund
 
 
 def half_refunded_charge(intent: str, total: int, refund_id: str) -> dict:
@@ -77,4 +81,77 @@ def test_half_refunded_at_the_provider_the_buyer_is_told_and_sees_it(
 
     # The provider delivers the same event again: nothing more is sent.
     assert fake_stripe.send_webhook(refunded) == 200
+    assert len(mails_to(dbsession, customer.email, "refund")) == 1
+
+
+def test_the_operator_refunds_half_and_the_buyer_is_told(
+    new_page, hosted_shop, fake_stripe, dbsession, admin, customer
+):
+    console = new_page(hosted_shop)
+    log_in(console, admin.email, "/admin")
+
+    # A buyer's order is paid: the provider's signed webhook, confirmed with its API.
+    order = make_order(dbsession, customer, ("site-guard", "themes"))
+    number, total = order.number, order.total
+    session = fake_stripe.add_session(session_object(number, total))
+    fake_stripe.add_intent(intent_object(number, total, pi=session["payment_intent"]))
+    assert fake_stripe.send_webhook(event("checkout.session.completed", session)) == 200
+    assert order_status(dbsession, number) == "paid"
+
+    # The operator refunds half of it from the order's page, through the confirm step.
+    console.goto(f"/admin/orders/{number}")
+    console.get_by_role("link", name="Refund").click()
+    console.wait_for_url(f"**/admin/orders/{number}/refund")
+    check_page(console, "refund-journey-form")
+    console.get_by_label("An amount").check()
+    console.get_by_label("Amount (EUR, e.g. 10.00)").fill("34.00")
+    console.get_by_role("button", name="Review the refund").click()
+    confirm = console.get_by_role("button", name="Confirm the refund of EUR34.00")
+    confirm.wait_for()
+    check_page(console, "refund-journey-confirm")
+    assert fake_stripe.refunds == {}  # nothing refunded before the confirmation
+    confirm.click()
+    console.wait_for_url(f"**/admin/orders/{number}/refunds/*")
+    check_page(console, "refund-journey-result")
+    (refund,) = fake_stripe.refunds.values()
+    assert refund["amount"] == total // 2
+
+    # The provider's webhook confirms it.
+    confirmed = fake_stripe.refund_event(refund["id"])
+    assert fake_stripe.send_webhook(confirmed) == 200
+    assert order_status(dbsession, number) == "paid"  # a partial refund revokes nothing
+    dbsession.rollback()
+    row = dbsession.scalar(select(Refund).where(Refund.provider_refund_id == refund["id"]))
+    assert row.status == "succeeded" and row.confirmed_at is not None
+
+    # One refund e-mail, as it leaves the sender.
+    assert [m.kind for m in mails_to(dbsession, customer.email, "refund")] == ["refund"]
+    text = mailed_text(dbsession, customer.email, "refund")
+    assert f"We have refunded EUR34.00 for order {number}." in text
+    assert f"Refund reference: {refund['id']}" in text
+    assert "Refunded in total: EUR34.00" in text and "Still paid: EUR34.00" in text
+    assert "This is a partial refund: nothing has been taken back." in text
+    assert f"/account/orders/{number}" in text
+
+    # The buyer's order page shows it.
+    page = new_page(hosted_shop)
+    log_in(page, customer.email, f"/account/orders/{number}")
+    shown = " ".join(page.locator("#refunds").inner_text().split())
+    assert "EUR34.00 refunded on" in shown
+    assert "Refunded EUR34.00" in shown and "Still paid EUR34.00" in shown
+    assert "Nothing was taken back: your license stays active" in shown
+    check_page(page, "refund-journey-account-order")
+
+    # The license: active, on the seller's review list.
+    page.goto("/account/licenses")
+    dbsession.rollback()
+    (license,) = dbsession.scalars(select(License).where(License.user_id == customer.id))
+    assert license.status == "active"
+    review = dbsession.scalar(select(LicenseReview).where(LicenseReview.license_id == license.id))
+    assert review is not None and review.resolved_at is None and review.refunded_amount == 3400
+    assert license.key in page.locator("main").inner_text()
+    check_page(page, "refund-journey-account-licenses")
+
+    # The provider delivers the same event again: nothing more is sent.
+    assert fake_stripe.send_webhook(confirmed) == 200
     assert len(mails_to(dbsession, customer.email, "refund")) == 1
