@@ -206,6 +206,15 @@ class FakeStripe:
     def __init__(self):
         self.sessions: dict[str, dict] = {}
         self.intents: dict[str, dict] = {}
+        # GET /v1/account (Test connection); a restricted key gets 403 there when
+        # account_forbidden is set, and GET /v1/balance answers instead.
+        self.account = {
+            "id": "acct_fake0123456789",
+            "object": "account",
+            "country": "DE",
+            "business_profile": {"name": "Fake Shop GmbH"},
+        }
+        self.account_forbidden = False
         self.requests: list[tuple[str, str]] = []
         self.created: list[dict] = []
         self.fail_with: int | None = None
@@ -431,6 +440,15 @@ class FakeStripe:
                 if not self._check():
                     return
                 path = urllib.parse.urlsplit(self.path).path
+                if path == "/v1/account":
+                    if fake.account_forbidden:
+                        return self._answer(
+                            403,
+                            {"error": {"type": "invalid_request_error", "message": "restricted"}},
+                        )
+                    return self._answer(200, fake.account)
+                if path == "/v1/balance":
+                    return self._answer(200, {"object": "balance", "available": []})
                 for prefix, store in (
                     ("/v1/checkout/sessions/", fake.sessions),
                     ("/v1/payment_intents/", fake.intents),

@@ -65,7 +65,7 @@ def test_rotation_keeps_the_previous_secret(card_admin_pages, card_app, dbsessio
     assert "The new webhook setting is saved." in shown.text
     assert_no_secret(shown)
     card = shown.html.find("section", attrs={"aria-labelledby": "provider-cardprovider"})
-    items = [li.get_text(" ", strip=True) for li in card.find_all("li")]
+    items = [li.get_text(" ", strip=True) for li in card.select("table li")]
     assert items == ["****cdef current", "****cdef previous"]
     dbsession.commit()
     row = dbsession.scalar(select(PaymentSetting).where(PaymentSetting.field == "webhookSecrets"))

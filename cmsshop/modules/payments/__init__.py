@@ -86,6 +86,7 @@ SETTINGS = {
 # is added by add_payment_provider.
 ROUTES = {
     "payments.admin_settings": "/api/admin/settings/payments",
+    "payments.admin_settings_test": "/api/admin/settings/payments/{provider}/test",
     "payments.admin_events": "/api/admin/payment-events",
     "payments.admin_event": "/api/admin/payment-events/{id}",
     "payments.admin_event_reprocess": "/api/admin/payment-events/{id}/reprocess",
@@ -93,6 +94,8 @@ ROUTES = {
     "payments.admin_order_refunds": "/api/admin/orders/{number}/refunds",
     "pages.admin_payments": "/admin/payments",
     "pages.admin_payments_rotate": "/admin/payments/rotate/{provider}",
+    "pages.admin_payments_connect": "/admin/payments/connect/{provider}",
+    "pages.admin_payments_test": "/admin/payments/test/{provider}",
     "pages.admin_payment_events": "/admin/payments/events",
     "pages.admin_payment_event": "/admin/payments/events/{id}",
     "pages.admin_payment_event_reprocess": "/admin/payments/events/{id}/reprocess",

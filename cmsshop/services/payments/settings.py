@@ -416,3 +416,41 @@ def save_settings(
             row.updated_at = utcnow()
             row.updated_by = admin_id
     session.flush()
+
+
+def form_update(
+    providers: PaymentProviders,
+    name: str,
+    fields: tuple[str, ...],
+    typed: Mapping[str, str],
+    remove: set[str],
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The validated update of the console's connect form of ``name``.
+
+    For each of ``fields``: an empty entry keeps the stored value, a field in ``remove``
+    deletes it (the ini default applies again), anything else replaces it (a list field
+    takes whitespace-separated items). ``extra`` adds values set otherwise (the PayPal
+    environment's API address). Raises SettingsInvalid with one message per form field.
+    """
+    spec = providers.get(name)
+    if spec is None:
+        raise SettingsInvalid({"provider": "unknown provider"})
+    update: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for field in fields:
+        value = str(typed.get(field) or "").strip()
+        if field in remove:
+            if value:
+                errors[field] = "enter a new value or remove the saved one, not both"
+            else:
+                update[field] = None
+        elif value:
+            update[field] = value.split() if field in spec.list_fields else value
+    update.update(extra or {})
+    if not errors:
+        try:
+            return validate_update(providers, {name: update})
+        except SettingsInvalid as exc:
+            errors = {key.partition(".")[2] or key: message for key, message in exc.errors.items()}
+    raise SettingsInvalid(errors)

@@ -8,7 +8,7 @@ from pyramid.view import view_config
 from cmsshop.errors import Conflict, NotFound, ValidationFailed
 from cmsshop.models import EVENT_STATUSES, PaymentEvent
 from cmsshop.security import ADMIN
-from cmsshop.services.payments import fulfilment
+from cmsshop.services.payments import connect, fulfilment
 from cmsshop.services.payments import settings as ps
 from cmsshop.services.payments.events import reading, reprocess
 from cmsshop.services.payments.events.errors import DeliveryError
@@ -82,6 +82,33 @@ def put_settings(request):
         raise ValidationFailed(exc.errors) from None
     ps.save_settings(request.db, request.registry.settings, providers, update, request.user.id)
     return settings_body(_masked(request))
+
+
+@view_config(
+    route_name="payments.admin_settings_test",
+    request_method="POST",
+    renderer="json",
+    permission=ADMIN,
+)
+def test_connection(request):
+    """Test connection with the saved credentials: 200 whatever the provider answered."""
+    providers = request.find_service(PaymentProviders)
+    spec = providers.get(request.matchdict["provider"])
+    if spec is None:
+        raise NotFound("No payment provider has this name.")
+    config = ps.provider_config(request.registry, spec, request.db)
+    return connection_body(connect.check_connection(spec.name, config))
+
+
+def connection_body(check: connect.ConnectionCheck) -> dict:
+    return {
+        "provider": check.provider,
+        "ok": check.ok,
+        "kind": check.kind,
+        "message": check.message,
+        "mode": check.mode,
+        "account": check.account,
+    }
 
 
 def _masked(request) -> list[ps.ProviderSettings]:

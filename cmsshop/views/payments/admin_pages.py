@@ -12,16 +12,18 @@ from pyramid.view import view_config
 from cmsshop.errors import NotFound
 from cmsshop.models import EVENT_STATUSES
 from cmsshop.security import ADMIN
+from cmsshop.services.payments import connect
 from cmsshop.services.payments import settings as ps
 from cmsshop.services.payments.events import errors as pe
 from cmsshop.services.payments.events import reading, reprocess
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.views.payments.admin_api import EventFilterSchema, _event_id
-from cmsshop.views.shared.forms import FormInvalid, read_form, see_other
+from cmsshop.views.shared.forms import FormInvalid, posted_fields, read_form, see_other
 from cmsshop.views.shared.json import StrictString, query_value, read_page_request, validate
 
 NOTICES = {
     "webhook_rotated": "The new webhook setting is saved.",
+    "provider_saved": "The provider settings are saved.",
     "event_processed": "Reprocessed: the event is processed.",
     "event_duplicate": "Reprocessed: the event had been processed already (duplicate).",
     "event_ignored": "Reprocessed: the event needs no action (ignored).",
@@ -47,25 +49,59 @@ class RotateSchema(colander.MappingSchema):
     )
 
 
-def _settings_page(request, errors: dict | None = None, typed: dict | None = None) -> dict:
+SOURCES = {"admin": "Saved here", "ini": "Server configuration", "unset": "Not set"}
+
+
+def _settings_page(
+    request,
+    errors: dict | None = None,
+    typed: dict | None = None,
+    *,
+    connect_errors: dict | None = None,
+    checked: connect.ConnectionCheck | None = None,
+) -> dict:
+    """The page's data. ``errors``: rotation errors by provider; ``connect_errors``:
+    {provider: {field: message}} of a refused connect form; ``checked``: the outcome of
+    Test connection. No typed secret is ever handed back to the page."""
     providers = request.find_service(PaymentProviders)
-    shown = ps.masked_settings(request.db, request.registry.settings, providers)
+    settings = request.registry.settings
+    shown = ps.masked_settings(request.db, settings, providers)
+    connect_errors = connect_errors or {}
     rows = []
     for item in shown:
         spec = providers.get(item.name)
+        fields = [
+            {
+                "name": field,
+                "label": connect.field_label(item.name, field),
+                "secret": is_secret,
+                "value": item.values[field],
+                "source": item.sources[field],
+                "source_label": SOURCES.get(item.sources[field], item.sources[field]),
+                "hint": connect.HINTS.get((item.name, field)),
+                "is_list": field in spec.list_fields,
+            }
+            for field, is_secret in spec.fields.items()
+        ]
+        by_name = {field["name"]: field for field in fields}
+        form_fields = [by_name[f] for f in connect.FORM_FIELDS.get(item.name, ()) if f in by_name]
+        api_base = item.values.get("apiBase") or ""
         rows.append(
             {
                 "name": item.name,
-                "fields": [
-                    {
-                        "name": field,
-                        "secret": is_secret,
-                        "value": item.values[field],
-                        "source": item.sources[field],
-                    }
-                    for field, is_secret in spec.fields.items()
-                ],
+                "label": connect.seller_name(item.name),
+                "fields": fields,
+                "form_fields": form_fields,
+                "form_errors": connect_errors.get(item.name, {}),
+                "mode": connect.paypal_mode(api_base) if item.name == connect.WALLET else None,
+                "api_base": api_base,
+                "webhook_url": connect.webhook_url(settings, item.name),
+                "webhook_events": connect.WEBHOOK_EVENTS.get(item.name, ()),
+                "checked": checked
+                if checked is not None and checked.provider == item.name
+                else None,
                 "webhook_field": ps.webhook_field(spec),
+                "webhook_label": connect.field_label(item.name, ps.webhook_field(spec) or ""),
                 "webhook_is_list": ps.webhook_field(spec) in spec.list_fields,
                 "webhook_is_secret": spec.fields.get(ps.webhook_field(spec) or "", False),
             }
@@ -111,6 +147,61 @@ def rotate_submit(request):
         return _settings_page(request, {name: exc.errors["value"]})
     ps.save_settings(request.db, request.registry.settings, providers, update, request.user.id)
     return see_other(request, "/admin/payments", notice="webhook_rotated")
+
+
+def _provider_name(request) -> str:
+    name = request.matchdict["provider"]
+    if request.find_service(PaymentProviders).get(name) is None:
+        raise NotFound("No payment provider has this name.")
+    return name
+
+
+@view_config(
+    route_name="pages.admin_payments_connect",
+    request_method="POST",
+    renderer="admin/payments/settings.html",
+    permission=ADMIN,
+)
+def connect_submit(request):
+    """Save the connect form: an empty field keeps the stored value, a ticked "remove"
+    deletes it; a refusal (422) changes nothing and shows no typed secret back."""
+    providers = request.find_service(PaymentProviders)
+    name = _provider_name(request)
+    fields = connect.FORM_FIELDS.get(name, ())
+    typed = posted_fields(request, fields)
+    remove = {value for value in request.POST.getall("remove") if value in fields}
+    extra = {}
+    environment = posted_fields(request, ["environment"]).get("environment", "")
+    errors: dict[str, str] = {}
+    if name == connect.WALLET and environment:
+        if environment in connect.MODE_BASES:
+            extra["apiBase"] = connect.MODE_BASES[environment]
+        elif environment != "keep":
+            errors["environment"] = "choose live or sandbox"
+    try:
+        if errors:
+            raise ps.SettingsInvalid(errors)
+        update = ps.form_update(providers, name, fields, typed, remove, extra)
+    except ps.SettingsInvalid as exc:
+        request.response.status = 422
+        found = {("environment" if key == "apiBase" else key): m for key, m in exc.errors.items()}
+        return _settings_page(request, connect_errors={name: found})
+    ps.save_settings(request.db, request.registry.settings, providers, update, request.user.id)
+    return see_other(request, f"/admin/payments#provider-{name}", notice="provider_saved")
+
+
+@view_config(
+    route_name="pages.admin_payments_test",
+    request_method="POST",
+    renderer="admin/payments/settings.html",
+    permission=ADMIN,
+)
+def test_submit(request):
+    """Test connection with the stored credentials; the outcome is shown on the page."""
+    name = _provider_name(request)
+    spec = request.find_service(PaymentProviders).get(name)
+    config = ps.provider_config(request.registry, spec, request.db)
+    return _settings_page(request, checked=connect.check_connection(name, config))
 
 
 # --- the event log ----------------------------------------------------------------------------

@@ -103,6 +103,37 @@ FULFILMENT = {
 }
 EVENT_ID = oa.path_param("id", {"type": "integer", "minimum": 1})
 
+# Test connection (POST /api/admin/settings/payments/{provider}/test).
+CONNECTION_CHECK = {
+    "type": "object",
+    "required": ["provider", "ok", "kind", "message", "mode", "account"],
+    "properties": {
+        "provider": {"type": "string"},
+        "ok": {"type": "boolean"},
+        "kind": {
+            "enum": [
+                "ok",
+                "not_configured",
+                "bad_credentials",
+                "refused",
+                "timeout",
+                "unreachable",
+                "unsupported",
+            ]
+        },
+        "message": {"type": "string", "description": "What the provider said, for the seller"},
+        "mode": {
+            "type": ["string", "null"],
+            "description": "Stripe: live/test (from the key); PayPal: live/sandbox/other",
+        },
+        "account": {
+            "type": ["object", "null"],
+            "description": "Stripe: id, name, country; PayPal: appId",
+            "additionalProperties": {"type": "string"},
+        },
+    },
+}
+
 REFUND_LINES = {
     "type": ["array", "null"],
     "items": {
@@ -165,7 +196,6 @@ REFUND_SITUATION = {
     },
 }
 
-
 OPENAPI_PATHS = {
     "/api/admin/settings/payments": {
         "get": oa.operation(
@@ -180,6 +210,16 @@ OPENAPI_PATHS = {
             csrf=True,
             tags=["admin", "payments"],
         ),
+    },
+    "/api/admin/settings/payments/{provider}/test": {
+        "post": oa.operation(
+            "Test connection: one authenticated call to the provider with the saved "
+            "credentials; 200 whatever the provider answered (ok says whether it worked)",
+            {**oa.ok(oa.ref("PaymentConnectionCheck")), **oa.errors(401, 403, 404)},
+            params=[oa.path_param("provider", {"type": "string", "maxLength": 40})],
+            csrf=True,
+            tags=["admin", "payments"],
+        )
     },
     "/api/admin/payment-events": {
         "get": oa.operation(
@@ -339,6 +379,7 @@ OPENAPI_SCHEMAS = {
     "PaymentEventSummary": EVENT_SUMMARY,
     "PaymentEventDetail": EVENT_DETAIL,
     "PaymentFulfilment": FULFILMENT,
+    "PaymentConnectionCheck": CONNECTION_CHECK,
     "PaymentRefund": REFUND,
     "PaymentRefundSituation": REFUND_SITUATION,
     **settings_schemas({}),
