@@ -12,6 +12,7 @@ whichever feature modules are switched on. One module per feature, as in service
     support    SupportTicket, TicketMessage, ErrorRecord
     mail       OutboxMessage (the transactional outbox)
     ratelimit  RateCounter
+    tax        ShopSetting, ShopFile, BillingProfile
 
 The status constants (``ORDER_STATUSES``...) are the single source of the CHECK
 constraints and of the OpenAPI enums.
@@ -57,6 +58,7 @@ from cmsshop.models.mail import MAIL_STATUSES, OutboxMessage
 from cmsshop.models.meta import Base
 from cmsshop.models.payments import EVENT_STATUSES, PaymentEvent, PaymentSetting
 from cmsshop.models.ratelimit import RateCounter
+from cmsshop.models.tax import BillingProfile, ShopFile, ShopSetting
 from cmsshop.models.store import (
     RELEASE_CHANNELS,
     VERSION_SCHEMES,
@@ -96,6 +98,7 @@ __all__ = [
     "TICKET_STATUSES",
     "TOKEN_PURPOSES",
     "AccountToken",
+    "BillingProfile",
     "Activation",
     "Article",
     "Base",
@@ -119,6 +122,8 @@ __all__ = [
     "Product",
     "ProductPrice",
     "RateCounter",
+    "ShopFile",
+    "ShopSetting",
     "Release",
     "SupportTicket",
     "TicketMessage",

@@ -65,6 +65,10 @@ class Order(Base):
     # lets that browser see this one order's status, nothing else of the account.
     guest: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     visitor_hash: Mapped[str | None] = mapped_column(String(64))
+    # The billing details given at checkout (country, name, address, company, vatId and
+    # how the VAT ID was checked), a snapshot: later edits of the buyer's profile never
+    # change it. None for orders placed before billing details were asked for.
+    billing: Mapped[dict | None] = mapped_column(JSON)
     # The provider's checkout object (Stripe Checkout Session id, PayPal order id).
     provider_checkout_id: Mapped[str | None] = mapped_column(String(255), index=True)
     # The provider's payment object once confirmed (PaymentIntent id, capture id); indexed
