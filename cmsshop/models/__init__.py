@@ -58,7 +58,6 @@ from cmsshop.models.mail import MAIL_STATUSES, OutboxMessage
 from cmsshop.models.meta import Base
 from cmsshop.models.payments import EVENT_STATUSES, PaymentEvent, PaymentSetting
 from cmsshop.models.ratelimit import RateCounter
-from cmsshop.models.tax import BillingProfile, ShopFile, ShopSetting
 from cmsshop.models.store import (
     RELEASE_CHANNELS,
     VERSION_SCHEMES,
@@ -70,6 +69,7 @@ from cmsshop.models.store import (
     Release,
 )
 from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket, TicketMessage
+from cmsshop.models.tax import BillingProfile, ShopFile, ShopSetting
 
 __all__ = [
     "COUPON_KINDS",
