@@ -16,12 +16,14 @@ from pyramid.exceptions import ConfigurationError
 
 from cmsshop.errors import ApiError
 
-# Always on, in this order: the core, accounts, the mail outbox, the admin order pages.
+# Always on, in this order: the core, accounts, the mail outbox, the admin order pages,
+# taxes and legal invoices.
 ALWAYS_ON = (
     "cmsshop.modules.core",
     "cmsshop.modules.accounts",
     "cmsshop.modules.mail",
     "cmsshop.modules.payments.orders",
+    "cmsshop.modules.tax",
 )
 
 # name -> URL prefixes it owns (its admin routes and its web pages included).

@@ -1,0 +1,1 @@
+"""Taxes and legal invoices: rates, the tax engine, VAT IDs, seller identity, billing details."""
