@@ -85,8 +85,8 @@ def serve_on(sock: socket.socket, app):
         thread.join(timeout=5)
 
 
-@pytest.fixture
-def hosted_shop(make_app, card_settings, fake_stripe, catalogue):
+@contextlib.contextmanager
+def host_shop(make_app, settings: dict, fake_stripe):
     """The app on loopback with the fake Stripe API and its hosted checkout page.
 
     The provider's return URLs are built from ``cmsshop.base_url``, so the app must know
@@ -97,12 +97,32 @@ def hosted_shop(make_app, card_settings, fake_stripe, catalogue):
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     app = make_app(
-        **card_settings,
+        **settings,
         **{"cmsshop.base_url": url, "cmsshop.web.payment_origins": fake_stripe.url},
     )
     fake_stripe.hosted = True
     fake_stripe.webhook_url = f"{url}/api/webhooks/cardprovider"
     with serve_on(sock, app):
+        yield url
+
+
+@pytest.fixture
+def hosted_shop(make_app, card_settings, fake_stripe, catalogue):
+    """The shop with the card provider connected by the server's settings."""
+    with host_shop(make_app, card_settings, fake_stripe) as url:
+        yield url
+
+
+@pytest.fixture
+def unconnected_shop(make_app, card_settings, fake_stripe, catalogue):
+    """The shop before the seller connected the card provider: the API address is set
+    (the fake's), the secret key and the webhook signing secrets are not."""
+    settings = {
+        name: value
+        for name, value in card_settings.items()
+        if name not in ("cmsshop.cardprovider.api_key", "cmsshop.cardprovider.webhook_secrets")
+    }
+    with host_shop(make_app, settings, fake_stripe) as url:
         yield url
 
 

@@ -128,6 +128,9 @@ def test_save_keep_on_empty_and_remove(card_admin_pages, card_app, dbsession):
         ("webhookSecrets", "not-a-signing-secret-0123", "whsec_"),
         ("webhookSecrets", "whsec_" + "x" * 2100, "2000"),
         ("apiKey", "sk_test_\x01bad", "printable"),
+        ("apiKey", "pk_test_0123456789abcdef", "publishable key"),
+        ("apiKey", "sk_short", "secret key (sk_live_"),
+        ("apiKey", "whsec_0123456789abcdef", "secret key (sk_live_"),
     ],
 )
 def test_bad_input_is_refused_and_nothing_changes(

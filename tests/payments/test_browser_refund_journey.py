@@ -8,9 +8,9 @@ still active, held for the seller's review (a partial refund revokes nothing) ->
 webhook again: nothing more.
 
 - refunded at the provider (its dashboard): the event alone;
-- refunded by the operator from the order's page in the console, through its confirm
-  step (the provider is connected by the server's settings here: connecting it from the
-  console is not in this journey yet).
+- the operator connects the card provider in the console (secret key and webhook
+  signing secret, Test connection, the webhook URL to register), then refunds from the
+  order's page, through its confirm step.
 
 Every page passes ``check_page`` (one <h1>, axe-core, no sideways scrolling on a phone).
 """
@@ -18,7 +18,7 @@ Every page passes ``check_page`` (one <h1>, axe-core, no sideways scrolling on a
 from __future__ import annotations
 
 from fakes.shop import make_order, order_status
-from fakes.stripe_api import charge_object, event, intent_object, session_object
+from fakes.stripe_api import API_KEY, SECRET, charge_object, event, intent_object, session_object
 from helpers.browser import check_page, log_in
 from helpers.mail_links import mailed_text, mails_to
 from sqlalchemy import select
@@ -84,18 +84,44 @@ def test_half_refunded_at_the_provider_the_buyer_is_told_and_sees_it(
     assert len(mails_to(dbsession, customer.email, "refund")) == 1
 
 
-def test_the_operator_refunds_half_and_the_buyer_is_told(
-    new_page, hosted_shop, fake_stripe, dbsession, admin, customer
+def test_the_operator_connects_the_provider_refunds_half_and_the_buyer_is_told(
+    new_page, unconnected_shop, fake_stripe, dbsession, admin, customer
 ):
+    hosted_shop = unconnected_shop
     console = new_page(hosted_shop)
-    log_in(console, admin.email, "/admin")
+    log_in(console, admin.email, "/admin/payments")
 
-    # A buyer's order is paid: the provider's signed webhook, confirmed with its API.
+    # Not connected yet: a signed delivery cannot be verified, nothing is fulfilled.
     order = make_order(dbsession, customer, ("site-guard", "themes"))
     number, total = order.number, order.total
     session = fake_stripe.add_session(session_object(number, total))
     fake_stripe.add_intent(intent_object(number, total, pi=session["payment_intent"]))
-    assert fake_stripe.send_webhook(event("checkout.session.completed", session)) == 200
+    paid = event("checkout.session.completed", session)
+    assert fake_stripe.send_webhook(paid) >= 400
+    assert order_status(dbsession, number) == "pending"
+
+    # The operator connects it: the secret key and the webhook signing secret, saved.
+    card = console.locator("section", has=console.locator("#provider-cardprovider"))
+    card.get_by_label("Secret key").fill(API_KEY)
+    card.get_by_label("Webhook signing secrets").fill(SECRET)
+    card.get_by_role("button", name="Save Card payments (Stripe)").click()
+    console.wait_for_url("**/admin/payments?notice=provider_saved*")
+    # Test connection names the account the key reaches.
+    card = console.locator("section", has=console.locator("#provider-cardprovider"))
+    card.get_by_role("button", name="Test connection").click()
+    console.wait_for_load_state()
+    result = console.locator("#test-cardprovider-result").inner_text()
+    assert "Fake Shop GmbH" in result and "acct_fake0123456789" in result
+    # The webhook URL to register at the provider is this shop's, ready to copy.
+    shown_url = console.locator("#webhook-url-cardprovider").input_value()
+    assert shown_url == fake_stripe.webhook_url
+    assert console.get_by_role("button", name="Copy the URL").first.is_visible()
+    assert API_KEY not in console.content() and SECRET not in console.content()
+    check_page(console, "refund-journey-connected")
+
+    # The buyer's order is paid: the provider's signed webhook, verified with the saved
+    # secret and confirmed with the saved key.
+    assert fake_stripe.send_webhook(paid) == 200
     assert order_status(dbsession, number) == "paid"
 
     # The operator refunds half of it from the order's page, through the confirm step.

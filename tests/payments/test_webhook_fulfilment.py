@@ -162,7 +162,9 @@ def test_provider_api_server_error_answers_503(webhook, fake_stripe, order, dbse
 
 
 def test_provider_api_with_a_wrong_key_answers_503(make_app, card_settings, fake_stripe, order):
-    app = webtest.TestApp(make_app(**{**card_settings, "cmsshop.cardprovider.api_key": "sk_bad"}))
+    app = webtest.TestApp(
+        make_app(**{**card_settings, "cmsshop.cardprovider.api_key": "sk_test_revoked0123456789"})
+    )
     payload = event("checkout.session.completed", paid_session(fake_stripe, order))
     body, headers = delivery(payload)
     response = app.post("/api/webhooks/cardprovider", body, headers=headers, status=503)

@@ -13,6 +13,7 @@ from cmsshop.services.payments.cardprovider import (
 from cmsshop.services.payments.validators import (
     api_base_validator,
     prefix_validator,
+    stripe_secret_key,
     timeout_seconds,
 )
 
@@ -25,6 +26,7 @@ def includeme(config) -> None:
         extra_settings={"timeout": (timeout_seconds, DEFAULT_TIMEOUT)},
         validators={
             "webhookSecrets": prefix_validator("whsec_", "webhook secret"),
+            "apiKey": stripe_secret_key,
             "apiBase": api_base_validator,
         },
         simulator=simulate_payment,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 import urllib.parse
 
 LOOPBACK_NAMES = {"localhost"}
@@ -42,6 +43,21 @@ def prefix_validator(prefix: str, what: str):
                 raise ValueError(f"each {what} starts with {prefix} and is longer")
 
     return validate
+
+
+STRIPE_SECRET_KEY = re.compile(r"(?:sk|rk)_(?:live|test)_\w{8,}", re.ASCII)
+
+
+def stripe_secret_key(value: str) -> None:
+    """A Stripe secret (sk_) or restricted (rk_) key, live or test. A publishable key
+    (pk_) is the usual mistake: it cannot call the API, so it is refused when saved
+    rather than discovered at the first payment."""
+    if value.startswith("pk_"):
+        raise ValueError("is a publishable key (pk_...): enter the secret key (sk_...)")
+    if not STRIPE_SECRET_KEY.fullmatch(value):
+        raise ValueError(
+            "must be a secret key (sk_live_... or sk_test_...) or a restricted key (rk_...)"
+        )
 
 
 def timeout_seconds(value) -> float:
