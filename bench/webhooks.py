@@ -424,7 +424,7 @@ def main() -> int:
         settings.update(
             {
                 "cmsshop.payments.trust_verified_events": "false",
-                "cmsshop.cardprovider.api_key": "sk_test_bench",
+                "cmsshop.cardprovider.api_key": "sk_test_bench0123456789",
                 "cmsshop.cardprovider.api_base": provider.url,
             }
         )
