@@ -186,7 +186,10 @@ def includeme(config) -> None:
     settings.setdefault("jinja2.lstrip_blocks", "true")
     settings.setdefault(
         "jinja2.filters",
-        "money = cmsshop.web.format_money\ndate = cmsshop.web.format_date",
+        "money = cmsshop.web.format_money\ndate = cmsshop.web.format_date\n"
+        # An order's provider as the seller knows it ("Card payments (Stripe)"), never
+        # the plugin name; the admin order pages are always on, so is this name table.
+        "provider = cmsshop.services.payments.connect.seller_name",
     )
     config.include("pyramid_jinja2")
     config.add_jinja2_renderer(".html")

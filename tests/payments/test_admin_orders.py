@@ -115,7 +115,8 @@ def test_order_page_shows_items_and_provider(admin_pages, dbsession, catalogue, 
     assert title_of(page).startswith(f"Order {order.number}")
     text = page.text
     assert "SiteGuard" in text and "Theme Pack" in text
-    assert "cs_test_checkout_42" in text and "cardprovider" in text
+    assert "cs_test_checkout_42" in text and "Card payments (Stripe)" in text
+    assert "cardprovider" not in page.html.find("main").get_text()  # the seller's name only
     assert "EUR68.00" in text  # 49.00 + 19.00
     assert "Not fulfilled" in text
     assert "No provider event names this order." in text

@@ -169,7 +169,7 @@ def test_wallet_order_refunded_from_the_console(
     pages = logged_in(wallet_app, admin)
     order = wallet_paid_order(dbsession, customer, paypal)
     result = confirm(review(pages, order, kind="amount", amount="20.00")).follow()
-    assert "walletprovider accepted the refund of EUR20.00" in text(result)
+    assert "PayPal accepted the refund of EUR20.00" in text(result)
     assert len(paypal.refund_calls) == 1
     assert paypal.refund_calls[0]["body"]["amount"]["value"] == "20.00"
     refund = refund_rows(dbsession, order)[0]

@@ -19,6 +19,7 @@ from typing import Any
 import requests
 import stripe
 
+from cmsshop.models import FREE_PROVIDER
 from cmsshop.services.payments import cardprovider
 from cmsshop.services.payments.walletprovider import config as wallet_config
 
@@ -28,7 +29,11 @@ CARD, WALLET = cardprovider.NAME, wallet_config.NAME
 PAYPAL_LIVE = wallet_config.DEFAULT_API_BASE
 PAYPAL_SANDBOX = "https://api-m.sandbox.paypal.com"
 
-SELLER_NAMES = {CARD: "Card payments (Stripe)", WALLET: "PayPal"}
+SELLER_NAMES = {
+    CARD: "Card payments (Stripe)",
+    WALLET: "PayPal",
+    FREE_PROVIDER: "None (free order)",
+}
 
 FIELD_LABELS = {
     CARD: {
