@@ -12,7 +12,7 @@ whichever feature modules are switched on. One module per feature, as in service
     support    SupportTicket, TicketMessage, ErrorRecord
     mail       OutboxMessage (the transactional outbox)
     ratelimit  RateCounter
-    tax        ShopSetting, ShopFile, BillingProfile
+    tax        ShopSetting, ShopFile, BillingProfile, CreditNote, CreditNoteCounter
 
 The status constants (``ORDER_STATUSES``...) are the single source of the CHECK
 constraints and of the OpenAPI enums.
@@ -69,7 +69,13 @@ from cmsshop.models.store import (
     Release,
 )
 from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket, TicketMessage
-from cmsshop.models.tax import BillingProfile, ShopFile, ShopSetting
+from cmsshop.models.tax import (
+    BillingProfile,
+    CreditNote,
+    CreditNoteCounter,
+    ShopFile,
+    ShopSetting,
+)
 
 __all__ = [
     "COUPON_KINDS",
@@ -102,6 +108,8 @@ __all__ = [
     "Activation",
     "Article",
     "Base",
+    "CreditNote",
+    "CreditNoteCounter",
     "Currency",
     "DownloadLog",
     "Entitlement",

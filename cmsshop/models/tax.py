@@ -1,11 +1,12 @@
-"""The seller's legal identity and tax settings, the shop's logo, and buyers' billing
-details: what an invoice must name and what decides the tax of an order."""
+"""The seller's legal identity and tax settings, the shop's logo, buyers' billing
+details (what an invoice must name and what decides the tax of an order), and credit
+notes (what corrects an issued invoice)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import JSON, ForeignKey, LargeBinary, String
+from sqlalchemy import JSON, BigInteger, CheckConstraint, ForeignKey, Integer, LargeBinary, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cmsshop.models.meta import Base, UTCDateTime
@@ -58,3 +59,46 @@ class BillingProfile(Base):
     postal_code: Mapped[str | None] = mapped_column(String(20))
     vat_id: Mapped[str | None] = mapped_column(String(20))  # normalised, with country prefix
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+
+
+class CreditNoteCounter(Base):
+    """The last credit note number of a year: credit notes are their own gap-free series
+    (CN-2026-000001), numbered like invoices (services.payments.fulfilment)."""
+
+    __tablename__ = "credit_note_counters"
+
+    year: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    last_sequence: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class CreditNote(Base):
+    """A credit note: a refund or a lost chargeback corrects an issued invoice, which is
+    never edited. Its lines and totals are negative, at the invoice's own tax rates.
+
+    ``cause`` makes it exactly once: ``refund:<refunds.id>`` for a confirmed refund,
+    ``chargeback:<invoices.id>`` for a lost dispute (services.tax.credit_notes)."""
+
+    __tablename__ = "credit_notes"
+    __table_args__ = (
+        CheckConstraint("total <= 0", name="total"),
+        CheckConstraint("kind IN ('refund', 'chargeback')", name="kind"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    number: Mapped[str] = mapped_column(String(32), unique=True)  # CN-2026-000042
+    year: Mapped[int] = mapped_column(Integer)
+    sequence: Mapped[int] = mapped_column(Integer)
+    cause: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    invoice_id: Mapped[int] = mapped_column(ForeignKey("invoices.id"), index=True)
+    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id"), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    refund_id: Mapped[int | None] = mapped_column(ForeignKey("refunds.id"))
+    issued_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    currency: Mapped[str] = mapped_column(String(3))
+    total: Mapped[int] = mapped_column(BigInteger)
+    net_total: Mapped[int] = mapped_column(BigInteger)
+    tax_total: Mapped[int] = mapped_column(BigInteger)
+    # [{"product", "name", "taxRate" (percent, a decimal string), "net", "tax", "amount"}],
+    # every amount negative minor units; "amount" is the gross.
+    lines: Mapped[list] = mapped_column(JSON)
