@@ -224,20 +224,23 @@ def invoice_values(order: Order, sequence: int, now: dt.datetime) -> dict[str, A
 # --- fulfilment ----------------------------------------------------------------------------
 
 
-def take_invoice_numbers(session: Session, year: int, count: int = 1) -> int:
+def take_invoice_numbers(
+    session: Session, year: int, count: int = 1, counter: type = InvoiceCounter
+) -> int:
     """The first of ``count`` consecutive gap-free sequences of ``year``, taken in one
     statement: the counter row is created or incremented (and so locked until this
-    transaction ends: a rollback gives the numbers back)."""
+    transaction ends: a rollback gives the numbers back). ``counter``: the series'
+    counter table (invoices; credit notes have their own)."""
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     last = session.execute(
-        insert(InvoiceCounter)
+        insert(counter)
         .values(year=year, last_sequence=count)
         .on_conflict_do_update(
-            index_elements=[InvoiceCounter.year],
-            set_={"last_sequence": InvoiceCounter.last_sequence + count},
+            index_elements=[counter.year],
+            set_={"last_sequence": counter.last_sequence + count},
         )
-        .returning(InvoiceCounter.last_sequence)
+        .returning(counter.last_sequence)
     ).scalar_one()
     return last - count + 1
 

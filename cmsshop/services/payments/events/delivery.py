@@ -40,6 +40,7 @@ from cmsshop.services.payments.events.log import (
 )
 from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
+from cmsshop.services.tax import credit_notes
 
 log = logging.getLogger(__name__)
 
@@ -370,9 +371,11 @@ def apply_action(
         )
         # The console's refund rows (services/payments/refunds.py): matched and marked
         # succeeded, once; a refund made at the provider gets its row.
-        refunds.record_provider_refund(
+        confirmed = refunds.record_provider_refund(
             session, provider, order, action, event_id=None if row_id is None else str(row_id)
         )
+        # Each confirmed refund corrects the invoice with a credit note, once.
+        credit_notes.issue_for_refunds(session, order, confirmed)
         # The buyer is told, in this transaction, once per refund (refund_mail).
         refund_mail.queue_refund_mail(
             session, settings, order, action, provider=provider, status_before=before,
@@ -382,7 +385,10 @@ def apply_action(
     if kind == pb.DISPUTE_OPENED:
         return fulfilment.open_dispute(session, order)
     if kind in (pb.DISPUTE_WON, pb.DISPUTE_LOST):
-        return fulfilment.close_dispute(
+        result = fulfilment.close_dispute(
             session, order, settings=settings, won=kind == pb.DISPUTE_WON
         )
+        if kind == pb.DISPUTE_LOST and result.status == "processed":
+            credit_notes.issue_for_chargeback(session, order)
+        return result
     return fulfilment.Result("ignored", f"unknown action {kind!r}")

@@ -1,0 +1,182 @@
+"""Credit notes: a refund confirmed by the provider's event, or a lost chargeback, issues
+one credit note in its own gap-free series, referring to the invoice, with negative
+amounts at the invoice's own rates; repeated and late events issue nothing more; an order
+never delivered (no invoice) gets none."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from fakes.shop import make_order
+from fakes.stripe_api import charge_object, dispute_object, event
+from helpers.clients import new_client
+from helpers.payments import send
+from helpers.refunds import card_paid_order
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from cmsshop.models import CreditNote, Invoice
+from cmsshop.services.tax.credit_notes import split_gross, spread
+
+YEAR = dt.datetime.now(dt.UTC).year
+
+
+def notes(session) -> list[CreditNote]:
+    session.commit()  # ends the read snapshot (SQLite WAL)
+    session.expire_all()
+    return list(session.scalars(select(CreditNote).order_by(CreditNote.id)))
+
+
+def amounts(note: CreditNote) -> list[tuple[str, str, int, int, int]]:
+    return [(x["name"], x["taxRate"], x["net"], x["tax"], x["amount"]) for x in note.lines]
+
+
+def refunded(pi: str, total: int, refunds: list[tuple[str, int]]) -> dict:
+    """charge.refunded after ``refunds`` [(id, amount)], listed newest first as Stripe does."""
+    charge = charge_object(pi, total, sum(amount for _, amount in refunds))
+    charge["refunds"] = {
+        "object": "list",
+        "data": [{"id": rid, "object": "refund", "amount": a} for rid, a in reversed(refunds)],
+    }
+    return event("charge.refunded", charge)
+
+
+@pytest.fixture
+def paid(dbsession, catalogue, customer, fake_stripe):
+    """A delivered card order: SiteGuard 49.00 + Theme Pack 19.00, invoiced."""
+    order = card_paid_order(dbsession, customer, fake_stripe)
+    invoice = dbsession.scalar(select(Invoice).where(Invoice.order_id == order.id))
+    return order, invoice, f"pi_{order.number.replace('-', '')}"
+
+
+def test_partial_refunds_then_the_rest_each_issue_one_note(webhook, dbsession, paid):
+    order, invoice, pi = paid
+    first = refunded(pi, 6800, [("re_1", 3400)])
+    assert send(webhook, first, 200).json["status"] == "processed"
+    [note] = notes(dbsession)
+    assert note.number == f"CN-{YEAR}-000001" and note.kind == "refund"
+    assert (note.invoice_id, note.order_id, note.user_id) == (invoice.id, order.id, order.user_id)
+    assert note.refund_id is not None and note.cause == f"refund:{note.refund_id}"
+    # Spread over the lines in proportion to them (49 : 19), exactly the refund.
+    assert amounts(note) == [
+        ("SiteGuard", "0", -2450, 0, -2450),
+        ("Theme Pack", "0", -950, 0, -950),
+    ]
+    assert (note.total, note.net_total, note.tax_total, note.currency) == (-3400, -3400, 0, "EUR")
+
+    # The same event again, and the same refund listed in another: nothing more.
+    send(webhook, first, 200)
+    send(webhook, refunded(pi, 6800, [("re_1", 3400)]), 200)
+    assert len(notes(dbsession)) == 1
+
+    rest = refunded(pi, 6800, [("re_1", 3400), ("re_2", 3400)])
+    assert send(webhook, rest, 200).json["status"] == "processed"
+    first_note, second = notes(dbsession)
+    assert second.number == f"CN-{YEAR}-000002"  # gap-free, its own series
+    assert sum(-x["amount"] for n in (first_note, second) for x in n.lines) == 6800
+    assert amounts(second) == [
+        ("SiteGuard", "0", -2450, 0, -2450),
+        ("Theme Pack", "0", -950, 0, -950),
+    ]
+    # A late redelivery of the first refund after the full one: nothing more.
+    send(webhook, first, 200)
+    assert len(notes(dbsession)) == 2
+    # The invoice itself is never touched.
+    dbsession.refresh(invoice)
+    assert invoice.total == 6800 and [x["amount"] for x in invoice.lines] == [4900, 1900]
+
+
+def test_a_refund_by_line_credits_that_line(card_app, admin, webhook, dbsession, paid, fake_stripe):
+    order, _invoice, _pi = paid
+    client = new_client(card_app)
+    client.login(admin.email)
+    lines = client.get(f"/api/admin/orders/{order.number}/refunds").json["lines"]
+    themes = next(line for line in lines if line["name"] == "Theme Pack")
+    made = client.post_json(
+        f"/api/admin/orders/{order.number}/refunds",
+        {"lines": [{"item": themes["item"]}]},
+        headers={"Idempotency-Key": "line-1"},
+        status=201,
+    ).json["refund"]
+    assert notes(dbsession) == []  # asked for, not confirmed: no credit note yet
+    confirmed = fake_stripe.refund_event(made["providerRefundId"])
+    assert send(webhook, confirmed, 200).json["status"] == "processed"
+    [note] = notes(dbsession)
+    assert amounts(note) == [("Theme Pack", "0", -1900, 0, -1900)]
+
+
+def test_a_lost_chargeback_credits_what_is_left_once(webhook, dbsession, paid):
+    _order, invoice, pi = paid
+    send(webhook, refunded(pi, 6800, [("re_1", 1000)]), 200)
+    send(webhook, event("charge.dispute.created", dispute_object(pi)), 200)
+    lost = event("charge.dispute.closed", dispute_object(pi, "lost"))
+    assert send(webhook, lost, 200).json["status"] == "processed"
+    send(webhook, lost, 200)
+    partial, chargeback = notes(dbsession)
+    assert chargeback.kind == "chargeback" and chargeback.cause == f"chargeback:{invoice.id}"
+    assert chargeback.refund_id is None
+    assert partial.total + chargeback.total == -6800
+    assert amounts(chargeback) == [
+        ("SiteGuard", "0", -4179, 0, -4179),
+        ("Theme Pack", "0", -1621, 0, -1621),
+    ]
+
+
+def test_the_invoice_rates_are_credited_even_after_a_rate_change(webhook, dbsession, paid):
+    """An invoice issued at 19 % is credited at 19 %: the credit note reads the rate the
+    invoice carries, never today's table."""
+    _order, invoice, pi = paid
+    invoice.lines = [
+        {**line, "taxRate": "19", "net": net, "tax": line["amount"] - net}
+        for line, net in zip(invoice.lines, (4118, 1597), strict=True)
+    ]
+    dbsession.commit()
+    send(webhook, refunded(pi, 6800, [("re_1", 2380)]), 200)
+    [note] = notes(dbsession)
+    # 2380 spread 49 : 19 -> 1715 + 665; each split at 19 %, half up.
+    assert amounts(note) == [
+        ("SiteGuard", "19", -1441, -274, -1715),
+        ("Theme Pack", "19", -559, -106, -665),
+    ]
+    assert (note.total, note.net_total, note.tax_total) == (-2380, -2000, -380)
+
+
+def test_no_invoice_no_credit_note(webhook, dbsession, catalogue, customer, fake_stripe):
+    """An order refunded while never delivered has no invoice to correct."""
+    order = make_order(dbsession, customer, ("site-guard",))
+    order.payment_reference = "pi_never_paid"
+    dbsession.commit()
+    send(webhook, refunded("pi_never_paid", 4900, [("re_x", 4900)]))
+    assert notes(dbsession) == []
+
+
+# --- the arithmetic -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gross", "rate", "net", "tax"),
+    [
+        (2380, "0.19", 2000, 380),
+        (999, "0.255", 796, 203),  # 9.99 at 25.5 %: net 7.96, tax 2.03
+        (1, "0.19", 1, 0),  # 0.84 of a cent rounds up to a whole net cent
+        (119, "0.19", 100, 19),
+        (0, "0.21", 0, 0),
+        (500, "0", 500, 0),
+    ],
+)
+def test_split_gross(gross, rate, net, tax):
+    assert split_gross(gross, Decimal(rate)) == (net, tax)
+
+
+@given(
+    st.integers(min_value=0, max_value=10**9),
+    st.lists(st.integers(min_value=0, max_value=10**7), min_size=1, max_size=8),
+)
+def test_spread_adds_up_and_stays_within_each_weight(amount, weights):
+    amount = min(amount, sum(weights))
+    parts = spread(amount, weights)
+    assert sum(parts) == (amount if sum(weights) else 0)
+    assert all(0 <= p <= w for p, w in zip(parts, weights, strict=True))
