@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 from fakes.shop import make_order
 from fakes.stripe_api import charge_object, dispute_object, event
-from helpers.clients import new_client
+from helpers.clients import logged_in, new_client
 from helpers.payments import send
 from helpers.refunds import card_paid_order
 from hypothesis import given
@@ -151,6 +151,47 @@ def test_no_invoice_no_credit_note(webhook, dbsession, catalogue, customer, fake
     dbsession.commit()
     send(webhook, refunded("pi_never_paid", 4900, [("re_x", 4900)]))
     assert notes(dbsession) == []
+
+
+# --- the pages ------------------------------------------------------------------------------
+
+
+def test_the_buyer_and_the_console_see_the_note(
+    card_app, webhook, dbsession, paid, admin, customer, other_customer
+):
+    order, invoice, pi = paid
+    send(webhook, refunded(pi, 6800, [("re_1", 3400)]), 200)
+    [note] = notes(dbsession)
+
+    buyer = logged_in(card_app, customer)
+    order_page = buyer.get(f"/account/orders/{order.number}")
+    link = order_page.html.find("a", string=f"Credit note {note.number}")
+    assert link["href"] == f"/account/credit-notes/{note.number}"
+    page = buyer.get(link["href"])
+    text = " ".join(page.html.find("main").get_text(" ").split())
+    assert f"Credit note {note.number}" in text
+    assert f"Corrects invoice {invoice.number}" in text and order.number in text
+    assert "SiteGuard -EUR24.50 0 % EUR0.00 -EUR24.50" in text
+    assert "Total (EUR) -EUR34.00" in text
+    assert len(page.html.find_all("h1")) == 1
+
+    # Another customer, a malformed and an unknown number: not found.
+    logged_in(card_app, other_customer).get(link["href"], status=404)
+    buyer.get("/account/credit-notes/CN-1-x", status=404)
+    buyer.get(f"/account/credit-notes/CN-{YEAR}-999999", status=404)
+    # Logged out: to the login page, and back here after it.
+    to_login = new_client(card_app).get(link["href"], status=303).location
+    assert "/login" in to_login and note.number in to_login
+
+    console = logged_in(card_app, admin)
+    order_admin = console.get(f"/admin/orders/{order.number}")
+    listed = order_admin.html.find(id="credit-notes").get_text(" ")
+    assert note.number in listed and "-EUR34.00" in listed and "refund" in listed
+    timeline = order_admin.html.find("section", attrs={"aria-labelledby": "timeline"}).get_text(" ")
+    assert f"Credit note {note.number} issued for EUR34.00" in " ".join(timeline.split())
+    admin_page = console.get(f"/admin/credit-notes/{note.number}")
+    assert f"Credit note {note.number}" in admin_page.html.find("h1").get_text()
+    buyer.get(f"/admin/credit-notes/{note.number}", status=403)
 
 
 # --- the arithmetic -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import Entitlement, License, LicenseReview, Order, Refund
+from cmsshop.services.tax.credit_notes import credit_notes_of_order
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,7 @@ class OrderRefunds:
     revoked_downloads: list[str]
     revoked_licenses: list[tuple[str, str]]  # (product, key)
     licenses_in_review: bool
+    credit_notes: list[tuple[str, int]]  # (number, total: negative) of the invoice's corrections
 
 
 def order_refunds(session: Session, order: Order) -> OrderRefunds | None:
@@ -89,4 +91,7 @@ def order_refunds(session: Session, order: Order) -> OrderRefunds | None:
         revoked_downloads=downloads,
         revoked_licenses=licenses,
         licenses_in_review=in_review,
+        credit_notes=[
+            (note.number, note.total) for note in credit_notes_of_order(session, order.id)
+        ],
     )

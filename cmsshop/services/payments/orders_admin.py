@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from cmsshop.models import (
+    CreditNote,
     Currency,
     Entitlement,
     Fulfilment,
@@ -23,6 +24,7 @@ from cmsshop.models import (
     User,
 )
 from cmsshop.services.paging import Page, PageRequest, fetch_page
+from cmsshop.services.tax.credit_notes import credit_notes_of_order
 from cmsshop.util import utcnow
 
 
@@ -58,6 +60,7 @@ class OrderDetail:
     fulfilled_by_admin: User | None
     events: list[PaymentEvent]
     invoice: Invoice | None
+    credit_notes: list[CreditNote]
     entitlements: list[Entitlement]
     licenses: list[License]
     tickets: list[SupportTicket]
@@ -125,6 +128,7 @@ def order_detail(session: Session, number: str) -> OrderDetail:
             )
         ),
         invoice=session.scalar(select(Invoice).where(Invoice.order_id == order.id)),
+        credit_notes=credit_notes_of_order(session, order.id),
         entitlements=list(
             session.scalars(
                 select(Entitlement)

@@ -1,6 +1,6 @@
 """An order's timeline for the admin console: everything that happened to it, oldest
 first, with who did it. A fixed number of queries, one a source, however long the order's
-story: placement, provider events, fulfilment, refunds, staff notes, mails queued for it,
+story: placement, provider events, fulfilment, refunds, credit notes, staff notes, mails queued for it,
 what it did to licenses (renewals and upgrades, their reversal, admin changes and
 activations of its licenses, reviews), its coupon, and its cancellation.
 
@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, aliased
 
 from cmsshop.models import (
     Coupon,
+    CreditNote,
     CouponRedemption,
     Currency,
     Fulfilment,
@@ -44,6 +45,7 @@ KINDS = (
     "coupon",
     "license_change",
     "refund",
+    "credit_note",
     "license_review",
     "license",
     "mail",
@@ -187,6 +189,22 @@ def order_timeline(session: Session, order: Order) -> list[TimelineEntry]:
                     seq=refund.id,
                 )
             )
+
+    for credit_note in session.scalars(
+        select(CreditNote).where(CreditNote.order_id == order.id)
+    ):
+        add(
+            TimelineEntry(
+                credit_note.issued_at,
+                "credit_note",
+                f"Credit note {credit_note.number} issued for "
+                f"{money(-credit_note.total, credit_note.currency)}",
+                SYSTEM,
+                detail="refund" if credit_note.kind == "refund" else "lost chargeback",
+                href=f"/admin/credit-notes/{credit_note.number}",
+                seq=credit_note.id,
+            )
+        )
 
     author = aliased(User)
     for note, by in session.execute(

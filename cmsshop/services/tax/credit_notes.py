@@ -19,6 +19,7 @@ the credited parts always add up to the refunded amount exactly.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
@@ -191,6 +192,27 @@ def issue_for_chargeback(session: Session, order: Order) -> CreditNote | None:
     gross = [line["amount"] for line in read_invoice_lines(invoice.lines)]
     parts = [(i, max(g - c, 0)) for i, (g, c) in enumerate(zip(gross, credited, strict=True))]
     return _issue(session, invoice, order, cause=cause, kind="chargeback", parts=parts)
+
+
+NUMBER_PATTERN = re.compile(r"CN-\d{4}-\d{6,}")
+
+
+class CreditNoteNotFound(Exception):
+    pass
+
+
+def find_credit_note(session: Session, number: str, user_id: int | None = None) -> CreditNote:
+    """The credit note of this number (the customer's own when ``user_id`` is given);
+    CreditNoteNotFound otherwise, another customer's included."""
+    note = None
+    if NUMBER_PATTERN.fullmatch(number or ""):
+        query = select(CreditNote).where(CreditNote.number == number)
+        if user_id is not None:
+            query = query.where(CreditNote.user_id == user_id)
+        note = session.scalar(query)
+    if note is None:
+        raise CreditNoteNotFound(number)
+    return note
 
 
 def credit_notes_of_order(session: Session, order_id: int) -> list[CreditNote]:
