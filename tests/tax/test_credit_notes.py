@@ -12,6 +12,7 @@ import pytest
 from fakes.shop import make_order
 from fakes.stripe_api import charge_object, dispute_object, event
 from helpers.clients import logged_in, new_client
+from helpers.outbox import rows as outbox_rows
 from helpers.payments import send
 from helpers.refunds import card_paid_order
 from hypothesis import given
@@ -66,6 +67,11 @@ def test_partial_refunds_then_the_rest_each_issue_one_note(webhook, dbsession, p
         ("Theme Pack", "0", -950, 0, -950),
     ]
     assert (note.total, note.net_total, note.tax_total, note.currency) == (-3400, -3400, 0, "EUR")
+    # The buyer's refund e-mail names it and links to it.
+    [mail] = [m for m in outbox_rows(dbsession) if m.kind == "refund"]
+    assert f"Credit note {note.number}: " in mail.text_body
+    assert f"/account/credit-notes/{note.number}" in mail.text_body
+    assert '<a href="http://' in mail.html_body and note.number in mail.html_body
 
     # The same event again, and the same refund listed in another: nothing more.
     send(webhook, first, 200)

@@ -25,7 +25,16 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cmsshop.models import Currency, Entitlement, License, Order, PaymentEvent, Refund, User
+from cmsshop.models import (
+    CreditNote,
+    Currency,
+    Entitlement,
+    License,
+    Order,
+    PaymentEvent,
+    Refund,
+    User,
+)
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.payments import base as pb
 from cmsshop.services.store.currencies import format_amount
@@ -78,6 +87,20 @@ def _revoked(session: Session, order: Order) -> tuple[list[str], list[dict[str, 
         )
     ]
     return downloads, licenses
+
+
+def _credit_note(
+    session: Session, order: Order, row: Refund | None, base_url: str
+) -> dict[str, str] | None:
+    """The credit note this refund issued (in this transaction, just before the mail):
+    the refund row's, else (an event naming no refund) the order's newest."""
+    query = select(CreditNote.number).where(CreditNote.order_id == order.id)
+    if row is not None:
+        query = query.where(CreditNote.refund_id == row.id)
+    number = session.scalar(query.order_by(CreditNote.id.desc()).limit(1))
+    if number is None:
+        return None
+    return {"number": number, "url": f"{base_url}/account/credit-notes/{number}"}
 
 
 def queue_refund_mail(
@@ -146,8 +169,7 @@ def queue_refund_mail(
             "revoked_licenses": licenses,
             "kept_licenses": held_licenses,
             "refund_reference": row.provider_refund_id if row is not None else action.refund_id,
-            # The credit note of a refund, once tax invoices exist: {"number", "url"}.
-            "credit_note": None,
+            "credit_note": _credit_note(session, order, row, base_url),
             "order_url": f"{base_url}/account/orders/{order.number}",
         },
         dedupe_key=key,

@@ -1,8 +1,8 @@
 """An order's timeline for the admin console: everything that happened to it, oldest
 first, with who did it. A fixed number of queries, one a source, however long the order's
-story: placement, provider events, fulfilment, refunds, credit notes, staff notes, mails queued for it,
-what it did to licenses (renewals and upgrades, their reversal, admin changes and
-activations of its licenses, reviews), its coupon, and its cancellation.
+story: placement, provider events, fulfilment, refunds, credit notes, staff notes, mails
+queued for it, what it did to licenses (renewals and upgrades, their reversal, admin
+changes and activations of its licenses, reviews), its coupon, and its cancellation.
 
 A mail belongs to an order when its ``dedupe_key`` names it: ``<kind>:order:<id>`` (the
 receipt, the license-reversal mail) or ``<kind>:order:<id>:<more>``, or names one of its
@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session, aliased
 
 from cmsshop.models import (
     Coupon,
-    CreditNote,
     CouponRedemption,
+    CreditNote,
     Currency,
     Fulfilment,
     License,
