@@ -190,9 +190,7 @@ def order_timeline(session: Session, order: Order) -> list[TimelineEntry]:
                 )
             )
 
-    for credit_note in session.scalars(
-        select(CreditNote).where(CreditNote.order_id == order.id)
-    ):
+    for credit_note in session.scalars(select(CreditNote).where(CreditNote.order_id == order.id)):
         add(
             TimelineEntry(
                 credit_note.issued_at,
