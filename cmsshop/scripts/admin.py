@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "cmsshop.scripts.licensing",
     "cmsshop.scripts.mail",
     "cmsshop.scripts.worker",
+    "cmsshop.scripts.tax",
 )
 
 
