@@ -23,7 +23,7 @@ from helpers.browser import check_page, log_in
 from helpers.mail_links import mailed_text, mails_to
 from sqlalchemy import select
 
-from cmsshop.models import License, LicenseReview, Refund
+from cmsshop.models import CreditNote, License, LicenseReview, Refund
 
 
 def half_refunded_charge(intent: str, total: int, refund_id: str) -> dict:
@@ -167,6 +167,14 @@ def test_the_operator_connects_the_provider_refunds_half_and_the_buyer_is_told(
     assert "Refunded EUR34.00" in shown and "Still paid EUR34.00" in shown
     assert "Nothing was taken back: your license stays active" in shown
     check_page(page, "refund-journey-account-order")
+    # The credit note correcting the invoice, linked from the e-mail and the order page.
+    (note,) = dbsession.scalars(select(CreditNote).where(CreditNote.order_id == order.id))
+    assert f"Credit note {note.number}" in text
+    page.get_by_role("link", name=f"Credit note {note.number}").click()
+    page.wait_for_url(f"**/account/credit-notes/{note.number}")
+    assert "Total (EUR) -EUR34.00" in " ".join(page.locator("main").inner_text().split())
+    check_page(page, "refund-journey-credit-note")
+    page.goto(f"/account/orders/{number}")
 
     # The license: active, on the seller's review list.
     page.goto("/account/licenses")
@@ -181,3 +189,12 @@ def test_the_operator_connects_the_provider_refunds_half_and_the_buyer_is_told(
     # The provider delivers the same event again: nothing more is sent.
     assert fake_stripe.send_webhook(confirmed) == 200
     assert len(mails_to(dbsession, customer.email, "refund")) == 1
+
+    # The console: the order lists the credit note; it and the quarter's tax report.
+    console.goto(f"/admin/orders/{number}")
+    console.get_by_role("link", name=f"Credit note {note.number}").first.click()
+    console.wait_for_url(f"**/admin/credit-notes/{note.number}")
+    check_page(console, "refund-journey-admin-credit-note")
+    console.goto("/admin/tax/report")
+    assert console.locator("#sales").is_visible()
+    check_page(console, "refund-journey-tax-report")
