@@ -10,18 +10,19 @@ The unique ``cause`` makes it exactly once; the order row is locked by the calle
 event's transaction), so two deliveries of one event cannot both pass the look-up.
 
 Amounts: a credited gross ``g`` on a line taxed at rate ``r`` (the invoice's own rate,
-whatever the rate is today) splits into net = round_half_up(g / (1 + r)) and tax = g - net,
-in Decimal arithmetic; every amount on a credit note is negative. An invoice line without
-a rate (issued before taxes were charged) credits at 0 %. An amount refunded without lines
-is spread over the lines in proportion to what is left of each (largest remainder), so
-the credited parts always add up to the refunded amount exactly.
+whatever the rate is today) splits as a tax-inclusive gross does (rounding.net_of_gross:
+net = g / (1 + r) rounded half up, tax = g - net), in Decimal arithmetic; every amount on
+a credit note is negative. An invoice line without a rate (issued before taxes were
+charged) credits at 0 %. An amount refunded without lines is spread over the lines in
+proportion to what is left of each (largest remainder), so the credited parts always add
+up to the refunded amount exactly.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import func, select
@@ -30,6 +31,7 @@ from sqlalchemy.orm import Session
 from cmsshop.models import CreditNote, CreditNoteCounter, Invoice, Order, Refund
 from cmsshop.services.payments.fulfilment import take_invoice_numbers
 from cmsshop.services.payments.lines import read_invoice_lines
+from cmsshop.services.tax.rounding import net_of_gross, share
 from cmsshop.util import utcnow
 
 
@@ -41,25 +43,6 @@ def line_rate(line: dict[str, Any]) -> Decimal:
     """An invoice line's tax rate as a fraction (``"19"`` -> 0.19); none stated: 0."""
     rate = line.get("taxRate")
     return Decimal(str(rate)) / 100 if rate not in (None, "") else Decimal(0)
-
-
-def split_gross(gross: int, rate: Decimal) -> tuple[int, int]:
-    """(net, tax) of a gross amount at ``rate`` (a fraction), half up, summing to it."""
-    net = int((Decimal(gross) / (1 + rate)).quantize(Decimal(1), rounding=ROUND_HALF_UP))
-    return net, gross - net
-
-
-def spread(amount: int, weights: Sequence[int]) -> list[int]:
-    """``amount`` split in proportion to ``weights`` (largest remainder): the parts add up
-    to ``amount`` exactly and none exceeds its weight while amount <= sum(weights)."""
-    total = sum(weights)
-    if total <= 0:
-        return [0] * len(weights)
-    parts = [amount * w // total for w in weights]
-    remainders = sorted(range(len(weights)), key=lambda i: (-(amount * weights[i] % total), i))
-    for i in remainders[: amount - sum(parts)]:
-        parts[i] += 1
-    return parts
 
 
 def credited_by_line(session: Session, invoice: Invoice) -> list[int]:
@@ -84,7 +67,7 @@ def _lines(invoice: Invoice, parts: Iterable[tuple[int, int]]) -> list[dict[str,
         if gross <= 0:
             continue
         rate_text = stored[index].get("taxRate") if isinstance(stored[index], dict) else None
-        net, tax = split_gross(gross, line_rate(stored[index]))
+        net, tax = net_of_gross(gross, line_rate(stored[index]) * 100)
         lines.append(
             {
                 "line": index,
@@ -170,7 +153,7 @@ def issue_for_refunds(
                     named[index] = min(int(entry["amount"]), left[index] - named[index])
         # What the named lines cannot take (an earlier refund by amount already credited
         # part of them) is spread over the rest, so the note always equals the refund.
-        rest = spread(amount - sum(named), [lf - n for lf, n in zip(left, named, strict=True)])
+        rest = share(amount - sum(named), [lf - n for lf, n in zip(left, named, strict=True)])
         parts = [(i, n + r) for i, (n, r) in enumerate(zip(named, rest, strict=True))]
         note = _issue(
             session, invoice, order, cause=cause, kind="refund", parts=parts, refund=refund
