@@ -41,6 +41,8 @@ TODAY = dt.date(2026, 11, 26)
         ("LU", TODAY, "17"),
         ("GR", TODAY, "24"),
         ("CH", TODAY, "8.1"),
+        ("CH", dt.date(2023, 12, 31), "7.7"),
+        ("CH", dt.date(2024, 1, 1), "8.1"),
         ("GB", TODAY, "20"),
         ("NO", TODAY, "25"),
         ("AU", TODAY, "10"),
@@ -59,8 +61,27 @@ def test_every_member_state_has_a_rate_and_nothing_else_is_invented():
 
 
 def test_a_day_before_the_table_is_an_error_not_a_guess():
+    # Each country's history starts at its first row: Germany's in 2024, Switzerland's
+    # (with the 7.7 % before 2024) earlier.
     with pytest.raises(NoRateOnDay):
         rate_on("DE", None, dt.date(2023, 12, 31))
+    with pytest.raises(NoRateOnDay):
+        rate_on("CH", None, dt.date(2017, 12, 31))
+    # A region whose only row starts later, in a country with no rows: unknown, not 0.
+    later = parse_extra_rates("US-WA 6.5 2026-06-01")
+    with pytest.raises(NoRateOnDay):
+        rate_on("US", "US-WA", dt.date(2026, 5, 31), later)
+
+
+def test_the_shipped_file_only_adds_rows():
+    """The shipped history: whole countries only, no row dated after today's rates (a
+    mistyped year would be caught here), and exactly the member states whose rate
+    changed since 2024 carry a later row."""
+    rows = shipped_rates()
+    assert all(row.region is None for row in rows)
+    assert all(dt.date(2018, 1, 1) <= row.valid_from <= TODAY for row in rows)
+    changed = {row.country for row in rows if row.valid_from > dt.date(2024, 1, 1)}
+    assert changed == {"EE", "FI", "RO", "SK"}
 
 
 def test_extra_rates_regions_first_then_the_country():

@@ -3,8 +3,9 @@ row per (country, region, valid_from) with the rate in percent as a decimal stri
 
 A rate is never edited: a change is a new row with the day it takes effect, so an order
 is taxed at the rate in force on its day and an issued invoice, which stores its rates,
-never changes. The file covers sales from 2024-01-01 (its first rows are the rates in
-force that day); asking for an earlier day is an error, not a guess.
+never changes. A country's first row is the earliest day the file knows for it (the
+member states' from 2024-01-01, the rates in force that day); asking for an earlier day
+is an error, not a guess.
 
 The EU member states' standard rates are always known; the other rows (GB, NO, CH, AU)
 are examples, used only for a country or region the seller says it is registered in.
@@ -24,7 +25,6 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 RATES_FILE = Path(__file__).with_name("rates.csv")
-FIRST_DAY = dt.date(2024, 1, 1)
 # ISO 3166-1 alpha-2 codes of the EU member states (Greece is GR here; its VAT IDs use EL).
 EU_COUNTRIES = frozenset(
     [
@@ -65,7 +65,7 @@ class RatesFileError(ValueError):
 
 
 class NoRateOnDay(LookupError):
-    """The day is before the rates file starts (FIRST_DAY)."""
+    """The day is before the first row of the country (or region) asked for."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,18 +160,20 @@ def rate_on(
     country: str, region: str | None, day: dt.date, extra: Iterable[RateRow] = ()
 ) -> RateRow | None:
     """The row in force on ``day`` for a region (its own row first) or else its country;
-    None when neither has one (the file says nothing: no tax there). NoRateOnDay for a
-    day before the file starts."""
-    if day < FIRST_DAY:
-        raise NoRateOnDay(f"the rates table starts on {FIRST_DAY}; no rate is known for {day}")
-    candidates = [*shipped_rates(), *extra]
+    None when neither has a row at all (the file says nothing: no tax there).
+    NoRateOnDay when rows exist but all start after ``day``: the rate then is unknown,
+    and a guess would put a wrong amount on an invoice."""
+    candidates = [row for row in (*shipped_rates(), *extra) if row.country == country]
+    known_later = False
     for jurisdiction in ([region] if region else []) + [None]:
-        best = None
-        for row in candidates:
-            if row.country != country or row.region != jurisdiction or row.valid_from > day:
-                continue
-            if best is None or row.valid_from > best.valid_from:
-                best = row
-        if best is not None:
-            return best
+        rows = [row for row in candidates if row.region == jurisdiction]
+        in_force = [row for row in rows if row.valid_from <= day]
+        if in_force:
+            return max(in_force, key=lambda row: row.valid_from)
+        known_later = known_later or bool(rows)
+    if known_later:
+        first = min(row.valid_from for row in candidates)
+        raise NoRateOnDay(
+            f"the rates of {region or country} start on {first}; no rate is known for {day}"
+        )
     return None
