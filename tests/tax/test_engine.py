@@ -7,6 +7,8 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cmsshop.services.tax.engine import (
     NOT_REGISTERED_NOTE,
@@ -20,6 +22,7 @@ from cmsshop.services.tax.engine import (
     quote_tax,
 )
 from cmsshop.services.tax.rates import parse_extra_rates
+from cmsshop.services.tax.rounding import round_half_up
 
 TODAY = dt.date(2026, 11, 26)
 DE_SELLER = SellerTax(country="DE", enabled=True)
@@ -146,13 +149,23 @@ def test_only_cross_border_consumer_sales_count():
 
 def test_flags_for_review():
     mismatch = quote(buyer=BuyerTax("FR", evidence_country="DE"))
-    assert mismatch.flags == {"evidence_mismatch"} and mismatch.rate == Decimal(20)
-    assert quote(buyer=BuyerTax("FR", evidence_country="FR")).flags == frozenset()
-    assert quote(buyer=BuyerTax("FR")).flags == frozenset()  # one piece: nothing to compare
+    # The billing country still decides the rate; the order is flagged.
+    assert mismatch.flags == {"evidence_mismatch", "needs_review"}
+    assert (mismatch.rate, mismatch.tax, mismatch.evidence) == (Decimal(20), 1360, "mismatch")
+    agree = quote(buyer=BuyerTax("FR", evidence_country="FR"))
+    assert (agree.flags, agree.evidence) == (frozenset(), "agree")
+    single = quote(buyer=BuyerTax("FR"))  # one piece: nothing to compare, recorded as such
+    assert (single.flags, single.evidence) == (frozenset(), "single")
     unchecked = quote(
         FR_SELLER, BuyerTax("DE", vat_id="DE136695976", vat_id_check="vies_unavailable")
     )
-    assert unchecked.regime == "reverse_charge" and unchecked.flags == {"vies_unavailable"}
+    assert unchecked.regime == "reverse_charge" and unchecked.tax == 0
+    assert unchecked.flags == {"vies_unavailable", "needs_review"}
+
+
+def test_a_vat_id_vies_rejected_is_a_consumer():
+    q = quote(FR_SELLER, BuyerTax("DE", vat_id="DE136695976", vat_id_check="vies_invalid"))
+    assert (q.regime, q.rate, q.tax, q.notes, q.flags) == ("oss", Decimal(19), 1292, (), set())
 
 
 def test_a_day_before_the_rates_table_is_refused():
@@ -163,3 +176,22 @@ def test_a_day_before_the_rates_table_is_refused():
 def test_an_empty_order():
     q = quote(buyer=BuyerTax("DE"), lines=())
     assert (q.net, q.tax, q.gross, q.lines, q.totals) == (0, 0, 0, (), ())
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=10**7), min_size=1, max_size=6),
+    st.booleans(),
+    st.sampled_from(["DE", "FI", "HU", "LU", "US"]),
+)
+def test_any_order_adds_up_line_by_line(amounts, inclusive, country):
+    seller = SellerTax("DE", True, prices_include_tax=inclusive)
+    lines = [TaxableLine(f"line-{i}", amount) for i, amount in enumerate(amounts)]
+    q = quote_tax(seller, BuyerTax(country), lines, TODAY)
+    assert q.net + q.tax == q.gross
+    assert sum(x.net for x in q.lines) == q.net and sum(x.tax for x in q.lines) == q.tax
+    assert all(x.net + x.tax == x.gross and x.net >= 0 and x.tax >= 0 for x in q.lines)
+    if inclusive:
+        assert q.gross == sum(amounts)  # the buyer pays exactly what was shown
+    else:
+        assert q.net == sum(amounts)
+        assert q.tax == round_half_up(Decimal(sum(amounts)) * q.rate / 100)

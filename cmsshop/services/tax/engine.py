@@ -25,9 +25,11 @@ Who pays which tax (digital services, the EU one-stop-shop rules; docs/tax.md):
 
 Evidence of where the buyer is: the billing country decides; a second piece (the card's
 country, the network address's country) that disagrees flags the order for review
-(``evidence_mismatch``). A VAT ID the online check (VIES) could not confirm because VIES
-was unreachable is treated like one that passed the format and checksum check -- the
-same as when no online check is configured -- and flags the order (``vies_unavailable``).
+(``evidence_mismatch``); with no second piece the quote records ``evidence="single"``.
+A VAT ID the online check (VIES) could not confirm because VIES was unreachable is
+treated like one that passed the format and checksum check -- the same as when no online
+check is configured -- and flags the order (``vies_unavailable``). Either flag comes with
+``needs_review``. A VAT ID VIES rejected ("vies_invalid") leaves the buyer a consumer.
 """
 
 from __future__ import annotations
@@ -45,13 +47,26 @@ EU_REGISTRATION = "EU"  # a non-EU seller registered for the non-Union one-stop-
 
 REVERSE_CHARGE_NOTE = (
     "Reverse charge: VAT to be accounted for by the recipient "
-    "(Article 196, Council Directive 2006/112/EC)."
+    "(Article 196, Council Directive 2006/112/EC)"
 )
 OUTSIDE_SCOPE_NOTE = (
-    "No EU VAT: electronically supplied services to a customer outside the EU are taxed "
-    "where the customer is (Article 58, Council Directive 2006/112/EC)."
+    "Outside the scope of EU VAT: supply of electronically supplied services "
+    "to a customer outside the EU"
 )
 NOT_REGISTERED_NOTE = "No tax charged: the seller is not registered for tax in the buyer's country."
+
+# Flags on a quote; the order keeps them. Every reason for review also sets NEEDS_REVIEW,
+# so the console needs one filter for "orders to look at".
+EVIDENCE_MISMATCH = "evidence_mismatch"
+VIES_UNAVAILABLE = "vies_unavailable"
+NEEDS_REVIEW = "needs_review"
+# What the evidence of the buyer's country was (TaxQuote.evidence).
+EVIDENCE_AGREES = "agree"  # billing country and a second piece name the same country
+EVIDENCE_DISAGREES = "mismatch"  # they differ: the billing country is used, flagged
+EVIDENCE_SINGLE = "single"  # no second piece known: the billing country alone
+# vat_id_check values under which a VAT ID counts: format and checksum passed, VIES
+# confirmed it, or VIES could not be asked (flagged). "vies_invalid": a consumer.
+BUSINESS_CHECKS = frozenset({"format_valid", "vies_valid", "vies_unavailable"})
 
 
 class TaxUnavailable(LookupError):
@@ -72,9 +87,16 @@ class SellerTax:
 class BuyerTax:
     country: str  # the billing country, ISO alpha-2
     region: str | None = None  # ISO 3166-2, where a seller taxes by region
-    # A VAT ID that passed its check (format and checksum, or VIES); None: a consumer.
+    # The normalised VAT ID, None for a consumer. It makes the buyer a business only
+    # with a vat_id_check in BUSINESS_CHECKS ("none" is accepted for a caller that
+    # checked it itself); "vies_invalid" keeps the buyer a consumer, taxed.
     vat_id: str | None = None
     vat_id_check: str = "none"  # Order.billing's vat_id_check
+
+    @property
+    def is_business(self) -> bool:
+        return self.vat_id is not None and self.vat_id_check != "vies_invalid"
+
     evidence_country: str | None = None  # the card's or the network address's country
 
 
@@ -126,6 +148,7 @@ class TaxQuote:
     notes: tuple[str, ...] = ()
     flags: frozenset[str] = frozenset()
     cross_border_consumer_sale: bool = False  # counts towards the micro-seller threshold
+    evidence: str = EVIDENCE_SINGLE  # EVIDENCE_AGREES, EVIDENCE_DISAGREES or EVIDENCE_SINGLE
 
 
 def _rate(country: str, region: str | None, day: dt.date, extra) -> RateRow | None:
@@ -147,7 +170,7 @@ def _decide(
     """(regime, rates row or None for 0 %, notes, whether a cross-border consumer sale)."""
     extra = seller.extra_rates
     in_eu = buyer.country in EU_COUNTRIES
-    business = buyer.vat_id is not None
+    business = buyer.is_business
     if not seller.enabled:
         return "none", None, (), False
     if seller.country in EU_COUNTRIES:
@@ -212,10 +235,15 @@ def quote_tax(
     # Without a tax (0 %) an inclusive and an exclusive price are the same amount.
     quoted, total = _lines(lines, percent, seller.prices_include_tax and row is not None)
     flags = set()
-    if buyer.evidence_country and buyer.evidence_country != buyer.country:
-        flags.add("evidence_mismatch")
+    if not buyer.evidence_country:
+        evidence = EVIDENCE_SINGLE
+    elif buyer.evidence_country.upper() == buyer.country.upper():
+        evidence = EVIDENCE_AGREES
+    else:
+        evidence = EVIDENCE_DISAGREES
+        flags |= {EVIDENCE_MISMATCH, NEEDS_REVIEW}
     if buyer.vat_id is not None and buyer.vat_id_check == "vies_unavailable":
-        flags.add("vies_unavailable")
+        flags |= {VIES_UNAVAILABLE, NEEDS_REVIEW}
     taxed_where = row.country if row is not None else buyer.country
     return TaxQuote(
         regime=regime,
@@ -231,4 +259,5 @@ def quote_tax(
         notes=notes,
         flags=frozenset(flags),
         cross_border_consumer_sale=cross_border,
+        evidence=evidence,
     )
