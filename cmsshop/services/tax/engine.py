@@ -64,13 +64,10 @@ NEEDS_REVIEW = "needs_review"
 EVIDENCE_AGREES = "agree"  # billing country and a second piece name the same country
 EVIDENCE_DISAGREES = "mismatch"  # they differ: the billing country is used, flagged
 EVIDENCE_SINGLE = "single"  # no second piece known: the billing country alone
-# vat_id_check values under which a VAT ID counts: format and checksum passed, VIES
-# confirmed it, or VIES could not be asked (flagged). "vies_invalid": a consumer.
-BUSINESS_CHECKS = frozenset({"format_valid", "vies_valid", "vies_unavailable"})
 
 
 class TaxUnavailable(LookupError):
-    """No rate is known for what the rules ask (a day before the rates table starts)."""
+    """No rate is known for what the rules ask (a day before that country's first row)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,17 +84,17 @@ class SellerTax:
 class BuyerTax:
     country: str  # the billing country, ISO alpha-2
     region: str | None = None  # ISO 3166-2, where a seller taxes by region
-    # The normalised VAT ID, None for a consumer. It makes the buyer a business only
-    # with a vat_id_check in BUSINESS_CHECKS ("none" is accepted for a caller that
-    # checked it itself); "vies_invalid" keeps the buyer a consumer, taxed.
+    # The normalised VAT ID that passed the format and checksum check, None for a
+    # consumer (the caller leaves out an ID that failed it).
     vat_id: str | None = None
     vat_id_check: str = "none"  # Order.billing's vat_id_check
+    evidence_country: str | None = None  # the card's or the network address's country
 
     @property
     def is_business(self) -> bool:
+        """A VAT ID VIES rejected leaves the buyer a consumer, taxed; VIES confirmed or
+        unreachable, or no online check configured: a business."""
         return self.vat_id is not None and self.vat_id_check != "vies_invalid"
-
-    evidence_country: str | None = None  # the card's or the network address's country
 
 
 @dataclasses.dataclass(frozen=True)
