@@ -1,10 +1,34 @@
-"""Wiring of the tax feature's billing part."""
+"""Wiring of the tax feature's billing part: the VAT ID checker (offline only, or VIES
+as ``cmsshop.tax.vies_url`` says) and the buyer's billing details pages and API."""
 
 from __future__ import annotations
+
+import urllib.parse
+
+from pyramid.exceptions import ConfigurationError
+
+from cmsshop.services.tax.vies import SETTINGS, IVatIdChecker, make_vat_id_checker
+from cmsshop.settings import declare
 
 ROUTES: dict[str, str] = {}
 
 
+def check_settings(settings: dict) -> None:
+    url = settings["cmsshop.tax.vies_url"]
+    if url:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigurationError(
+                f"cmsshop.tax.vies_url must be an http(s) URL or empty, not {url!r}"
+            )
+    if not 0 < settings["cmsshop.tax.vies_timeout"] <= 60:
+        raise ConfigurationError("cmsshop.tax.vies_timeout must be more than 0 and at most 60")
+
+
 def includeme(config) -> None:
+    settings = config.get_settings()
+    declare(settings, SETTINGS)
+    check_settings(settings)
+    config.register_service(make_vat_id_checker(settings), IVatIdChecker)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
