@@ -102,6 +102,11 @@ ERROR_CODES: dict[str, ErrorCode] = {
         "Cart changed",
         "A price changed or a product left the shop since the buyer saw the cart.",
     ),
+    "seller_identity_missing": ErrorCode(
+        409,
+        "The shop is not ready to sell",
+        "The seller's legal details for invoices are incomplete (production only).",
+    ),
     "slug_taken": ErrorCode(409, "Slug taken", "Another product or article uses this slug."),
     "version_exists": ErrorCode(
         409, "Version exists", "The product has a release of this version."

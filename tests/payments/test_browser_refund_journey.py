@@ -198,3 +198,7 @@ def test_the_operator_connects_the_provider_refunds_half_and_the_buyer_is_told(
     console.goto("/admin/tax/report")
     assert console.locator("#sales").is_visible()
     check_page(console, "refund-journey-tax-report")
+    console.get_by_role("link", name="Business and tax").click()
+    console.wait_for_url("**/admin/tax/settings")
+    assert console.locator("#identity-missing").is_visible()
+    check_page(console, "refund-journey-tax-settings")

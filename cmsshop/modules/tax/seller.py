@@ -1,10 +1,31 @@
-"""Wiring of the tax feature's seller part."""
+"""Wiring of the seller's legal identity and tax settings: the ini/environment defaults
+(checked at start-up like the console form checks them) and the console page."""
 
 from __future__ import annotations
 
-ROUTES: dict[str, str] = {}
+from pyramid.exceptions import ConfigurationError
+
+from cmsshop.services.tax import seller
+from cmsshop.settings import declare
+from cmsshop.views.tax import seller_pages
+
+ROUTES = {
+    "pages.admin_tax_settings": "/admin/tax/settings",
+}
 
 
 def includeme(config) -> None:
+    settings = config.get_settings()
+    declare(settings, seller.settings_spec())
+    defaults = {field: settings[ini] for field, (ini, _env, _kind, _n) in seller.FIELDS.items()}
+    try:
+        seller.clean(defaults)
+    except seller.ProfileInvalid as exc:
+        problems = "; ".join(
+            f"{seller.FIELDS[field][0]}: {message}" for field, message in exc.errors.items()
+        )
+        raise ConfigurationError(f"invalid seller settings: {problems}") from None
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
+    config.scan("cmsshop.views.tax.seller_pages")
+    config.add_page_notices(seller_pages.NOTICES)

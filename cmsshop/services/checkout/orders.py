@@ -49,6 +49,7 @@ from cmsshop.services.payments.lines import checkout_items
 from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.store.currencies import default_currency
+from cmsshop.services.tax import seller
 from cmsshop.util import readable_token, utcnow
 
 log = logging.getLogger(__name__)
@@ -339,9 +340,13 @@ def place_order(
     (``spec`` may then be None).
 
     ``session`` (the request's) is only read; the order is written in transactions of
-    its own, so it is committed before the provider is called.
+    its own, so it is committed before the provider is called. In production nothing is
+    placed while the seller's legal details for invoices are incomplete (409).
     """
     settings = registry.settings
+    refusal = seller.live_checkout_refusal(seller.shop_profile(session, settings), settings)
+    if refusal is not None:
+        raise refusal
     if not items or len(items) > MAX_ITEMS:
         raise CheckoutInvalid({"items": f"between 1 and {MAX_ITEMS} items"})
     if currency is None:

@@ -10,6 +10,7 @@ from cmsshop.errors import NotFound
 from cmsshop.security import ADMIN
 from cmsshop.services import reports
 from cmsshop.services.support.codes import find_error_record
+from cmsshop.services.tax import seller
 from cmsshop.util import utcnow
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.json import query_value
@@ -23,9 +24,13 @@ from cmsshop.views.shared.json import query_value
 )
 def dashboard(request):
     no_store(request)
+    profile = seller.shop_profile(request.db, request.registry.settings)
     return {
         "admin_section": "dashboard",
         "overview": reports.overview(request.db, utcnow()),
+        # The legal details invoices need and lack (the tax module's "Business and tax").
+        "identity_missing": [seller.LABELS[field].lower() for field in profile.missing],
+        "production": request.registry.settings["cmsshop.environment"] == "production",
     }
 
 
