@@ -159,6 +159,9 @@ class Invoice(Base):
     total: Mapped[int] = mapped_column(BigInteger)
     # [{"product": slug, "name": ..., "amount": minor units}]
     lines: Mapped[list] = mapped_column(JSON)
+    # The seller's identity when issued (services.tax.invoice_pdf.seller_snapshot), so a
+    # later change in the console never changes an issued invoice; null before it was kept.
+    seller: Mapped[dict | None] = mapped_column(JSON)
 
     order: Mapped[Order] = relationship()
 
