@@ -61,6 +61,8 @@ ROUTES = {
     "account.orders": "/account/orders",
     "account.order": "/account/orders/{number}",
     "account.invoices": "/account/invoices",
+    # Before account.invoice, whose {number} would match "<number>.pdf" too.
+    "account.invoice_pdf": "/account/invoices/{number}.pdf",
     "account.invoice": "/account/invoices/{number}",
     "account.downloads": "/account/downloads",
     "account.download": "/account/downloads/{id}",

@@ -18,11 +18,13 @@ from cmsshop.services.dashboard.downloads import DownloadTokenSigner
 from cmsshop.services.dashboard.refunds import order_refunds
 from cmsshop.services.paging import PageRequest
 from cmsshop.services.payments import license_changes
-from cmsshop.services.payments.lines import read_invoice_lines
 from cmsshop.services.store.currencies import list_currencies
+from cmsshop.services.tax import invoice_pdf
+from cmsshop.services.tax.logo import logo_url
 from cmsshop.views.dashboard.api import deactivate_own_activation, signed_url_body
 from cmsshop.views.shared.forms import see_other
 from cmsshop.views.shared.json import parse_path_id, read_page_request
+from cmsshop.views.tax.invoice_pages import invoice_pdf_response
 
 NOTICES = {
     "activation_deactivated": "The activation was deactivated and its seat is free again.",
@@ -90,10 +92,20 @@ def invoices(request):
 @view_config(route_name="account.invoice", renderer="dashboard/invoice.html", **ACCOUNT_PAGE)
 def invoice(request):
     found = dashboard.find_invoice(request.db, request.user.id, request.matchdict["number"])
-    return _page(
-        request,
-        {"account_section": "invoices", "invoice": found, "lines": read_invoice_lines(found.lines)},
-    )
+    document = invoice_pdf.invoice_document(request.db, found)
+    logo = document["logo"]
+    return {
+        "account_section": "invoices",
+        **document,
+        "logo_src": logo_url(logo) if logo is not None else None,
+    }
+
+
+@view_config(route_name="account.invoice_pdf", **ACCOUNT_PAGE)
+def invoice_pdf_download(request):
+    """The invoice as a PDF: the same document, drawn by WeasyPrint."""
+    found = dashboard.find_invoice(request.db, request.user.id, request.matchdict["number"])
+    return invoice_pdf_response(request, found)
 
 
 @view_config(route_name="account.downloads", renderer="dashboard/downloads.html", **ACCOUNT_PAGE)
