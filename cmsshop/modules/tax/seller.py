@@ -1,5 +1,6 @@
 """Wiring of the seller's legal identity and tax settings: the ini/environment defaults
-(checked at start-up like the console form checks them) and the console page."""
+(checked at start-up like the console form checks them), the console page with the
+invoice logo, and the admin JSON API."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from pyramid.exceptions import ConfigurationError
 
 from cmsshop.services.tax import seller
 from cmsshop.settings import declare
-from cmsshop.views.tax import seller_pages
+from cmsshop.views.tax import seller_openapi, seller_pages
 
 ROUTES = {
     "pages.admin_tax_settings": "/admin/tax/settings",
+    "pages.admin_tax_logo": "/admin/tax/settings/logo",
+    "pages.admin_tax_logo_remove": "/admin/tax/settings/logo/remove",
+    "tax.admin_seller": "/api/admin/settings/seller",
 }
 
 
@@ -28,4 +32,6 @@ def includeme(config) -> None:
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
     config.scan("cmsshop.views.tax.seller_pages")
+    config.scan("cmsshop.views.tax.seller_api")
+    config.add_openapi(paths=seller_openapi.OPENAPI_PATHS, schemas=seller_openapi.OPENAPI_SCHEMAS)
     config.add_page_notices(seller_pages.NOTICES)

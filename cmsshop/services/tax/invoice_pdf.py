@@ -26,7 +26,8 @@ from sqlalchemy.orm import Session, joinedload
 from cmsshop.models import Invoice, ShopFile, User
 from cmsshop.services.payments.lines import read_invoice_lines
 from cmsshop.services.store.currencies import list_currencies
-from cmsshop.services.tax.logo import read_logo
+from cmsshop.services.tax.logo import logo_sha256, read_logo
+from cmsshop.services.tax.seller import shop_profile
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,12 @@ def seller_snapshot(profile: Any, logo_sha256: str | None = None) -> dict[str, A
         "invoiceFooter": profile.invoice_footer,
         "logoSha256": logo_sha256,
     }
+
+
+def freeze_seller(session: Session, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The snapshot to store in ``Invoice.seller`` when the invoice is issued: the seller's
+    identity now (saved values over the ini defaults) and the logo's sha256."""
+    return seller_snapshot(shop_profile(session, settings), logo_sha256(session))
 
 
 def country_name(code: str | None) -> str:

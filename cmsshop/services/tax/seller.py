@@ -180,6 +180,11 @@ def shop_profile(session: Session, settings: Mapping[str, Any]) -> ShopProfile:
     )
 
 
+def missing_identity(profile: ShopProfile) -> list[str]:
+    """The fields a legal invoice needs that are empty (``REQUIRED``'s names, in order)."""
+    return profile.missing
+
+
 class ProfileInvalid(Exception):
     def __init__(self, errors: dict[str, str]):
         super().__init__(errors)

@@ -8,18 +8,25 @@ import pycountry
 from pyramid.view import view_config
 
 from cmsshop.security import ADMIN
-from cmsshop.services.tax import seller
+from cmsshop.services.tax import logo, seller
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.forms import see_other
 
-NOTICES = {"tax_settings_saved": "The business and tax details are saved."}
+NOTICES = {
+    "tax_settings_saved": "The business and tax details are saved.",
+    "tax_logo_saved": "The invoice logo is saved.",
+    "tax_logo_removed": "The invoice logo is removed.",
+}
 COUNTRIES = sorted((c.alpha_2, c.name) for c in pycountry.countries)
 
 
-def _page(request, form: dict, errors: dict) -> dict:
+def _page(request, form: dict, errors: dict, logo_errors: dict | None = None) -> dict:
     no_store(request)
     profile = seller.shop_profile(request.db, request.registry.settings)
+    stored = logo.read_logo(request.db)
     return {
+        "logo_url": logo.logo_url(stored) if stored is not None else None,
+        "logo_errors": logo_errors or {},
         "admin_section": "tax",
         "missing": [seller.LABELS[field].lower() for field in profile.missing],
         "labels": seller.LABELS,
@@ -57,3 +64,37 @@ def settings_submit(request):
         return _page(request, typed, exc.errors)
     seller.save_settings(request.db, values, request.user.id)
     return see_other(request, "/admin/tax/settings", notice="tax_settings_saved")
+
+
+def _settings_form(request) -> dict:
+    profile = seller.shop_profile(request.db, request.registry.settings)
+    form = profile.as_json()
+    form["registrations"] = " ".join(profile.registrations)
+    return form
+
+
+@view_config(
+    route_name="pages.admin_tax_logo",
+    request_method="POST",
+    renderer="admin/tax/settings.html",
+    permission=ADMIN,
+)
+def logo_upload(request):
+    """A new invoice logo; a refused file is named at the field and nothing changes."""
+    upload = request.POST.get("logo")
+    data = b""
+    if getattr(upload, "file", None) is not None:
+        # One byte past the cap is enough to refuse it, whatever the file's size.
+        data = upload.file.read(logo.MAX_BYTES + 1)
+    try:
+        logo.save_logo(request.db, data)
+    except logo.LogoInvalid as exc:
+        request.response.status = 422
+        return _page(request, _settings_form(request), {}, {"logo": str(exc)})
+    return see_other(request, "/admin/tax/settings#invoice-logo", notice="tax_logo_saved")
+
+
+@view_config(route_name="pages.admin_tax_logo_remove", request_method="POST", permission=ADMIN)
+def logo_remove(request):
+    logo.remove_logo(request.db)
+    return see_other(request, "/admin/tax/settings#invoice-logo", notice="tax_logo_removed")
