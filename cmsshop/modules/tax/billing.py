@@ -9,8 +9,15 @@ from pyramid.exceptions import ConfigurationError
 
 from cmsshop.services.tax.vies import SETTINGS, IVatIdChecker, make_vat_id_checker
 from cmsshop.settings import declare
+from cmsshop.views.tax import billing_openapi, billing_pages
 
-ROUTES: dict[str, str] = {}
+ROUTES = {
+    "tax.account_billing": "/api/account/billing",
+    # Under /account (the dashboard module's prefix) yet served whether or not that module
+    # is on: this module is included first, so its route matches before the stub that
+    # answers module_disabled for the rest of /account (views.tax.billing_pages).
+    "account.billing": "/account/billing",
+}
 
 
 def check_settings(settings: dict) -> None:
@@ -32,3 +39,7 @@ def includeme(config) -> None:
     config.register_service(make_vat_id_checker(settings), IVatIdChecker)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
+    config.add_openapi(paths=billing_openapi.OPENAPI_PATHS, schemas=billing_openapi.OPENAPI_SCHEMAS)
+    config.add_page_notices(billing_pages.NOTICES)
+    config.scan("cmsshop.views.tax.billing_api")
+    config.scan("cmsshop.views.tax.billing_pages")

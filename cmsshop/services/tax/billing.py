@@ -22,6 +22,7 @@ snapshot (Order.billing) and the profile use snake case.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -129,7 +130,6 @@ class BillingSchema(colander.MappingSchema):
     ``clean_billing``'s."""
 
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("typ", colander.Mapping(unknown="raise"))
         super().__init__(*args, **kwargs)
         for field, (_attr, longest) in FIELDS.items():
             self.add(
@@ -168,14 +168,22 @@ def clean_billing(values: Any) -> BillingDetails:
     check is ``with_vat_id_check``'s."""
     if not isinstance(values, Mapping):
         raise ValidationFailed({"billing": "must be an object"})
-    try:
-        typed = BillingSchema().deserialize(dict(values))
-    except colander.Invalid as exc:
-        raise ValidationFailed(_errors_of(exc)) from None
+    schema = BillingSchema()
+    unknown = sorted(str(key) for key in values if key not in FIELDS)
     errors: dict[str, str] = {}
+    if unknown:
+        errors["billing"] = f"Unknown fields: {', '.join(unknown)}."
+    # Field by field, so a bad name and a bad VAT ID are both reported at once.
+    typed: dict[str, str] = {}
+    for node in schema.children:
+        try:
+            typed[node.name] = node.deserialize(values.get(node.name, colander.null))
+        except colander.Invalid as exc:
+            errors.update(_errors_of(exc))
+            typed[node.name] = ""
     country = None
     if not typed["country"]:
-        errors["country"] = "Required: the country decides the tax."
+        errors.setdefault("country", "Required: the country decides the tax.")
     else:
         country = _country(typed["country"])
         if country is None:
@@ -204,7 +212,7 @@ def clean_billing(values: Any) -> BillingDetails:
             vat_id = check.vat_id
         if vat_id is not None:
             for field in BUSINESS_REQUIRED:
-                if not typed[field]:
+                if not typed[field] and field not in errors:
                     errors[field] = (
                         "Required with a VAT ID: the invoice must name the business and "
                         "its address."
@@ -264,3 +272,14 @@ def save_profile(session: Session, user_id: int, details: BillingDetails) -> Bil
         setattr(profile, attr, getattr(details, attr))
     session.flush()
     return profile
+
+
+@functools.cache
+def country_choices() -> tuple[tuple[str, str], ...]:
+    """(code, name) of every ISO 3166-1 country, by name: the forms' country list."""
+    return tuple(
+        sorted(
+            ((c.alpha_2, getattr(c, "common_name", c.name)) for c in pycountry.countries),
+            key=lambda pair: pair[1],
+        )
+    )
