@@ -4,15 +4,33 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format install clean-db
+.PHONY: run test lint format install clean-db system-packages
+
+## The system libraries WeasyPrint draws invoice PDFs with (pango and its FreeType
+## backend, HarfBuzz's font subsetter) and the DejaVu fonts the invoice names, on Debian
+## and Ubuntu. Installed with apt-get only when dpkg says one is missing, so a machine
+## that has them never needs apt (or root); elsewhere, install pango yourself.
+SYSTEM_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 fonts-dejavu-core
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+system-packages:
+	@if ! command -v dpkg >/dev/null 2>&1; then \
+	  echo "not Debian: install pango (>= 1.44) and the DejaVu fonts for invoice PDFs" >&2; \
+	elif ! dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
+	  echo "installing $(SYSTEM_PACKAGES) (invoice PDFs)"; \
+	  $(SUDO) apt-get update -q && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+	    $(SYSTEM_PACKAGES); \
+	fi
 
 $(STAMP): setup.cfg pyproject.toml
+	$(MAKE) --no-print-directory system-packages
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install -q -e '.[testing]'
 	touch $(STAMP)
 
-install: $(STAMP)
+install: system-packages $(STAMP)
 
 ## Serve development.ini on http://127.0.0.1:6543 with demo data on var/cmsshop.sqlite,
 ## and the mail worker beside it (messages land as .eml files in var/mail/). The worker
