@@ -260,3 +260,21 @@ def test_the_logo_can_be_removed(dbsession):
     assert logo.read_logo(dbsession) is None and logo.remove_logo(dbsession) is False
     dbsession.rollback()
     assert dbsession.scalar(select(Invoice)) is None
+
+
+@pytest.mark.parametrize("number", ["%00", "INV-%00", "x" * 300, "%F0%9F%98%80", "..%2F..", "-1"])
+def test_hostile_pdf_numbers_are_a_4xx_page(client, account, admin_pages, number):
+    for prefix in ("/account/invoices/", "/admin/invoices/"):
+        response = (admin_pages if prefix.startswith("/admin") else client).get(
+            f"{prefix}{number}.pdf", status="*"
+        )
+        assert 400 <= response.status_int < 500, (prefix, number)
+        assert response.content_type == "text/html"
+
+
+def test_a_pdf_is_drawn_quickly(client, account, dbsession):
+    issue_as(dbsession, account, billing=BILLING)
+    client.get(f"/account/invoices/{account.invoice.number}.pdf")  # fonts loaded once
+    started = time.monotonic()
+    client.get(f"/account/invoices/{account.invoice.number}.pdf")
+    assert time.monotonic() - started < 2
