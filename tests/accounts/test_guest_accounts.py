@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fakes.shop import make_catalogue, make_order
 from helpers.app import PASSWORD
-from helpers.checkout import visitor_with_cart
+from helpers.checkout import BILLING, visitor_with_cart
 from helpers.clients import client_from, logged_in, page_client
 from helpers.mail_links import link_in, mails_to, reset_link, stored_text, token_of
 from helpers.payments import deliver, paid_at_the_provider
@@ -441,7 +441,7 @@ def test_a_guest_checkout_of_the_cart_mails_a_link_that_leads_to_the_order(
     client, cart = visitor_with_cart(card_app, {"site-guard": 2, "themes": 1}, "10.6.0.1")
     placed = client.post_json(
         f"/api/store/carts/{cart['id']}/checkout",
-        {"email": "Bea@Example.com", "name": "Bea"},
+        {"billing": BILLING, "email": "Bea@Example.com", "name": "Bea"},
         status=201,
     ).json
     number = placed["order"]["number"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from fakes.shop import make_catalogue
-from helpers.checkout import cart_count, visitor_with_cart
+from helpers.checkout import BILLING, cart_count, visitor_with_cart
 from helpers.clients import client_from, new_client
 from helpers.coupons import make_coupon
 from sqlalchemy import func, select, update
@@ -107,7 +107,9 @@ def test_another_visitors_cart_is_not_found(app, shop, customer, dbsession):
         client.delete(f"{base}/lines/site-guard", status=404)
         client.put_json(f"{base}/coupon", {"code": "ANY"}, status=404)
         client.post_json(f"{base}/accept-prices", {}, status=404)
-        client.post_json(f"{base}/checkout", {"email": "x@example.com"}, status=404)
+        client.post_json(
+            f"{base}/checkout", {"billing": BILLING, "email": "x@example.com"}, status=404
+        )
         client.patch_json(base, {"currency": "USD"}, status=404)
     client_from(app).get("/api/store/carts/" + "x" * 500, status=404)
     assert owner.get(base).json == cart
@@ -144,12 +146,16 @@ def test_repriced_product_waits_for_the_buyer(app, shop, dbsession):
     assert line["problem"] == "price_changed"
     assert line["seenUnitAmount"] == 4900 and line["unitAmount"] == 5900
     assert now["readyToPay"] is False
-    refused = client.post_json(f"{base}/checkout", {"email": "g@example.com"}, status=409).json
+    refused = client.post_json(
+        f"{base}/checkout", {"billing": BILLING, "email": "g@example.com"}, status=409
+    ).json
     assert refused["code"] == "cart_changed" and refused["errors"]
     assert dbsession.scalar(select(func.count()).select_from(Order)) == 0
     accepted = client.post_json(f"{base}/accept-prices", {}).json
     assert accepted["readyToPay"] is True and accepted["total"] == 2 * 5900
-    placed = client.post_json(f"{base}/checkout", {"email": "g@example.com"}, status=201).json
+    placed = client.post_json(
+        f"{base}/checkout", {"billing": BILLING, "email": "g@example.com"}, status=201
+    ).json
     assert placed["order"]["total"] == 2 * 5900
 
 
@@ -161,7 +167,7 @@ def test_withdrawn_product_is_shown_then_removed(app, shop, dbsession):
     now = client.get(base).json
     assert [line["problem"] for line in now["lines"]] == [None, "unavailable"]
     assert now["total"] == 4900 and now["readyToPay"] is False
-    client.post_json(f"{base}/checkout", {"email": "g@example.com"}, status=409)
+    client.post_json(f"{base}/checkout", {"billing": BILLING, "email": "g@example.com"}, status=409)
     after = client.post_json(f"{base}/accept-prices", {}).json
     assert [line["product"] for line in after["lines"]] == ["site-guard"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from fakes.shop import make_catalogue
-from helpers.checkout import cart_count
+from helpers.checkout import cart_count, fill_billing
 from helpers.clients import logged_in, page_client
 from helpers.coupons import make_coupon
 from sqlalchemy import func, select, update
@@ -128,6 +128,11 @@ def test_guest_pays_from_the_cart_page(make_app, shop, dbsession):
     assert refused.html.find("input", attrs={"name": "email"})["aria-invalid"] == "true"
     pay = form_to(refused, "/cart/checkout")
     pay["email"] = "guest@example.com"
+    no_country = pay.submit(status=422)
+    assert no_country.html.find("select", attrs={"name": "country"})["aria-invalid"] == "true"
+    pay = form_to(no_country, "/cart/checkout")
+    assert pay["email"].value == "guest@example.com"
+    fill_billing(pay)
     sandbox = pay.submit(status=303)
     assert "/checkout/sandbox/ORD-" in sandbox.location
     number = sandbox.location.rsplit("/", 1)[1]
@@ -154,6 +159,7 @@ def test_a_logged_in_buy_takes_the_quantity_straight_to_payment(app, shop, custo
     client = logged_in(app, customer)
     form = form_to(client.get("/products/site-guard"), "/checkout")
     form["quantity"] = "3"
+    fill_billing(form)
     sandbox = form.submit(status=303)
     assert "/checkout/sandbox/ORD-" in sandbox.location
     dbsession.commit()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from fakes.shop import counts, order_status
 from fakes.stripe_api import closed_port_url
+from helpers.checkout import BILLING
 from helpers.clients import new_client
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -37,6 +38,7 @@ def test_checkout_commits_the_order_before_asking_the_provider(
     response = buyer.post_json(
         "/api/store/checkout",
         {
+            "billing": BILLING,
             "items": [{"product": "site-guard"}, {"product": "themes"}],
             "currency": "EUR",
             "provider": "cardprovider",
@@ -67,11 +69,13 @@ def test_checkout_commits_the_order_before_asking_the_provider(
 
 def test_default_currency_and_provider(buyer):
     body = buyer.post_json(
-        "/api/store/checkout", {"items": [{"product": "themes"}]}, status=201
+        "/api/store/checkout", {"billing": BILLING, "items": [{"product": "themes"}]}, status=201
     ).json
     assert body["order"]["currency"] == "EUR" and body["order"]["provider"] == "cardprovider"
     usd = buyer.post_json(
-        "/api/store/checkout", {"items": [{"product": "themes"}], "currency": "USD"}, status=201
+        "/api/store/checkout",
+        {"billing": BILLING, "items": [{"product": "themes"}], "currency": "USD"},
+        status=201,
     ).json
     assert usd["order"]["total"] == 2100
 
@@ -79,7 +83,7 @@ def test_default_currency_and_provider(buyer):
 def test_client_cannot_set_a_price(buyer, dbsession):
     response = buyer.post_json(
         "/api/store/checkout",
-        {"items": [{"product": "site-guard", "amount": 1}], "currency": "EUR"},
+        {"billing": BILLING, "items": [{"product": "site-guard", "amount": 1}], "currency": "EUR"},
         status=422,
     )
     assert "items.0" in response.json["errors"]
@@ -110,7 +114,7 @@ def test_client_cannot_set_a_price(buyer, dbsession):
     ],
 )
 def test_invalid_checkouts_are_refused(buyer, dbsession, body, field):
-    response = buyer.post_json("/api/store/checkout", body, status=422)
+    response = buyer.post_json("/api/store/checkout", {"billing": BILLING, **body}, status=422)
     assert field in response.json["errors"], response.json
     dbsession.commit()
     assert dbsession.scalar(select(Order)) is None
@@ -132,12 +136,14 @@ def test_hostile_bodies(buyer):
 def test_checkout_needs_login_and_csrf(card_app, catalogue, customer):
     anonymous = new_client(card_app)
     anonymous.refresh_csrf()
-    anonymous.post_json("/api/store/checkout", {"items": [{"product": "themes"}]}, status=401)
+    anonymous.post_json(
+        "/api/store/checkout", {"billing": BILLING, "items": [{"product": "themes"}]}, status=401
+    )
     client = new_client(card_app)
     client.login(customer.email)
     response = client.post_json(
         "/api/store/checkout",
-        {"items": [{"product": "themes"}]},
+        {"billing": BILLING, "items": [{"product": "themes"}]},
         headers={"X-CSRF-Token": "wrong"},
         status=403,
     )
@@ -148,7 +154,7 @@ def test_without_api_credentials_checkout_gives_the_sandbox(app, customer, catal
     client = new_client(app)
     client.login(customer.email)
     body = client.post_json(
-        "/api/store/checkout", {"items": [{"product": "themes"}]}, status=201
+        "/api/store/checkout", {"billing": BILLING, "items": [{"product": "themes"}]}, status=201
     ).json
     number = body["order"]["number"]
     assert body["sandbox"] is True
@@ -165,7 +171,7 @@ def test_sandbox_shows_only_your_own_orders(app, customer, other_customer, catal
     client = new_client(app)
     client.login(customer.email)
     number = client.post_json(
-        "/api/store/checkout", {"items": [{"product": "themes"}]}, status=201
+        "/api/store/checkout", {"billing": BILLING, "items": [{"product": "themes"}]}, status=201
     ).json["order"]["number"]
     other = new_client(app)
     other.login(other_customer.email)
@@ -182,7 +188,7 @@ def test_provider_down_cancels_the_order(make_app, card_settings, customer, cata
     client = new_client(app)
     client.login(customer.email)
     response = client.post_json(
-        "/api/store/checkout", {"items": [{"product": "themes"}]}, status=503
+        "/api/store/checkout", {"billing": BILLING, "items": [{"product": "themes"}]}, status=503
     )
     assert response.json["code"] == "provider_unavailable"
     dbsession.commit()
@@ -191,6 +197,8 @@ def test_provider_down_cancels_the_order(make_app, card_settings, customer, cata
 
 def test_provider_error_cancels_the_order(buyer, fake_stripe, dbsession):
     fake_stripe.fail_with = 500
-    buyer.post_json("/api/store/checkout", {"items": [{"product": "themes"}]}, status=503)
+    buyer.post_json(
+        "/api/store/checkout", {"billing": BILLING, "items": [{"product": "themes"}]}, status=503
+    )
     dbsession.commit()
     assert [o.status for o in dbsession.scalars(select(Order))] == ["cancelled"]

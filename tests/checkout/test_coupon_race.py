@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 from helpers.app import PASSWORD, requires_postgresql, serve
+from helpers.checkout import BILLING
 from helpers.coupons import make_coupon
 from sqlalchemy import func, select
 
@@ -54,7 +55,7 @@ def race(urls: list[str], dbsession, make_user, buyers: int) -> list[requests.Re
         barrier.wait(timeout=30)
         return http.post(
             f"{url}/api/store/carts/{cart}/checkout",
-            json={"provider": "cardprovider"},
+            json={"provider": "cardprovider", "billing": BILLING},
             headers={"X-CSRF-Token": token},
             timeout=120,
         )

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 from fakes.shop import make_catalogue
-from helpers.checkout import delivered, in_days, redemption_statuses, visitor_with_cart
+from helpers.checkout import (
+    BILLING,
+    delivered,
+    fill_billing,
+    in_days,
+    redemption_statuses,
+    visitor_with_cart,
+)
 from helpers.clients import new_client
 from helpers.coupons import make_coupon
 from helpers.payments import deliver, paid_at_the_provider
@@ -21,6 +28,7 @@ def shop(dbsession):
 
 
 def checkout(client, cart, status=201, **body):
+    body = {"billing": BILLING, **body}
     return client.post_json(f"/api/store/carts/{cart['id']}/checkout", body, status=status).json
 
 
@@ -59,6 +67,7 @@ def test_a_tampered_total_in_the_form_is_never_read(app, shop, dbsession):
     page = client.get("/cart")
     form = page.forms[[f.action for f in page.forms.values()].index("/cart/checkout")]
     form["email"] = "tamper@example.com"
+    fill_billing(form)
     fields = [(k, v) for k, v in form.submit_fields()] + [("total", "1"), ("price", "1")]
     client.post("/cart/checkout", fields, status=303)
     dbsession.expire_all()

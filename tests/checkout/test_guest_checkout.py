@@ -8,7 +8,7 @@ import re
 
 import pytest
 from fakes.shop import make_catalogue
-from helpers.checkout import delivered, visitor_with_cart
+from helpers.checkout import BILLING, delivered, visitor_with_cart
 from helpers.clients import client_from, new_client
 from helpers.payments import deliver, paid_at_the_provider
 from helpers.purchases import openapi_validator
@@ -25,7 +25,9 @@ def shop(dbsession):
 def place_as_guest(app, email: str, lines=None, ip: str = "127.0.0.1", **extra):
     client, cart = visitor_with_cart(app, lines or {"site-guard": 2, "themes": 1}, ip)
     response = client.post_json(
-        f"/api/store/carts/{cart['id']}/checkout", {"email": email, **extra}, status=201
+        f"/api/store/carts/{cart['id']}/checkout",
+        {"billing": BILLING, "email": email, **extra},
+        status=201,
     )
     return client, cart, response.json
 
@@ -114,7 +116,7 @@ def test_guest_checkout_needs_a_valid_address(app, shop, dbsession):
         {"email": 5},
         {"email": "x" * 400 + "@example.com"},
     ):
-        error = client.post_json(url, body, status=422).json
+        error = client.post_json(url, {"billing": BILLING, **body}, status=422).json
         assert "email" in error["errors"], body
     assert dbsession.scalar(select(Order.id)) is None
 
@@ -125,7 +127,9 @@ def test_guest_checkout_is_rate_limited_like_registration(make_app, shop):
         place_as_guest(app, "limited@example.com", {"themes": 1}, ip="10.9.9.9")
     client, cart = visitor_with_cart(app, {"themes": 1}, "10.9.9.9")
     refused = client.post_json(
-        f"/api/store/carts/{cart['id']}/checkout", {"email": "other@example.com"}, status=429
+        f"/api/store/carts/{cart['id']}/checkout",
+        {"billing": BILLING, "email": "other@example.com"},
+        status=429,
     )
     assert refused.json["code"] == "rate_limited" and refused.headers["Retry-After"]
 
@@ -135,7 +139,9 @@ def test_checkout_answer_matches_the_openapi_document(app, shop):
     validate = openapi_validator(client, "/api/store/carts/{cart}", "get", "200")
     validate.validate(client.get(f"/api/store/carts/{cart['id']}").json)
     response = client.post_json(
-        f"/api/store/carts/{cart['id']}/checkout", {"email": "doc@example.com"}, status=201
+        f"/api/store/carts/{cart['id']}/checkout",
+        {"billing": BILLING, "email": "doc@example.com"},
+        status=201,
     )
     openapi_validator(client, "/api/store/carts/{cart}/checkout", "post", "201").validate(
         response.json

@@ -12,13 +12,14 @@ import pytest
 import requests
 from fakes.shop import make_order
 from helpers.app import serve
+from helpers.checkout import BILLING
 from helpers.clients import new_client
 from sqlalchemy import func, select, update
 
 from cmsshop.models import Order
 from cmsshop.util import utcnow
 
-ITEMS = {"items": [{"product": "themes"}]}
+ITEMS = {"items": [{"product": "themes"}], "billing": BILLING}
 
 
 def pending_count(dbsession, user) -> int:

@@ -65,7 +65,9 @@ def test_browse_buy_download_license_deactivate_and_ask_for_help(
     page.wait_for_url("**/cart?notice=email_verified")
     check_page(page, "journey-cart")
 
-    # Pay for the cart: the provider's page, then back; the webhook makes the order paid.
+    # Pay for the cart: the billing country, the provider's page, then back; the webhook
+    # makes the order paid.
+    page.get_by_label("Country", exact=True).select_option("US")
     page.get_by_role("button", name="Pay EUR49.00").click()
     page.wait_for_url(f"{fake_stripe.url}/c/pay/*")
     page.get_by_role("button", name="Pay").click()

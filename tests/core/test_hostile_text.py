@@ -50,7 +50,7 @@ def test_license_key_with_nul_or_surrogate_is_refused(testapp, bad):
 
 @pytest.mark.parametrize("bad", [NUL_JSON, SURROGATE_JSON])
 def test_checkout_product_slug_with_nul_or_surrogate_is_refused(customer_app, bad):
-    body = f'{{"items": [{{"product": "{bad}"}}]}}'
+    body = f'{{"billing": {{"country": "US"}}, "items": [{{"product": "{bad}"}}]}}'
     response = raw_json(customer_app, "/api/store/checkout", body, 422)
     assert_json_error(response, 422, "validation_failed")
 

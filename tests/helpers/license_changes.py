@@ -7,6 +7,7 @@ from fakes.stripe_api import delivery, event, session_object
 from sqlalchemy import select, update
 
 from cmsshop.models import License, Order
+from helpers.checkout import BILLING
 
 
 def fresh(dbsession, model, ident):
@@ -18,7 +19,9 @@ def fresh(dbsession, model, ident):
 
 def buy(buyer, item: dict, status=201):
     """Place an order of one item (``{"renew": key}`` or ``{"upgrade": key, "to": slug}``)."""
-    return buyer.post_json("/api/store/checkout", {"items": [item]}, status=status)
+    return buyer.post_json(
+        "/api/store/checkout", {"billing": BILLING, "items": [item]}, status=status
+    )
 
 
 def order_of(dbsession, number: str) -> Order:

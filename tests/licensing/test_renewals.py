@@ -16,6 +16,7 @@ from fakes.shop import order_status
 from fakes.stripe_api import delivery, event, session_object
 from helpers.account_data import paid_order
 from helpers.app import requires_postgresql, serve
+from helpers.checkout import BILLING
 from helpers.license_changes import buy, fresh, order_of, pay, set_license
 from helpers.payments import storm
 from sqlalchemy import func, select
@@ -110,7 +111,10 @@ def test_renewals_that_cannot_be_sold_are_422_naming_the_item(
     )
     twice = buyer.post_json(
         "/api/store/checkout",
-        {"items": [{"renew": license.key}, {"upgrade": license.key, "to": "site-guard-agency"}]},
+        {
+            "billing": BILLING,
+            "items": [{"renew": license.key}, {"upgrade": license.key, "to": "site-guard-agency"}],
+        },
         status=422,
     ).json
     assert "twice" in twice["errors"]["items.1"]
@@ -212,6 +216,8 @@ def test_a_renewal_storm_across_two_server_processes_extends_once(
 
 
 def test_the_account_page_offers_renewal_and_upgrade(buyer, license, dbsession):
+    # The licenses page's buttons post no billing fields: the saved details are used.
+    buyer.put_json("/api/account/billing", BILLING)
     page = buyer.get("/account/licenses", status=200)
     renew = next(f for f in page.forms.values() if "renew" in f.fields)
     assert renew["renew"].value == license.key
@@ -221,6 +227,18 @@ def test_the_account_page_offers_renewal_and_upgrade(buyer, license, dbsession):
     dbsession.rollback()
     item = dbsession.scalar(select(OrderItem).where(OrderItem.kind == "renewal"))
     assert item.target_license_id == license.id
+
+
+def test_renewing_from_the_page_without_saved_billing_details_asks_for_them(
+    buyer, license, dbsession
+):
+    page = buyer.get("/account/licenses", status=200)
+    renew = next(f for f in page.forms.values() if "renew" in f.fields)
+    response = renew.submit(status=422)
+    assert response.content_type == "text/html"
+    assert "/account/billing" in response.text
+    dbsession.rollback()
+    assert dbsession.scalar(select(func.count()).select_from(Order)) == 1  # the paid one
 
 
 @pytest.mark.parametrize(

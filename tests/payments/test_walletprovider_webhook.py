@@ -28,6 +28,7 @@ from fakes.stripe_api import delivery as card_delivery
 from fakes.stripe_api import event as card_event
 from fakes.stripe_api import session_object
 from helpers.app import ROOT, requires_postgresql, serve
+from helpers.checkout import BILLING
 from helpers.clients import new_client
 from sqlalchemy import select
 
@@ -542,7 +543,12 @@ def buyer(wallet_app, customer, catalogue):
 def test_checkout_returns_the_paypal_approval_url(buyer, paypal, dbsession, send):
     response = buyer.post_json(
         "/api/store/checkout",
-        {"items": [{"product": "site-guard"}], "currency": "EUR", "provider": "walletprovider"},
+        {
+            "billing": BILLING,
+            "items": [{"product": "site-guard"}],
+            "currency": "EUR",
+            "provider": "walletprovider",
+        },
         status=201,
     )
     body = response.json
@@ -576,7 +582,12 @@ def test_checkout_when_paypal_is_down_answers_503(buyer, paypal, dbsession):
     paypal.fail_status = 500
     response = buyer.post_json(
         "/api/store/checkout",
-        {"items": [{"product": "themes"}], "currency": "EUR", "provider": "walletprovider"},
+        {
+            "billing": BILLING,
+            "items": [{"product": "themes"}],
+            "currency": "EUR",
+            "provider": "walletprovider",
+        },
         status=503,
     )
     assert response.json["code"] == "provider_unavailable"
@@ -592,7 +603,7 @@ def test_checkout_without_credentials_in_development_gives_the_sandbox(
     client.login(customer.email)
     body = client.post_json(
         "/api/store/checkout",
-        {"items": [{"product": "themes"}], "provider": "walletprovider"},
+        {"billing": BILLING, "items": [{"product": "themes"}], "provider": "walletprovider"},
         status=201,
     ).json
     assert body["sandbox"] is True and "/api/store/checkout/sandbox/" in body["redirectUrl"]

@@ -53,6 +53,7 @@ def test_browse_register_buy_pay_and_come_back(new_page, hosted_shop, fake_strip
     assert page.get_by_label("E-mail address").count() == 0
 
     # On the provider's page, changing one's mind: nothing charged, back to the product.
+    page.get_by_label("Country", exact=True).select_option("US")
     page.get_by_role("button", name="Pay EUR49.00").click()
     page.wait_for_url(f"{fake_stripe.url}/c/pay/*")
     page.get_by_role("link", name="Cancel and go back").click()
@@ -62,7 +63,9 @@ def test_browse_register_buy_pay_and_come_back(new_page, hosted_shop, fake_strip
     page.get_by_role("link", name="Back to SiteGuard").click()
     page.wait_for_url("**/products/site-guard")
 
-    # Logged in, the buy button goes straight to the provider.
+    # Logged in, the buy button goes straight to the provider, with the billing details
+    # given at the first checkout.
+    assert page.get_by_label("Country", exact=True).input_value() == "US"
     page.get_by_label("Currency").select_option("USD")
     page.get_by_role("button", name="Buy SiteGuard").click()
     page.wait_for_url(f"{fake_stripe.url}/c/pay/*")
@@ -90,6 +93,7 @@ def test_browse_register_buy_pay_and_come_back(new_page, hosted_shop, fake_strip
 
 def test_development_sandbox_page(page, catalogue, customer, dbsession):
     log_in(page, customer.email, "/products/themes")
+    page.get_by_label("Country", exact=True).select_option("DE")
     page.get_by_role("button", name="Buy Theme Pack").click()
     page.wait_for_url("**/checkout/sandbox/*")
     number = page.url.rsplit("/", 1)[1]

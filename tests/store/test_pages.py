@@ -10,6 +10,7 @@ import webtest
 from fakes.shop import make_order, order_status
 from fakes.stripe_api import closed_port_url
 from helpers.app import PASSWORD, TEST_SECRET
+from helpers.checkout import fill_billing
 from helpers.clients import logged_in, page_client
 from helpers.html import title_of
 from sqlalchemy import func, select
@@ -24,7 +25,12 @@ def card_names(response) -> list[str]:
 
 
 def buy_form(response):
-    return next(form for form in response.forms.values() if form.action == "/checkout")
+    """The product page's buy form, its billing country chosen when the customer has
+    none saved (a visitor's form has no billing fields: the cart asks for them)."""
+    form = next(form for form in response.forms.values() if form.action == "/checkout")
+    if "country" in form.fields and not form["country"].value:
+        fill_billing(form)
+    return form
 
 
 def order_count(dbsession) -> int:

@@ -22,6 +22,7 @@ BUSINESS = {
 
 
 def profiles(dbsession):
+    dbsession.commit()  # end the read snapshot: see what the app committed since
     dbsession.expire_all()
     return dbsession.scalars(select(BillingProfile)).all()
 

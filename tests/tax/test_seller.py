@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from helpers.app import TEST_SECRET
+from helpers.checkout import BILLING
 from helpers.clients import ApiClient, logged_in
 from pyramid.exceptions import ConfigurationError
 from sqlalchemy import select
@@ -175,7 +176,7 @@ def test_production_refuses_checkout_until_the_identity_is_complete(
     buyer = ApiClient(app, extra_environ=HTTPS)
     buyer.login(customer.email)
     refused = buyer.post_json(
-        "/api/store/checkout", {"items": [{"product": "themes"}]}, status=409
+        "/api/store/checkout", {"items": [{"product": "themes"}], "billing": BILLING}, status=409
     ).json
     assert refused["code"] == "seller_identity_missing"
     assert "legal name" in refused["hints"][0] and "/admin/tax/settings" in refused["hints"][0]
@@ -192,7 +193,9 @@ def test_production_refuses_checkout_until_the_identity_is_complete(
     }
     ready = ApiClient(make_app(**card_settings, **PRODUCTION, **complete), extra_environ=HTTPS)
     ready.login(customer.email)
-    placed = ready.post_json("/api/store/checkout", {"items": [{"product": "themes"}]}, status=201)
+    placed = ready.post_json(
+        "/api/store/checkout", {"items": [{"product": "themes"}], "billing": BILLING}, status=201
+    )
     assert placed.json["order"]["status"] == "pending"
 
 

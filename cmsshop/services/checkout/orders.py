@@ -17,10 +17,12 @@ visitor instead (``check_pending_limit``), and guest checkout is rate limited as
 registration is.
 
 What belongs to the order commits with it, in the same transaction: a guest's account
-(services/accounts/guests.py), the coupon's redemption (services/checkout/coupons.py:
-the count is taken there, race-free), emptying the cart the order came from, and, for
-an order that costs nothing (a zero price or a 100 % coupon), its fulfilment: a free
-order is delivered by the same ``fulfil_order`` as a paid one, with no provider.
+(services/accounts/guests.py), the buyer's billing details as the account's profile
+(``remember_billing``; the order keeps its own snapshot), the coupon's redemption
+(services/checkout/coupons.py: the count is taken there, race-free), emptying the cart
+the order came from, and, for an order that costs nothing (a zero price or a 100 %
+coupon), its fulfilment: a free order is delivered by the same ``fulfil_order`` as a paid
+one, with no provider.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ from cmsshop.services.payments.lines import checkout_items
 from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.store.currencies import default_currency
+from cmsshop.services.tax import billing as billing_details
 from cmsshop.services.tax import seller
+from cmsshop.services.tax.billing import BillingDetails
 from cmsshop.util import readable_token, utcnow
 
 log = logging.getLogger(__name__)
@@ -163,7 +167,13 @@ def price_order(
 
 
 def insert_order(
-    session: Session, buyer: Buyer, user_id: int, currency: str, provider: str, lines
+    session: Session,
+    buyer: Buyer,
+    user_id: int,
+    currency: str,
+    provider: str,
+    lines,
+    billing: BillingDetails | None = None,
 ) -> Order:
     sums = pricing.totals(lines)
     order = Order(
@@ -177,6 +187,7 @@ def insert_order(
         guest=buyer.user_id is None,
         visitor_hash=buyer.visitor_hash,
         created_at=utcnow(),
+        billing=billing.snapshot() if billing is not None else None,
     )
     order.items = [
         OrderItem(
@@ -249,6 +260,16 @@ def fulfil_free_order(session: Session, order: Order, settings) -> None:
     )
 
 
+def remember_billing(session: Session, buyer: Buyer, user_id: int, billing) -> None:
+    """Keep the order's billing details as the account's profile, prefilled next time.
+    A guest's details fill the account's profile only while it has none: anyone may
+    check out as a guest with any address, so a guest must not replace what the
+    account's owner saved."""
+    if buyer.user_id is None and billing_details.load_profile(session, user_id) is not None:
+        return
+    billing_details.save_profile(session, user_id, billing)
+
+
 def _commit_new_order(
     registry,
     buyer: Buyer,
@@ -257,10 +278,11 @@ def _commit_new_order(
     lines,
     coupon_code: str | None,
     cart_id: str | None,
+    billing: BillingDetails | None,
 ) -> Order:
     """Commit the order (see the module doc), in one transaction with what belongs to
-    it: the guest's account, the coupon's redemption, emptying the cart it came from,
-    and, when it costs nothing, its fulfilment."""
+    it: the guest's account, the buyer's billing profile, the coupon's redemption,
+    emptying the cart it came from, and, when it costs nothing, its fulfilment."""
     settings = registry.settings
     now = utcnow()
     free = pricing.totals(lines).total == 0
@@ -276,8 +298,16 @@ def _commit_new_order(
                 lock_customer(session, user_id)
                 check_pending_limit(session, buyer, user_id, settings["cmsshop.max_pending_orders"])
                 order = insert_order(
-                    session, buyer, user_id, currency, FREE_PROVIDER if free else provider, lines
+                    session,
+                    buyer,
+                    user_id,
+                    currency,
+                    FREE_PROVIDER if free else provider,
+                    lines,
+                    billing,
                 )
+                if billing is not None:
+                    remember_billing(session, buyer, user_id, billing)
                 if coupon_code:
                     coupon = coupons.find_coupon(session, coupon_code)
                     coupons.reserve_redemption(
@@ -334,10 +364,13 @@ def place_order(
     spec: ProviderSpec | None,
     coupon_code: str | None = None,
     cart_id: str | None = None,
+    billing: BillingDetails | None,
 ) -> PlacedOrder:
     """Price, commit as pending, then create the provider checkout (see module doc).
     An order that costs nothing is fulfilled as it is committed and needs no provider
-    (``spec`` may then be None).
+    (``spec`` may then be None). ``billing`` (checked by services.tax.billing, VAT ID
+    included) is kept on the order and as the buyer's profile; every caller that takes
+    an order from a buyer gives it (None only for orders made by the shop itself).
 
     ``session`` (the request's) is only read; the order is written in transactions of
     its own, so it is committed before the provider is called. In production nothing is
@@ -368,6 +401,7 @@ def place_order(
         lines,
         coupon_code,
         cart_id,
+        billing,
     )
     number = order.number
     if order.status == "paid":

@@ -15,6 +15,8 @@ from cmsshop.security import CUSTOMER, visitor_token
 from cmsshop.services.checkout import carts, coupons, pricing
 from cmsshop.services.checkout import orders as co
 from cmsshop.services.payments.registry import PaymentProviders
+from cmsshop.services.tax import billing
+from cmsshop.services.tax.vies import IVatIdChecker
 from cmsshop.views.shared.bodies import order_body
 from cmsshop.views.shared.json import (
     StrictInt,
@@ -68,8 +70,45 @@ class ItemsSchema(colander.SequenceSchema):
     item = ItemSchema(validator=one_item_form)
 
 
+class JsonObject(colander.SchemaType):
+    """A JSON object passed on as it is, for a service that checks its fields itself
+    (the billing details: services.tax.billing)."""
+
+    def deserialize(self, node, cstruct):
+        if cstruct is colander.null:
+            return cstruct
+        if not isinstance(cstruct, dict):
+            raise colander.Invalid(node, "must be an object")
+        return cstruct
+
+    def serialize(self, node, appstruct):
+        return appstruct
+
+
+def billing_node() -> colander.SchemaNode:
+    """The buyer's billing details: required, since the country decides the tax."""
+    return colander.SchemaNode(JsonObject(), name="billing")
+
+
+def checked_billing(request, values: dict, prefix: str = "billing.") -> billing.BillingDetails:
+    """``values`` checked as billing details, the VAT ID online too when configured;
+    ValidationFailed naming ``billing.<field>`` (``prefix``) otherwise. Called before
+    anything is written, so a refusal changes nothing."""
+    try:
+        return billing.check_billing(values, request.find_service(IVatIdChecker))
+    except ValidationFailed as exc:
+        errors = exc.extra["errors"]
+        raise ValidationFailed(
+            {
+                (key if key == "billing" else f"{prefix}{key}"): message
+                for key, message in errors.items()
+            }
+        ) from None
+
+
 class CheckoutSchema(colander.MappingSchema):
     schema_type = StrictMapping
+    billing = billing_node()
     items = ItemsSchema(validator=colander.Length(min=1, max=co.MAX_ITEMS))
     currency = colander.SchemaNode(
         StrictString(), missing=None, validator=colander.Regex(r"^[A-Z]{3}$", "an ISO 4217 code")
@@ -103,6 +142,8 @@ def place_order(
     currency: str | None,
     provider: str | None,
     coupon: str | None = None,
+    *,
+    billing_details: billing.BillingDetails,
 ):
     """services.checkout.orders.place_order for the logged-in customer, its refusals
     as the API's errors (shared by the JSON route and the checkout page)."""
@@ -121,6 +162,7 @@ def place_order(
             currency=currency,
             spec=spec,
             coupon_code=coupons.normalise_code(coupon) if coupon else None,
+            billing=billing_details,
         )
 
 
@@ -220,8 +262,16 @@ def sandbox_order(request):
 )
 def checkout(request):
     data = read_json(request, CheckoutSchema())
+    details = checked_billing(request, data["billing"])
     items = [{k: v for k, v in item.items() if v is not None} for item in data["items"]]
-    placed = place_order(request, items, data["currency"], data["provider"], data["coupon"])
+    placed = place_order(
+        request,
+        items,
+        data["currency"],
+        data["provider"],
+        data["coupon"],
+        billing_details=details,
+    )
     request.response.status = 201
     return order_placed_body(placed)
 

@@ -14,8 +14,10 @@ from cmsshop.services.checkout import carts, coupons, orders, pricing
 from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.services.store import text
 from cmsshop.views.checkout.api import (
+    billing_node,
     caller,
     cart_changed,
+    checked_billing,
     choose_provider,
     coupon_error,
     order_placed_body,
@@ -120,9 +122,18 @@ def client_ip(request) -> str:
     return request.client_addr or "unknown"
 
 
-def check_out_cart(request, cart, *, provider: str | None, email: str | None, name: str | None):
-    """Place the order of ``cart`` (the caller's): every refusal is the API's error and
-    changes nothing; returns services.checkout.orders.PlacedOrder."""
+def check_out_cart(
+    request,
+    cart,
+    *,
+    provider: str | None,
+    email: str | None,
+    name: str | None,
+    billing_details,
+):
+    """Place the order of ``cart`` (the caller's) with ``billing_details`` (checked by
+    views.checkout.api.checked_billing): every refusal is the API's error and changes
+    nothing; returns services.checkout.orders.PlacedOrder."""
     view = priced(request, cart)
     if view.empty:
         raise ApiError("Your cart is empty.", code="cart_empty")
@@ -155,6 +166,7 @@ def check_out_cart(request, cart, *, provider: str | None, email: str | None, na
             spec=spec,
             coupon_code=view.coupon_code,
             cart_id=cart.id,
+            billing=billing_details,
         )
 
 
@@ -202,6 +214,13 @@ class CartCheckoutSchema(colander.MappingSchema):
     name = colander.SchemaNode(
         StrictString(), missing=None, validator=colander.Length(min=1, max=200)
     )
+
+
+class CartCheckoutBody(CartCheckoutSchema):
+    """The JSON body: the form's fields and the billing details (a form posts those as
+    fields of their own: views.checkout.pages)."""
+
+    billing = billing_node()
 
 
 def cart_answer(request, cart) -> dict:
@@ -298,9 +317,15 @@ def accept_prices(request):
 @view_config(route_name="store.cart_checkout", request_method="POST", renderer="json")
 def checkout_cart(request):
     cart = cart_of_route(request)
-    data = read_json(request, CartCheckoutSchema())
+    data = read_json(request, CartCheckoutBody())
+    details = checked_billing(request, data["billing"])
     placed = check_out_cart(
-        request, cart, provider=data["provider"], email=data["email"], name=data["name"]
+        request,
+        cart,
+        provider=data["provider"],
+        email=data["email"],
+        name=data["name"],
+        billing_details=details,
     )
     request.response.status = 201
     return order_placed_body(placed)

@@ -7,6 +7,11 @@ from cmsshop.services.checkout import orders as co
 from cmsshop.views.checkout.api import KEY, SLUG
 from cmsshop.views.shared.bodies import ORDER_SCHEMA
 
+# The buyer's billing details (schema of the tax feature, views/tax/billing_openapi.py):
+# required, since the country decides the tax; errors name billing.<field>, e.g.
+# billing.country for an unknown country, billing.vatId for an invalid VAT ID.
+BILLING = oa.ref("BillingDetailsInput")
+
 CART_SCHEMA = {
     "type": "object",
     "required": [
@@ -203,6 +208,7 @@ CART_PATHS = {
             },
             body={
                 "type": "object",
+                "required": ["billing"],
                 "additionalProperties": False,
                 "properties": {
                     "provider": {"type": "string", "minLength": 1, "maxLength": 40},
@@ -212,7 +218,13 @@ CART_PATHS = {
                         "maxLength": 320,
                         "description": "Required when not logged in",
                     },
-                    "name": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "name": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 200,
+                        "description": "A guest's name, for the account the order goes to",
+                    },
+                    "billing": BILLING,
                 },
             },
             params=[CART_ID],
@@ -234,7 +246,7 @@ OPENAPI_PATHS = {
             },
             body={
                 "type": "object",
-                "required": ["items"],
+                "required": ["items", "billing"],
                 "additionalProperties": False,
                 "properties": {
                     "items": {
@@ -279,6 +291,7 @@ OPENAPI_PATHS = {
                     "currency": {"type": "string", "pattern": "^[A-Z]{3}$"},
                     "provider": {"type": "string", "minLength": 1, "maxLength": 40},
                     "coupon": {"type": "string", "minLength": 1, "maxLength": 40},
+                    "billing": BILLING,
                 },
             },
             csrf=True,

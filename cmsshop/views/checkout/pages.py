@@ -18,11 +18,13 @@ from cmsshop.services.checkout import carts, coupons, pricing
 from cmsshop.services.payments import simulation
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, text
+from cmsshop.services.tax import billing
 from cmsshop.views.checkout import carts as cart_views
 from cmsshop.views.checkout.api import (
     CheckoutSchema,
     ItemSchema,
     caller,
+    checked_billing,
     one_item_form,
     own_order,
     place_order,
@@ -79,6 +81,41 @@ def form_errors(errors: dict[str, str]) -> dict[str, str]:
     return shown
 
 
+def posted_billing(request) -> dict[str, str]:
+    """The billing fields a checkout form posted (templates/tax/billing_fields.html)."""
+    return posted_fields(request, billing.FIELDS)
+
+
+def saved_billing_form(request) -> dict[str, str]:
+    """The logged-in customer's saved billing details as form values (none for a
+    visitor or a customer who has saved none): what a checkout form starts with."""
+    if request.user is None:
+        return {}
+    details = billing.profile_details(billing.load_profile(request.db, request.user.id))
+    if details is None:
+        return {}
+    return {key: value or "" for key, value in details.as_api().items()}
+
+
+def billing_form_values() -> dict:
+    """What a page with the billing fields needs besides its form and errors."""
+    return {"countries": billing.country_choices()}
+
+
+def profile_billing(request) -> billing.BillingDetails:
+    """The saved billing details, checked again (VAT ID online too), for a checkout
+    posted without billing fields (renewing or upgrading from /account/licenses)."""
+    saved = saved_billing_form(request)
+    if not saved:
+        raise ValidationFailed(
+            {
+                "billing": "Save your billing details first (your account's Billing details "
+                "page, /account/billing): the country decides the tax."
+            }
+        )
+    return checked_billing(request, saved)
+
+
 def posted_slug(request) -> str | None:
     slug = request.POST.get("product", "")
     return slug if text.is_slug(slug) else None
@@ -102,11 +139,13 @@ def license_checkout(request, item: dict):
         # The JSON route's rules for an item (one form, lengths, storable text).
         posted = {key: value for key, value in item.items() if value is not None}
         checked = validate(ItemSchema(validator=one_item_form), posted)
+        details = profile_billing(request)
         placed = place_order(
             request,
             [{key: value for key, value in checked.items() if value is not None}],
             request.POST.get("currency") or None,
             request.POST.get("provider") or None,
+            billing_details=details,
         )
     except ValidationFailed as exc:
         errors = field_errors(exc)
@@ -126,13 +165,16 @@ def checkout_submit(request):
         # No account needed: the product goes into the visitor's cart, paid as a guest.
         return cart_add(request)
     typed = {name: request.POST.get(name, "") for name in ("currency", "provider", "quantity")}
+    typed.update(posted_billing(request))
     try:
         data = read_form(request, checkout_form_schema())
+        details = checked_billing(request, posted_billing(request), prefix="")
         placed = place_order(
             request,
             [{"product": data["product"], "quantity": data["quantity"] or 1}],
             data["currency"],
             data["provider"],
+            billing_details=details,
         )
     except FormInvalid as exc:
         errors, typed = form_errors(exc.errors), {**typed, **exc.form}
@@ -229,7 +271,9 @@ def cart_values(request, cart, errors=None, form=None) -> dict:
         ],
         "provider_choices": provider_choices(request),
         "errors": errors or {},
-        "form": form or {},
+        # The saved billing details fill the pay form; what was typed wins.
+        "form": {**saved_billing_form(request), **(form or {})},
+        **billing_form_values(),
     }
 
 
@@ -362,11 +406,17 @@ def cart_checkout(request):
     cart = posted_cart(request)
     if cart is None:
         return see_other(request, "/cart")
-    typed = posted_fields(request, ("email", "name", "provider"))
+    typed = {**posted_fields(request, ("email", "name", "provider")), **posted_billing(request)}
     try:
         data = read_form(request, cart_views.CartCheckoutSchema())
+        details = checked_billing(request, posted_billing(request), prefix="")
         placed = cart_views.check_out_cart(
-            request, cart, provider=data["provider"], email=data["email"], name=data["name"]
+            request,
+            cart,
+            provider=data["provider"],
+            email=data["email"],
+            name=data["name"],
+            billing_details=details,
         )
     except FormInvalid as exc:
         return cart_page_with_errors(request, cart, exc.errors, typed)

@@ -8,6 +8,7 @@ import re
 from cmsshop.services.checkout.pricing import max_quantity
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, products
+from cmsshop.services.tax import billing
 
 # How the buy form names a provider (its registry name otherwise).
 PROVIDER_LABELS = {"cardprovider": "Card", "walletprovider": "PayPal"}
@@ -48,6 +49,11 @@ def product_page_values(
         chosen = currency if currency in offered else default
         form["currency"] = chosen if chosen in offered else next(iter(offered), "")
     form.setdefault("quantity", "1")
+    if request.user is not None and "country" not in form:
+        # The buy form's billing fields start with the customer's saved details.
+        saved = billing.profile_details(billing.load_profile(request.db, request.user.id))
+        if saved is not None:
+            form.update({key: value or "" for key, value in saved.as_api().items()})
     return {
         "max_quantity": max_quantity(product),
         "card": card,
@@ -58,4 +64,5 @@ def product_page_values(
         "provider_choices": provider_choices(request),
         "errors": errors or {},
         "form": form,
+        "countries": billing.country_choices(),
     }
