@@ -52,7 +52,8 @@ def test_every_page_renders_with_the_account_navigation(client, account):
         assert h1_of(response) == heading and title_of(response).startswith(heading)
         nav = response.html.find("nav", attrs={"aria-label": "Your account"})
         links = {a["href"]: a for a in nav.find_all("a")}
-        assert set(links) == {p for p, _ in ACCOUNT_PAGES} | {"/account/tickets"}
+        others = {"/account/tickets", "/account/billing"}
+        assert set(links) == {p for p, _ in ACCOUNT_PAGES} | others
         assert links[path].get("aria-current") == "page"
         assert not response.html.find_all("script", src=False)
         assert not response.html.find_all(style=True)

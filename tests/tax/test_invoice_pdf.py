@@ -6,12 +6,12 @@ fetches nothing; the logo is checked from its bytes and served at a hashed URL."
 from __future__ import annotations
 
 import io
-import time
 import types
 
 import pytest
 from helpers.clients import logged_in, page_client
 from helpers.html import assert_error_page
+from helpers.refunds import card_paid_order
 from PIL import Image
 from pypdf import PdfReader
 from sqlalchemy import select
@@ -185,13 +185,11 @@ def test_drawing_a_pdf_fetches_nothing_but_our_logo(client, account, dbsession):
             fetch(url)
     with pytest.raises(ValueError):
         invoice_pdf.logo_fetcher(None)(invoice_pdf.LOGO_URL)
-    # A document naming other resources is drawn without them, quickly (nothing waits
-    # on a network).
-    started = time.monotonic()
+    # A document naming other resources is drawn without them (the fetcher refuses them).
     pdf = invoice_pdf.render_pdf(
         '<p>x<img src="http://10.255.255.1/x.png"><link rel="stylesheet" href="file:///etc/passwd">'
     )
-    assert pdf.startswith(b"%PDF-") and time.monotonic() - started < 5
+    assert pdf.startswith(b"%PDF-")
     # A buyer's name is text: markup in it is escaped, and names no resource to fetch.
     hostile = {**BILLING, "name": '<img src="http://127.0.0.1:9/track.png">Eve'}
     issue_as(dbsession, account, billing=hostile)
@@ -272,9 +270,19 @@ def test_hostile_pdf_numbers_are_a_4xx_page(client, account, admin_pages, number
         assert response.content_type == "text/html"
 
 
-def test_a_pdf_is_drawn_quickly(client, account, dbsession):
-    issue_as(dbsession, account, billing=BILLING)
-    client.get(f"/account/invoices/{account.invoice.number}.pdf")  # fonts loaded once
-    started = time.monotonic()
-    client.get(f"/account/invoices/{account.invoice.number}.pdf")
-    assert time.monotonic() - started < 2
+def test_fulfilment_freezes_the_seller_on_the_invoice_it_issues(
+    dbsession, catalogue, customer, fake_stripe
+):
+    """The invoice a payment issues keeps the seller's identity of that moment (a saved
+    legal name, nothing else set); the console's later changes do not reach it."""
+    dbsession.add(ShopSetting(key="seller.legalName", value="Example Software GmbH"))
+    dbsession.commit()
+    order = card_paid_order(dbsession, customer, fake_stripe)
+    dbsession.commit()
+    invoice = dbsession.scalar(select(Invoice).where(Invoice.order_id == order.id))
+    assert invoice.seller["legalName"] == "Example Software GmbH"
+    assert invoice.seller["country"] == "" and invoice.seller["logoSha256"] is None
+    dbsession.get(ShopSetting, "seller.legalName").value = "Renamed Software AG"
+    dbsession.commit()
+    dbsession.refresh(invoice)
+    assert invoice.seller["legalName"] == "Example Software GmbH"

@@ -64,6 +64,7 @@ from cmsshop.services.payments.fulfilment import (
     take_invoice_numbers,
 )
 from cmsshop.services.payments.receipts import build_receipt, receipt_message
+from cmsshop.services.tax import invoice_pdf
 from cmsshop.util import utcnow
 
 log = logging.getLogger(__name__)
@@ -248,8 +249,9 @@ def _write_fulfilments(
 
     # Gap-free numbers for the whole batch, then only the invoices, the receipts and the
     # COMMIT: the year's counter row stays locked for those three round trips.
+    seller = invoice_pdf.freeze_seller(session, settings)  # once a batch, before the lock
     first = take_invoice_numbers(session, now.year, len(plain))
-    invoices = [invoice_values(order, first + i, now) for i, (_, order) in enumerate(plain)]
+    invoices = [invoice_values(order, first + i, now, seller) for i, (_, order) in enumerate(plain)]
     session.execute(insert(Invoice), invoices)
     session.execute(
         insert_messages(session),

@@ -46,6 +46,7 @@ from cmsshop.services.payments import license_changes
 from cmsshop.services.payments.base import Confirmation
 from cmsshop.services.payments.lines import invoice_lines
 from cmsshop.services.payments.receipts import prepare_receipt, queue_receipt
+from cmsshop.services.tax import invoice_pdf
 from cmsshop.util import utcnow
 
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -206,8 +207,12 @@ def entitlement_values(order: Order, item: OrderItem) -> dict[str, Any]:
     }
 
 
-def invoice_values(order: Order, sequence: int, now: dt.datetime) -> dict[str, Any]:
-    """The columns of the order's invoice, number ``sequence`` of this year."""
+def invoice_values(
+    order: Order, sequence: int, now: dt.datetime, seller: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The columns of the order's invoice, number ``sequence`` of this year; ``seller``:
+    the seller's identity as it is now (invoice_pdf.freeze_seller), kept on the invoice
+    so a later change in the console changes no issued invoice."""
     return {
         "number": invoice_number(now.year, sequence),
         "year": now.year,
@@ -218,6 +223,7 @@ def invoice_values(order: Order, sequence: int, now: dt.datetime) -> dict[str, A
         "currency": order.currency,
         "total": order.total,
         "lines": invoice_lines(order.items),
+        "seller": seller,
     }
 
 
@@ -255,11 +261,13 @@ def next_invoice_number(session: Session, year: int) -> tuple[int, str]:
     return sequence, invoice_number(year, sequence)
 
 
-def write_invoice(session: Session, order: Order) -> Invoice:
+def write_invoice(session: Session, order: Order, settings: Mapping[str, Any]) -> Invoice:
     """The order's invoice (called once, right after the fulfilment gate row was
     inserted: none can exist yet, and invoices.order_id is unique should one)."""
     now = utcnow()
-    invoice = Invoice(**invoice_values(order, take_invoice_numbers(session, now.year), now))
+    seller = invoice_pdf.freeze_seller(session, settings)  # read before the counter locks
+    sequence = take_invoice_numbers(session, now.year)
+    invoice = Invoice(**invoice_values(order, sequence, now, seller))
     session.add(invoice)
     return invoice
 
@@ -323,7 +331,7 @@ def fulfil_order(
     license_changes.apply_license_changes(session, order, settings)
     session.flush()
     receipt = prepare_receipt(session, order)
-    invoice = write_invoice(session, order)
+    invoice = write_invoice(session, order, settings)
     queue_receipt(session, settings, receipt, invoice.number)
     return fulfilment
 
