@@ -22,10 +22,10 @@ from typing import Any
 import pycountry
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-from stdnum.eu import vat as eu_vat
 
 from cmsshop.errors import ApiError
 from cmsshop.models import ShopSetting
+from cmsshop.services.tax import vatid
 from cmsshop.services.tax.engine import SellerTax
 from cmsshop.services.tax.rates import EU_COUNTRIES, parse_extra_rates
 from cmsshop.settings import as_bool, as_str
@@ -219,14 +219,14 @@ def clean(values: Mapping[str, Any]) -> dict[str, Any]:
     out["country"] = country
     if country and pycountry.countries.get(alpha_2=country) is None:
         errors["country"] = "not an ISO country code (two letters, e.g. DE)"
-    tax_id = re.sub(r"[\s.\-]", "", out["taxId"]).upper()
-    if tax_id and country in EU_COUNTRIES and "taxId" not in errors:
-        if not eu_vat.is_valid(tax_id):
+    if out["taxId"] and country in EU_COUNTRIES and "taxId" not in errors:
+        checked = vatid.check_vat_id(out["taxId"])
+        if not checked.valid:
             errors["taxId"] = (
                 "not a valid EU VAT ID (country prefix, then the number; e.g. DE136695976)"
             )
         else:
-            out["taxId"] = tax_id
+            out["taxId"] = checked.vat_id
     if out["microSeller"] and country and country not in EU_COUNTRIES:
         errors["microSeller"] = "the micro-seller threshold is for sellers established in the EU"
     if errors:

@@ -14,38 +14,13 @@ import dataclasses
 from stdnum import exceptions as stdnum_errors
 from stdnum.eu import vat as eu_vat
 
-# VAT prefix -> ISO 3166-1 alpha-2 country code; they differ only for Greece.
+from cmsshop.services.tax.rates import EU_COUNTRIES
+
+# VAT prefix -> ISO 3166-1 alpha-2 country code (the member states of the rates table);
+# they differ only for Greece.
 MEMBER_STATES: dict[str, str] = {
-    prefix: prefix
-    for prefix in [
-        "AT",
-        "BE",
-        "BG",
-        "CY",
-        "CZ",
-        "DE",
-        "DK",
-        "EE",
-        "ES",
-        "FI",
-        "FR",
-        "HR",
-        "HU",
-        "IE",
-        "IT",
-        "LT",
-        "LU",
-        "LV",
-        "MT",
-        "NL",
-        "PL",
-        "PT",
-        "RO",
-        "SE",
-        "SI",
-        "SK",
-    ]
-} | {"EL": "GR"}
+    ("EL" if country == "GR" else country): country for country in sorted(EU_COUNTRIES)
+}
 
 INVALID_FORMAT = "invalid_format"
 INVALID_CHECKSUM = "invalid_checksum"
