@@ -8,6 +8,9 @@ details come from the order's own copy (``Order.billing``), which is never edite
 either. The logo is not copied (it may be half a megabyte): the snapshot keeps its
 sha256, and the invoice shows the logo only while the shop's logo still has those bytes.
 
+A credit note is drawn the same way (``credit_note_document``): it names the seller, the
+buyer and the logo of the invoice it corrects, as that invoice was issued.
+
 The PDF is the invoice page's HTML drawn by WeasyPrint, with the system's DejaVu fonts.
 Nothing is fetched while drawing: the only resource a document may name is our own
 logo, handed over as bytes (``LOGO_URL``); any other URL is refused (``logo_fetcher``).
@@ -23,7 +26,7 @@ import pycountry
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from cmsshop.models import Invoice, ShopFile, User
+from cmsshop.models import CreditNote, Currency, Invoice, ShopFile, User
 from cmsshop.services.payments.lines import read_invoice_lines
 from cmsshop.services.store.currencies import list_currencies
 from cmsshop.services.tax.logo import logo_sha256, read_logo
@@ -183,3 +186,28 @@ def find_any_invoice(session: Session, number: str | None) -> Invoice | None:
     return session.scalar(
         select(Invoice).where(Invoice.number == number).options(joinedload(Invoice.order))
     )
+
+
+def credit_note_filename(number: str) -> str:
+    """``credit-note-CN-2026-000007.pdf``: numbers are [A-Z0-9-], safe in a header."""
+    safe = "".join(ch for ch in number if ch.isalnum() or ch == "-")
+    return f"credit-note-{safe}.pdf"
+
+
+def credit_note_document(session: Session, note: CreditNote) -> dict[str, Any]:
+    """What the credit note document (templates/tax/_credit_note.html) shows: the note and
+    the invoice it corrects, with that invoice's seller, buyer and logo as issued (a
+    credit note names the same parties as its invoice, whatever changed since)."""
+    invoice = session.scalar(
+        select(Invoice).where(Invoice.id == note.invoice_id).options(joinedload(Invoice.order))
+    )
+    seller = invoice_seller(invoice)
+    return {
+        "note": note,
+        "invoice": invoice,
+        "order_number": invoice.order.number,
+        "seller": seller,
+        "buyer": invoice_buyer(invoice.order, session.get(User, invoice.user_id)),
+        "logo": invoice_logo(session, seller),
+        "currency": session.get(Currency, note.currency),
+    }
