@@ -53,6 +53,7 @@ def check_receipt(dbsession, order, customer, base_url="http://localhost"):
         assert order.number in body
         assert invoice.number in body
         assert f"{base_url}/account/invoices/{invoice.number}" in body
+        assert f"{base_url}/account/invoices/{invoice.number}.pdf" in body
         assert f"{base_url}/account/downloads" in body
         assert f"{base_url}/account/licenses" in body
         assert license.key in body

@@ -110,6 +110,7 @@ def receipt_message(settings: Mapping[str, Any], receipt: Receipt, invoice_numbe
             **receipt.context,
             "invoice_number": invoice_number,
             "invoice_url": f"{base_url}/account/invoices/{invoice_number}",
+            "invoice_pdf_url": f"{base_url}/account/invoices/{invoice_number}.pdf",
             "downloads_url": f"{base_url}/account/downloads",
             "licenses_url": f"{base_url}/account/licenses",
             "set_password": receipt.set_password,
