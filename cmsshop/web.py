@@ -189,7 +189,9 @@ def includeme(config) -> None:
         "money = cmsshop.web.format_money\ndate = cmsshop.web.format_date\n"
         # An order's provider as the seller knows it ("Card payments (Stripe)"), never
         # the plugin name; the admin order pages are always on, so is this name table.
-        "provider = cmsshop.services.payments.connect.seller_name",
+        "provider = cmsshop.services.payments.connect.seller_name\n"
+        # An order's tax as a line names it ("VAT 19 %"), from Order.tax_details.
+        "tax_label = cmsshop.services.tax.checkout.tax_label",
     )
     config.include("pyramid_jinja2")
     config.add_jinja2_renderer(".html")

@@ -53,7 +53,17 @@ class Order(Base):
     number: Mapped[str] = mapped_column(String(32), unique=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
     currency: Mapped[str] = mapped_column(ForeignKey("currencies.code"))
+    # What the buyer pays, tax included (the gross): the amount the provider must confirm.
     total: Mapped[int] = mapped_column(BigInteger)
+    # The tax included in ``total`` (0 when none is charged, and on orders from before).
+    tax: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    # How the tax was decided when the order was placed (services.tax.checkout): regime,
+    # country, rate, the rates row's validFrom, notes, flags, evidence. Kept, never
+    # recomputed: a rate that changes before the payment arrives changes nothing here.
+    tax_details: Mapped[dict | None] = mapped_column(JSON)
+    # A cross-border consumer sale in the EU: its net in euro cents, counted towards the
+    # micro-seller threshold (null for every other sale).
+    cross_border_eur: Mapped[int | None] = mapped_column(BigInteger)
     # The coupon's discount, included in ``total`` (the lines carry their share of it).
     discount: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     coupon_code: Mapped[str | None] = mapped_column(String(40))
@@ -105,6 +115,11 @@ class OrderItem(Base):
     unit_amount: Mapped[int | None] = mapped_column(BigInteger)
     discount: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     amount: Mapped[int] = mapped_column(BigInteger)
+    # The line's net and tax (net + tax = what the line adds to the order's total). With
+    # prices entered tax-inclusive ``amount`` is the gross, tax-exclusive it is the net.
+    # NULL on lines placed before taxes were charged: all net (services.payments.lines).
+    net: Mapped[int | None] = mapped_column(BigInteger)
+    tax: Mapped[int | None] = mapped_column(BigInteger)
     kind: Mapped[str] = mapped_column(String(10), default="purchase", server_default="purchase")
     # The license a renewal extends or an upgrade moves (services/payments/license_changes.py).
     # Not a foreign key: licences.order_item_id already points here, and a cycle of foreign
@@ -114,6 +129,12 @@ class OrderItem(Base):
 
     order: Mapped[Order] = relationship(back_populates="items")
     product: Mapped[Product] = relationship()
+
+    @property
+    def gross(self) -> int:
+        """What the line adds to the order's total, tax included (a line from before
+        taxes: its amount)."""
+        return self.amount if self.net is None else self.net + (self.tax or 0)
 
 
 class Fulfilment(Base):
@@ -157,11 +178,15 @@ class Invoice(Base):
     issued_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     currency: Mapped[str] = mapped_column(String(3))
     total: Mapped[int] = mapped_column(BigInteger)
-    # [{"product": slug, "name": ..., "amount": minor units}]
+    # [{"product", "name", "quantity", "unitAmount", "discount", "net", "taxRate", "tax",
+    #   "amount"}]: amount is the line's gross (services.payments.lines.invoice_lines)
     lines: Mapped[list] = mapped_column(JSON)
     # The seller's identity when issued (services.tax.invoice_pdf.seller_snapshot), so a
     # later change in the console never changes an issued invoice; null before it was kept.
     seller: Mapped[dict | None] = mapped_column(JSON)
+    # The tax the invoice states: regime, country, notes and totals per rate
+    # (services.tax.checkout.invoice_tax); null on invoices issued before taxes.
+    tax: Mapped[dict | None] = mapped_column(JSON)
 
     order: Mapped[Order] = relationship()
 

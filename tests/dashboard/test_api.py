@@ -102,8 +102,14 @@ def test_orders_are_the_customers_own_newest_first(
                 "unitAmount": 200,
                 "discount": 0,
                 "amount": 200,
+                # ... and from before taxes: all net.
+                "net": 200,
+                "tax": 0,
+                "gross": 200,
             }
         ],
+        "tax": 0,
+        "taxDetails": None,
         "provider": "cardprovider",
         "createdAt": first["createdAt"],
         "paidAt": first["paidAt"],
@@ -144,7 +150,8 @@ def test_invoices_are_the_customers_own(
         "issuedAt": invoice["issuedAt"],
         "currency": "EUR",
         "total": 4900,
-        # Stored as issued before quantities ({product, name, amount}), read as one unit.
+        # Stored as issued before quantities ({product, name, amount}), read as one unit,
+        # and before taxes: all net at 0 %.
         "lines": [
             {
                 "product": mine.product.slug,
@@ -152,9 +159,13 @@ def test_invoices_are_the_customers_own(
                 "quantity": 1,
                 "unitAmount": 4900,
                 "discount": 0,
+                "net": 4900,
+                "taxRate": "0",
+                "tax": 0,
                 "amount": 4900,
             }
         ],
+        "tax": None,
     }
     assert invoice["number"].startswith(f"INV-{utcnow().year}-")
     openapi_validator(customer_app, "/api/dashboard/invoices", "get", "200").validate(body)

@@ -95,10 +95,18 @@ def test_the_json_of_the_order_and_its_invoice(customer_app, order):
             "amount": 1842,
         },
     ]
-    assert placed["items"] == expected
+    # No tax is charged by this shop: every line is all net.
+    untaxed = {"tax": 0}
+    assert placed["items"] == [
+        {**line, **untaxed, "net": line["amount"], "gross": line["amount"]} for line in expected
+    ]
     invoices = customer_app.get("/api/dashboard/invoices").json
     openapi_validator(customer_app, "/api/dashboard/invoices", "get", "200").validate(invoices)
-    assert invoices["items"][0]["lines"] == expected
+    assert invoices["items"][0]["lines"] == [
+        {**line, **untaxed, "net": line["amount"], "taxRate": "0"} for line in expected
+    ]
+    # Written without a checkout (paid_order): no tax was decided, the invoice states none.
+    assert invoices["items"][0]["tax"] is None
 
 
 def test_an_order_from_before_quantities_reads_as_one_unit(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pyramid.exceptions import ConfigurationError
 
+from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax import seller
 from cmsshop.settings import declare
 from cmsshop.views.tax import seller_openapi, seller_pages
@@ -21,6 +22,7 @@ ROUTES = {
 def includeme(config) -> None:
     settings = config.get_settings()
     declare(settings, seller.settings_spec())
+    declare(settings, tax_checkout.settings_spec())
     defaults = {field: settings[ini] for field, (ini, _env, _kind, _n) in seller.FIELDS.items()}
     try:
         seller.clean(defaults)

@@ -52,6 +52,7 @@ from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.store.currencies import default_currency
 from cmsshop.services.tax import billing as billing_details
+from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax import seller
 from cmsshop.services.tax.billing import BillingDetails
 from cmsshop.util import readable_token, utcnow
@@ -174,7 +175,10 @@ def insert_order(
     provider: str,
     lines,
     billing: BillingDetails | None = None,
+    tax: tax_checkout.OrderTax | None = None,
 ) -> Order:
+    """The pending order of priced ``lines``; ``tax`` (services.tax.checkout.quote_order
+    of the same lines) makes its total the gross and gives each line its net and tax."""
     sums = pricing.totals(lines)
     order = Order(
         number=new_order_number(),
@@ -203,6 +207,8 @@ def insert_order(
         )
         for line in lines
     ]
+    if tax is not None:
+        tax_checkout.apply_to_order(order, tax)
     session.add(order)
     session.flush()
     return order
@@ -279,6 +285,7 @@ def _commit_new_order(
     coupon_code: str | None,
     cart_id: str | None,
     billing: BillingDetails | None,
+    tax: tax_checkout.OrderTax | None = None,
 ) -> Order:
     """Commit the order (see the module doc), in one transaction with what belongs to
     it: the guest's account, the buyer's billing profile, the coupon's redemption,
@@ -305,6 +312,7 @@ def _commit_new_order(
                     FREE_PROVIDER if free else provider,
                     lines,
                     billing,
+                    tax,
                 )
                 if billing is not None:
                     remember_billing(session, buyer, user_id, billing)
@@ -365,12 +373,16 @@ def place_order(
     coupon_code: str | None = None,
     cart_id: str | None = None,
     billing: BillingDetails | None,
+    evidence_country: str | None = None,
 ) -> PlacedOrder:
     """Price, commit as pending, then create the provider checkout (see module doc).
     An order that costs nothing is fulfilled as it is committed and needs no provider
     (``spec`` may then be None). ``billing`` (checked by services.tax.billing, VAT ID
     included) is kept on the order and as the buyer's profile; every caller that takes
-    an order from a buyer gives it (None only for orders made by the shop itself).
+    an order from a buyer gives it (None only for orders made by the shop itself). The
+    order's tax is decided here from it (services.tax.checkout), with
+    ``evidence_country`` (the network address's country, if known) as the second
+    piece of evidence of where the buyer is; the order keeps it.
 
     ``session`` (the request's) is only read; the order is written in transactions of
     its own, so it is committed before the provider is called. In production nothing is
@@ -393,6 +405,15 @@ def place_order(
         )
     if spec is None and pricing.totals(lines).total > 0:
         raise CheckoutInvalid({"provider": "no payment provider is enabled on this site"})
+    try:
+        tax = tax_checkout.quote_order(
+            session, settings, lines, currency, billing, evidence_country=evidence_country
+        )
+    except tax_checkout.TaxRefused as exc:
+        log.error("no tax rate for an order: %s", exc)
+        raise CheckoutInvalid(
+            {"billing.country": "no tax rate is known for this country yet"}
+        ) from None
     order = _commit_new_order(
         registry,
         buyer,
@@ -402,18 +423,22 @@ def place_order(
         coupon_code,
         cart_id,
         billing,
+        tax,
     )
     number = order.number
     if order.status == "paid":
         return PlacedOrder(order, success_url(settings, number), sandbox=False)
     success, cancel = checkout_urls(settings, number)
     email = session.scalar(select(User.email).where(User.id == order.user_id))
+    items = checkout_items(order.items)
     request = CheckoutRequest(
         order_number=number,
         currency=currency,
         total=order.total,
-        items=checkout_items(order.items),
+        items=items,
         discount=order.discount,
+        tax=sum(item["tax_added"] for item in items),
+        tax_label=tax_checkout.tax_label(order.tax_details),
         customer_email=email or "",
         success_url=success,
         cancel_url=cancel,

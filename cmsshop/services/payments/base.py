@@ -89,6 +89,9 @@ class Confirmation:
     currency: str  # upper-case ISO 4217
     order_number: str | None  # our reference as the provider holds it
     payment_reference: str  # the provider's payment id
+    # The country the buyer gave the provider with the payment (Stripe's customer
+    # details, PayPal's payer), a second piece of evidence of where the buyer is.
+    country: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,10 +104,12 @@ class CheckoutSession:
 class CheckoutRequest:
     """What the provider is asked to charge: ``total`` (the order's, minor units) and the
     lines it is made of, ``[{"product", "name", "quantity", "unit_amount", "discount",
-    "amount"}]`` with ``unit_amount * quantity - discount = amount`` and the amounts
-    summing to ``total`` (services/payments/lines.py ``checkout_items`` builds them from
-    order items); ``discount``: the order's coupon discount, the sum of the lines' (None:
-    take the lines' sum; a provider that is told both checks they agree)."""
+    "amount", "tax_added"}]`` with ``unit_amount * quantity - discount = amount``
+    (services/payments/lines.py ``checkout_items`` builds them from order items);
+    ``discount``: the order's coupon discount, the sum of the lines' (None: take the
+    lines' sum; a provider that is told both checks they agree); ``tax``: the tax charged
+    on top of the lines' amounts (prices entered without tax; 0 when they include it),
+    named ``tax_label`` ("VAT 19 %"). The amounts plus ``tax`` make ``total``."""
 
     order_number: str
     currency: str
@@ -114,6 +119,8 @@ class CheckoutRequest:
     success_url: str
     cancel_url: str
     discount: int | None = None
+    tax: int = 0
+    tax_label: str = "Tax"
 
 
 class PaymentProvider(Protocol):

@@ -263,6 +263,9 @@ class CardProvider:
             payment_reference=_object_id(session.get("payment_intent"))
             or action.payment_reference
             or object_id,
+            country=_text(
+                _mapping(_mapping(session.get("customer_details")).get("address")).get("country")
+            ),
         )
 
     def create_checkout(
@@ -286,7 +289,8 @@ class CardProvider:
                     "quantity": 1,
                 }
                 for item in checkout.items
-            ],
+            ]
+            + _tax_line(checkout, currency),
             "success_url": checkout.success_url,
             "cancel_url": checkout.cancel_url,
         }
@@ -335,6 +339,23 @@ class CardProvider:
         if status in ("failed", "canceled"):
             raise RefundRefused(f"Stripe refund {refund_id} is {status}")
         return ProviderRefund(refund_id, "succeeded" if status == "succeeded" else "pending")
+
+
+def _tax_line(checkout: pb.CheckoutRequest, currency: str) -> list[dict[str, Any]]:
+    """The tax added on top of prices entered without tax, as a line of its own ("VAT
+    19 %"), so the session's total is the order's gross; none when prices include it."""
+    if checkout.tax <= 0:
+        return []
+    return [
+        {
+            "price_data": {
+                "currency": currency,
+                "unit_amount": checkout.tax,
+                "product_data": {"name": checkout.tax_label},
+            },
+            "quantity": 1,
+        }
+    ]
 
 
 def _line_name(item: Mapping[str, Any]) -> str:

@@ -64,6 +64,7 @@ from cmsshop.services.payments.fulfilment import (
     take_invoice_numbers,
 )
 from cmsshop.services.payments.receipts import build_receipt, receipt_message
+from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax import invoice_pdf
 from cmsshop.util import utcnow
 
@@ -206,6 +207,7 @@ def _write_fulfilments(
     entitlements, licenses, keys = [], [], {}
     for event, order in plain:
         mark_paid(order, event.confirmation.payment_reference, now)
+        tax_checkout.record_payment_country(order, event.confirmation.country)
         for item in granted_items(order):
             entitlements.append(entitlement_values(order, item))
             if issues_license(item):

@@ -46,6 +46,7 @@ from cmsshop.services.payments import license_changes
 from cmsshop.services.payments.base import Confirmation
 from cmsshop.services.payments.lines import invoice_lines
 from cmsshop.services.payments.receipts import prepare_receipt, queue_receipt
+from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax import invoice_pdf
 from cmsshop.util import utcnow
 
@@ -207,6 +208,11 @@ def entitlement_values(order: Order, item: OrderItem) -> dict[str, Any]:
     }
 
 
+def _rate(order: Order) -> str | None:
+    details = order.tax_details
+    return details.get("rate") if isinstance(details, dict) else None
+
+
 def invoice_values(
     order: Order, sequence: int, now: dt.datetime, seller: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -222,8 +228,9 @@ def invoice_values(
         "issued_at": now,
         "currency": order.currency,
         "total": order.total,
-        "lines": invoice_lines(order.items),
+        "lines": invoice_lines(order.items, _rate(order)),
         "seller": seller,
+        "tax": tax_checkout.invoice_tax(order),
     }
 
 
@@ -367,6 +374,7 @@ def fulfil_confirmed_payment(
         if other is None:
             order.payment_reference = reference
         return Result("needs_review", "; ".join(problems))
+    tax_checkout.record_payment_country(order, confirmation.country)
     fulfilment = fulfil_order(
         session,
         order,

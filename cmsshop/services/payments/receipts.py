@@ -20,6 +20,7 @@ from cmsshop.services.accounts.users import has_password
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.payments.lines import display_name, quantity_of, subtotal_of, unit_amount_of
 from cmsshop.services.store.currencies import format_amount
+from cmsshop.services.tax.checkout import tax_label
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +50,17 @@ def prepare_receipt(session: Session, order: Order) -> Receipt:
         for license in session.scalars(select(License).where(License.order_item_id.in_(item_ids)))
     }
     return build_receipt(order, user, currency, licenses)
+
+
+def _tax_context(order: Order, money) -> dict[str, Any] | None:
+    details = order.tax_details
+    if not order.tax or not isinstance(details, dict):
+        return None
+    return {
+        "label": tax_label(details),
+        "amount": money(order.tax),
+        "included": bool(details.get("pricesIncludeTax")),
+    }
 
 
 def build_receipt(order: Order, user: User, currency: Currency | None, licenses: dict) -> Receipt:
@@ -84,6 +96,10 @@ def build_receipt(order: Order, user: User, currency: Currency | None, licenses:
             "discount": money(order.discount) if order.discount else None,
             "coupon_code": order.coupon_code if order.discount else None,
             "total": money(order.total),
+            # The tax: a line before the total (prices without tax) or said to be
+            # included after it; None without tax.
+            "tax": _tax_context(order, money),
+            "tax_notes": list((order.tax_details or {}).get("notes") or ()),
             "licenses": [
                 {"product": item.name, "key": licenses[item.id]}
                 for item in order.items

@@ -183,7 +183,7 @@ def refunds_of(session: Session, order_id: int) -> list[Refund]:
 
 
 def _line_remaining(order: Order, refunds: Sequence[Refund]) -> dict[int, int]:
-    left = {item.id: item.amount for item in order.items}
+    left = {item.id: item.gross for item in order.items}  # tax included
     for row in refunds:
         if row.status in COUNTED:
             for line in row.lines or []:

@@ -16,6 +16,7 @@ from cmsshop.services.checkout import carts, coupons, pricing
 from cmsshop.services.checkout import orders as co
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.tax import billing
+from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax.vies import IVatIdChecker
 from cmsshop.views.shared.bodies import order_body
 from cmsshop.views.shared.json import (
@@ -163,7 +164,14 @@ def place_order(
             spec=spec,
             coupon_code=coupons.normalise_code(coupon) if coupon else None,
             billing=billing_details,
+            evidence_country=network_country(request),
         )
+
+
+def network_country(request) -> str | None:
+    """The buyer's network address's country, as the trusted proxy states it (if the
+    shop configured the header: services.tax.checkout.network_country)."""
+    return tax_checkout.network_country(request.registry.settings, request.headers)
 
 
 @contextlib.contextmanager

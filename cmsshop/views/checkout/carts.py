@@ -20,6 +20,7 @@ from cmsshop.views.checkout.api import (
     checked_billing,
     choose_provider,
     coupon_error,
+    network_country,
     order_placed_body,
     placing_errors,
 )
@@ -167,6 +168,7 @@ def check_out_cart(
             coupon_code=view.coupon_code,
             cart_id=cart.id,
             billing=billing_details,
+            evidence_country=network_country(request),
         )
 
 

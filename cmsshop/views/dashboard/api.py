@@ -33,6 +33,7 @@ def invoice_body(invoice) -> dict:
         "total": invoice.total,
         # As issued; an invoice from before quantities reads as one unit a line.
         "lines": read_invoice_lines(invoice.lines),
+        "tax": invoice.tax,
     }
 
 

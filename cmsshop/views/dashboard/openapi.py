@@ -44,18 +44,67 @@ ACTIVATION_PROPERTIES = {
 }
 ACTIVATION_REQUIRED = list(ACTIVATION_PROPERTIES)
 
+INVOICE_LINE_SCHEMA = {
+    "type": "object",
+    "required": [
+        "product",
+        "name",
+        "quantity",
+        "unitAmount",
+        "discount",
+        "net",
+        "taxRate",
+        "tax",
+        "amount",
+    ],
+    "description": "A line as issued: net + tax = amount (an invoice from before taxes: "
+    "all net at 0 %)",
+    "properties": {
+        **{k: v for k, v in ORDER_LINE_SCHEMA["properties"].items() if k != "gross"},
+        "taxRate": {"type": "string", "description": 'Percent: "19", "25.5"'},
+        "amount": {"type": "integer", "minimum": 0, "description": "The line's gross"},
+    },
+}
+INVOICE_TAX_SCHEMA = {
+    "type": ["object", "null"],
+    "description": "The tax the invoice states (null: issued before taxes)",
+    "required": ["regime", "country", "name", "pricesIncludeTax", "notes", "totals"],
+    "properties": {
+        "regime": {"type": "string"},
+        "country": {"type": ["string", "null"]},
+        "name": {"type": "string", "enum": ["VAT", "Tax"]},
+        "pricesIncludeTax": {"type": "boolean"},
+        "notes": {"type": "array", "items": {"type": "string"}},
+        "totals": {
+            "type": "array",
+            "description": "Per rate",
+            "items": {
+                "type": "object",
+                "required": ["rate", "net", "tax", "gross"],
+                "properties": {
+                    "rate": {"type": "string"},
+                    "net": {"type": "integer"},
+                    "tax": {"type": "integer"},
+                    "gross": {"type": "integer"},
+                },
+            },
+        },
+    },
+}
+
 OPENAPI_SCHEMAS = {
     "DashboardOrder": ORDER_SCHEMA,
     "DashboardInvoice": {
         "type": "object",
-        "required": ["number", "orderNumber", "issuedAt", "currency", "total", "lines"],
+        "required": ["number", "orderNumber", "issuedAt", "currency", "total", "lines", "tax"],
         "properties": {
             "number": {"type": "string", "examples": ["INV-2026-000042"]},
             "orderNumber": {"type": "string"},
             "issuedAt": TIME,
             "currency": {"type": "string"},
-            "total": {"type": "integer", "description": "Minor units"},
-            "lines": {"type": "array", "items": ORDER_LINE_SCHEMA},
+            "total": {"type": "integer", "description": "Minor units, tax included"},
+            "lines": {"type": "array", "items": INVOICE_LINE_SCHEMA},
+            "tax": INVOICE_TAX_SCHEMA,
         },
     },
     "DashboardDownload": {

@@ -115,7 +115,7 @@ def situation_body(situation: refunds.Refundable, views: list[refunds.RefundView
             {
                 "item": item.id,
                 "name": item.name,
-                "amount": item.amount,
+                "amount": item.gross,
                 "remaining": max(situation.line_remaining.get(item.id, 0), 0),
             }
             for item in order.items

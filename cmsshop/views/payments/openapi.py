@@ -187,7 +187,10 @@ REFUND_SITUATION = {
                 "properties": {
                     "item": {"type": "integer"},
                     "name": {"type": "string"},
-                    "amount": {"type": "integer"},
+                    "amount": {
+                        "type": "integer",
+                        "description": "What the line cost, tax included (minor units)",
+                    },
                     "remaining": {"type": "integer"},
                 },
             },

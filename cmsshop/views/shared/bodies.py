@@ -7,7 +7,14 @@ Services return models or dataclasses; only the view layer turns them into camel
 from __future__ import annotations
 
 from cmsshop.models import ORDER_STATUSES, RELEASE_CHANNELS
-from cmsshop.services.payments.lines import discount_of, quantity_of, unit_amount_of
+from cmsshop.services.payments.lines import (
+    discount_of,
+    gross_of,
+    net_of,
+    quantity_of,
+    tax_of,
+    unit_amount_of,
+)
 from cmsshop.util import isoformat_z
 
 
@@ -35,12 +42,31 @@ def order_body(order) -> dict:
                 "unitAmount": unit_amount_of(item),
                 "discount": discount_of(item),
                 "amount": item.amount,
+                "net": net_of(item),
+                "tax": tax_of(item),
+                "gross": gross_of(item),
             }
             for item in order.items
         ],
+        "tax": order.tax,
+        "taxDetails": tax_details_body(order.tax_details),
         "provider": order.provider,
         "createdAt": isoformat_z(order.created_at),
         "paidAt": isoformat_z(order.paid_at),
+    }
+
+
+def tax_details_body(details) -> dict | None:
+    """How the order's tax was decided (services.tax.checkout.details_of), for the buyer
+    and the console; None for an order placed before taxes."""
+    if not isinstance(details, dict):
+        return None
+    return {
+        "regime": details.get("regime"),
+        "country": details.get("country"),
+        "rate": details.get("rate") or "0",
+        "pricesIncludeTax": bool(details.get("pricesIncludeTax")),
+        "notes": list(details.get("notes") or ()),
     }
 
 
@@ -81,7 +107,17 @@ NULLABLE_DATE_TIME = {"type": ["string", "null"], "format": "date-time"}
 
 ORDER_LINE_SCHEMA = {
     "type": "object",
-    "required": ["product", "name", "quantity", "unitAmount", "discount", "amount"],
+    "required": [
+        "product",
+        "name",
+        "quantity",
+        "unitAmount",
+        "discount",
+        "amount",
+        "net",
+        "tax",
+        "gross",
+    ],
     "description": "unitAmount x quantity - discount = amount",
     "properties": {
         "product": {"type": "string", "description": "Product slug"},
@@ -100,8 +136,41 @@ ORDER_LINE_SCHEMA = {
         "amount": {
             "type": "integer",
             "minimum": 0,
-            "description": "What the line costs in the total (minor units)",
+            "description": "unitAmount x quantity - discount, as prices are entered "
+            "(with tax when the shop's prices include it, without otherwise)",
         },
+        "net": {"type": "integer", "minimum": 0, "description": "The line without tax"},
+        "tax": {"type": "integer", "minimum": 0, "description": "The line's tax"},
+        "gross": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "net + tax: what the line adds to the order's total",
+        },
+    },
+}
+TAX_DETAILS_SCHEMA = {
+    "type": ["object", "null"],
+    "description": "How the tax was decided when the order was placed (null: no tax "
+    "was computed, an order from before taxes)",
+    "required": ["regime", "country", "rate", "pricesIncludeTax", "notes"],
+    "properties": {
+        "regime": {
+            "type": "string",
+            "enum": [
+                "none",
+                "domestic",
+                "reverse_charge",
+                "oss",
+                "micro_seller",
+                "outside_scope",
+                "local",
+                "not_registered",
+            ],
+        },
+        "country": {"type": "string", "description": "Where the sale is taxed"},
+        "rate": {"type": "string", "description": 'Percent, e.g. "19" or "25.5"'},
+        "pricesIncludeTax": {"type": "boolean"},
+        "notes": {"type": "array", "items": {"type": "string"}},
     },
 }
 ORDER_SCHEMA = {
@@ -114,6 +183,8 @@ ORDER_SCHEMA = {
         "discount",
         "couponCode",
         "items",
+        "tax",
+        "taxDetails",
         "provider",
         "createdAt",
         "paidAt",
@@ -122,7 +193,12 @@ ORDER_SCHEMA = {
         "number": {"type": "string"},
         "status": {"type": "string", "enum": list(ORDER_STATUSES)},
         "currency": {"type": "string"},
-        "total": {"type": "integer", "description": "Minor units, after the discount"},
+        "total": {
+            "type": "integer",
+            "description": "What the buyer pays: minor units, after the discount, tax included",
+        },
+        "tax": {"type": "integer", "minimum": 0, "description": "The tax included in total"},
+        "taxDetails": TAX_DETAILS_SCHEMA,
         "discount": {
             "type": "integer",
             "minimum": 0,

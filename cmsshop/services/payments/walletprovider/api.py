@@ -85,7 +85,9 @@ def _breakdown(checkout: CheckoutRequest, currency: str) -> tuple[list, dict] | 
     reads ``unit_amount x quantity - discount = amount``, the amounts sum to the total and
     the discounts to the order's discount; otherwise the order goes without them and the
     buyer still pays the right total. The coupon is one order-level ``discount``: PayPal
-    has no per-item discount (nor promo codes of its own)."""
+    has no per-item discount (nor promo codes of its own). Tax added on top of prices
+    entered without tax is the breakdown's ``tax_total`` (amount = item_total - discount
+    + tax_total)."""
     items = checkout.items
     if not items:
         return None
@@ -116,16 +118,22 @@ def _breakdown(checkout: CheckoutRequest, currency: str) -> tuple[list, dict] | 
             }
         )
     discount = sum(item.get("discount", 0) for item in items)
-    if sum(item["amount"] for item in items) != checkout.total:
+    tax = checkout.tax
+    if sum(item["amount"] for item in items) + tax != checkout.total:
         return None
     if checkout.discount is not None and discount != checkout.discount:
         return None
     breakdown = {
         "item_total": {
             "currency_code": currency,
-            "value": to_decimal_string(checkout.total + discount, currency),
+            "value": to_decimal_string(checkout.total - tax + discount, currency),
         }
     }
+    if tax:
+        breakdown["tax_total"] = {
+            "currency_code": currency,
+            "value": to_decimal_string(tax, currency),
+        }
     if discount:
         breakdown["discount"] = {
             "currency_code": currency,
