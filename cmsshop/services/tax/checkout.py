@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import String, cast, select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import Currency, Order
@@ -299,3 +299,34 @@ def tax_name(details: Mapping[str, Any]) -> str:
     """ "VAT" for a sale taxed in the EU (or a reverse charge), "Tax" elsewhere."""
     in_eu = details.get("country") in engine.EU_COUNTRIES
     return "VAT" if in_eu or details.get("regime") == "reverse_charge" else "Tax"
+
+
+def orders_to_review(session: Session, limit: int = 50) -> list[Order]:
+    """Sales whose tax the seller should check (``needs_review`` among the flags: the
+    evidence of the buyer's country disagrees, or VIES could not confirm a VAT ID),
+    newest first. A console list, so the JSON is matched as text (the same on SQLite
+    and PostgreSQL) and the flag confirmed in Python."""
+    rows = session.scalars(
+        select(Order)
+        .where(
+            Order.status.in_(SALE_MADE),
+            cast(Order.tax_details, String).like(f"%{engine.NEEDS_REVIEW}%"),
+        )
+        .order_by(Order.created_at.desc())
+        .limit(limit)
+    )
+    return [order for order in rows if needs_review(order)]
+
+
+def price_note(session: Session, settings: Mapping[str, Any]) -> str | None:
+    """What the cart says of tax before the buyer pays (None when no tax is charged): the
+    amount depends on the billing country, decided at checkout."""
+    profile = shop_profile(session, settings)
+    if not profile.tax_enabled:
+        return None
+    if profile.prices_include_tax:
+        return "Prices include VAT or sales tax where it applies to your billing country."
+    return (
+        "Prices exclude tax: VAT or sales tax for your billing country is added when you pay, "
+        "and shown on the payment page and your invoice."
+    )

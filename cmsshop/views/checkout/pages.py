@@ -19,6 +19,7 @@ from cmsshop.services.payments import simulation
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, text
 from cmsshop.services.tax import billing
+from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.views.checkout import carts as cart_views
 from cmsshop.views.checkout.api import (
     CheckoutSchema,
@@ -270,6 +271,7 @@ def cart_values(request, cart, errors=None, form=None) -> dict:
             (c.code, c.code) for c in currencies.list_currencies(request.db, enabled_only=True)
         ],
         "provider_choices": provider_choices(request),
+        "tax_note": tax_checkout.price_note(request.db, request.registry.settings),
         "errors": errors or {},
         # The saved billing details fill the pay form; what was typed wins.
         "form": {**saved_billing_form(request), **(form or {})},

@@ -4,11 +4,16 @@ message at each field, and nothing is saved."""
 
 from __future__ import annotations
 
+import types
+
 import pycountry
 from pyramid.view import view_config
 
 from cmsshop.security import ADMIN
+from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax import logo, seller
+from cmsshop.services.tax.rates import EU_COUNTRIES
+from cmsshop.util import utcnow
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.forms import see_other
 
@@ -17,6 +22,9 @@ NOTICES = {
     "tax_logo_saved": "The invoice logo is saved.",
     "tax_logo_removed": "The invoice logo is removed.",
 }
+# Euro cents as the money filter shows them (the threshold counts EUR whatever the shop's
+# currencies are).
+EURO = types.SimpleNamespace(code="EUR", symbol="€", decimals=2)
 COUNTRIES = sorted((c.alpha_2, c.name) for c in pycountry.countries)
 
 
@@ -24,7 +32,13 @@ def _page(request, form: dict, errors: dict, logo_errors: dict | None = None) ->
     no_store(request)
     profile = seller.shop_profile(request.db, request.registry.settings)
     stored = logo.read_logo(request.db)
+    settings = request.registry.settings
     return {
+        "euro": EURO,
+        "cross_border": tax_checkout.micro_seller_status(request.db, settings, utcnow().year),
+        "seller_in_eu": profile.country in EU_COUNTRIES,
+        "micro_seller": profile.micro_seller,
+        "to_review": tax_checkout.orders_to_review(request.db),
         "logo_url": logo.logo_url(stored) if stored is not None else None,
         "logo_errors": logo_errors or {},
         "admin_section": "tax",
