@@ -41,6 +41,10 @@ def saved_rows(dbsession) -> dict:
 
 def test_the_console_saves_the_identity_and_the_settings(app, admin, dbsession):
     console = logged_in(app, admin)
+    # While the details are missing, the dashboard warns and links to the page.
+    dashboard_warning = console.get("/admin").html.find(id="identity-missing")
+    assert "legal name" in dashboard_warning.get_text(" ")
+    assert dashboard_warning.find("a")["href"] == "/admin/tax/settings"
     page = console.get("/admin/tax/settings")
     warning = page.html.find(id="identity-missing").get_text(" ")
     assert "legal name" in warning and "vat or tax id" in warning
