@@ -225,10 +225,12 @@ def apply_to_order(order: Order, quoted: OrderTax) -> None:
 def record_payment_country(order: Order, country: str | None) -> None:
     """The country the buyer gave the payment provider, a second piece of evidence: a
     disagreement with the billing country flags the order for review (the tax charged
-    is not changed: the buyer paid what was shown)."""
+    is not changed: the buyer paid what was shown). Nothing for a shop charging no tax."""
     details = order.tax_details
     country = (country or "").strip().upper()
     if not isinstance(details, dict) or not _COUNTRY.fullmatch(country):
+        return
+    if details.get("regime") == "none":  # no tax charged: nothing to check
         return
     billing = (order.billing or {}).get("country")
     flags = set(details.get("flags") or ())
