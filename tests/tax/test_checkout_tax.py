@@ -206,10 +206,13 @@ def test_the_order_keeps_the_tax_the_rules_give(
     assert details["notes"] == notes and details["flags"] == []
     assert details["pricesIncludeTax"] is inclusive
     assert details["evidence"] == "single" and details["evidenceCountry"] is None
-    # Only a consumer's sale to another member state is cross-border, and it is counted
-    # in euro only for a seller using the micro-seller threshold (not this one).
+    # Only a consumer's sale to another member state is cross-border, and each one is
+    # counted in euro (its net) whether or not the seller uses the threshold now: one who
+    # turns it on later starts from the true total.
     assert details["crossBorder"] is (regime == "oss")
-    assert order.cross_border_eur is None
+    net = sum(line[3] for line in lines)
+    counted = net if regime == "oss" and currency == "EUR" else None
+    assert order.cross_border_eur == counted
     # The provider is asked for the gross.
     assert body["sandbox"] is False
 

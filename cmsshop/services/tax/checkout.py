@@ -199,10 +199,14 @@ def quote_order(
         quote = engine.quote_tax(seller_tax, buyer, taxable, day, sales)
     except engine.TaxUnavailable as exc:
         raise TaxRefused(str(exc)) from None
+    # Every cross-border consumer sale is counted, whether or not the seller uses the
+    # threshold now: a seller who turns it on later starts from the true total.
     cross_border_eur = None
-    if quote.cross_border_consumer_sale and eur_rate is not None:
-        decimals = session.scalar(select(Currency.decimals).where(Currency.code == currency))
-        cross_border_eur = to_eur_cents(quote.net, decimals or 2, eur_rate)
+    if quote.cross_border_consumer_sale:
+        eur_rate = eur_rate or _eur_rate(settings, currency)
+        if eur_rate is not None:
+            decimals = session.scalar(select(Currency.decimals).where(Currency.code == currency))
+            cross_border_eur = to_eur_cents(quote.net, decimals or 2, eur_rate)
     return OrderTax(
         lines=quote.lines,
         tax=quote.tax,
