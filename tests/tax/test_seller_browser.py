@@ -12,6 +12,7 @@ from PIL import Image
 
 from cmsshop.models import Invoice, Order
 from cmsshop.services.tax import logo
+from cmsshop.services.tax.engine import REVERSE_CHARGE_NOTE
 from cmsshop.services.tax.invoice_pdf import freeze_seller, seller_snapshot
 from cmsshop.services.tax.seller import clean, save_settings, shop_profile
 
@@ -52,6 +53,20 @@ def test_the_settings_page_and_an_invoice_with_the_seller(
         "city": "Paris",
         "vat_id": "FR40303265045",
     }
+    # Issued as a French business's reverse-charge sale (the columns and the note of a
+    # taxed invoice; how checkout writes them: tests/tax/test_tax_documents.py).
+    gross = invoice.total
+    invoice.lines = [
+        {**line, "net": line["amount"], "taxRate": "0", "tax": 0} for line in invoice.lines
+    ]
+    invoice.tax = {
+        "regime": "reverse_charge",
+        "country": "FR",
+        "name": "VAT",
+        "pricesIncludeTax": False,
+        "notes": [REVERSE_CHARGE_NOTE],
+        "totals": [{"rate": "0", "net": gross, "tax": 0, "gross": gross}],
+    }
     dbsession.commit()
 
     log_in(page, admin.email, "/admin/tax/settings")
@@ -66,3 +81,4 @@ def test_the_settings_page_and_an_invoice_with_the_seller(
     assert not buyer.get_by_role("navigation", name="Your account").is_visible()
     text = buyer.locator("article.invoice").inner_text()
     assert "DE136695976" in text and "Martin SARL" in text and "France" in text
+    assert "Net at 0 %" in text and "VAT 0 %" in text and "Article 196" in text
