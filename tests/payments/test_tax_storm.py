@@ -294,25 +294,33 @@ def test_a_batch_writes_the_taxed_invoice_one_fulfilment_writes(
     taxed_app, queued_taxed_app, dbsession, customer, fake_stripe
 ):
     """The worker's batch and the per-event path write the same invoice for the same
-    taxed sale (the tax, its totals, each line's net, rate and tax)."""
+    taxed sale (the tax, its totals, each line's net, rate and tax), and both record the
+    country the buyer gave the provider (Belgium, not the billing's France: flagged)."""
     inline = checkout(taxed_app, customer, BUYERS[1][0], ("site-guard", "themes"))
     batched = checkout(queued_taxed_app, customer, BUYERS[1][0], ("site-guard", "themes"))
-    body, headers = delivery(event("checkout.session.completed", paid_session(fake_stripe, inline)))
-    answer = webtest.TestApp(taxed_app).post("/api/webhooks/cardprovider", body, headers=headers)
+    deliveries = []
+    for placed in (inline, batched):
+        session = paid_session(fake_stripe, placed)
+        session["customer_details"] = {"address": {"country": "BE"}}
+        fake_stripe.sessions[session["id"]].update(customer_details=session["customer_details"])
+        deliveries.append(delivery(event("checkout.session.completed", session)))
+    answer = webtest.TestApp(taxed_app).post("/api/webhooks/cardprovider", *deliveries[0])
     assert answer.json["status"] == "processed"
-    body, headers = delivery(
-        event("checkout.session.completed", paid_session(fake_stripe, batched))
-    )
     client = webtest.TestApp(queued_taxed_app)
-    assert client.post("/api/webhooks/cardprovider", body, headers=headers).json["status"] == (
-        "queued"
-    )
+    answer = client.post("/api/webhooks/cardprovider", *deliveries[1])
+    assert answer.json["status"] == "queued"
     assert work(queued_taxed_app, limit=10) == {"processed": 1}
     check_invoices(dbsession, [inline["order"]["number"], batched["order"]["number"]], ["20"] * 2)
 
     def written(number: str):
         order = dbsession.scalar(select(Order).where(Order.number == number))
         invoice = dbsession.scalar(select(Invoice).where(Invoice.order_id == order.id))
-        return invoice.currency, invoice.total, invoice.lines, invoice.tax, invoice.seller
+        return (
+            (invoice.currency, invoice.total, invoice.lines, invoice.tax, invoice.seller),
+            order.tax_details,
+        )
 
     assert written(batched["order"]["number"]) == written(inline["order"]["number"])
+    details = written(batched["order"]["number"])[1]
+    assert details["paymentCountry"] == "BE"
+    assert {"evidence_mismatch", "needs_review"} <= set(details["flags"])

@@ -384,6 +384,25 @@ def test_a_full_refund_credits_the_whole_invoice(shop, customer, admin, fake_str
     assert invoice.number in pdf
 
 
+def test_a_refund_of_one_line_gives_back_its_gross_and_credits_its_tax(
+    shop, customer, admin, fake_stripe, dbsession
+):
+    """Prices without tax: the Theme Pack line cost the buyer 19.00 + 3.61; refunding
+    that line gives back 22.61, credited as -19.00 net and -3.61 VAT at 19 %."""
+    app = shop()
+    number = buy(app, customer, fake_stripe, CONSUMER_DE, {"plugin": 1, "themes": 1})
+    order, _invoice = documents_of(dbsession, number)
+    console = new_client(app)
+    console.login(admin.email)
+    lines = console.get(f"/api/admin/orders/{order.number}/refunds").json["lines"]
+    themes = next(line for line in lines if line["name"] == "Theme Pack")
+    made = refund(app, admin, fake_stripe, order, {"lines": [{"item": themes["item"]}]}, "l-1")
+    assert made["amount"] == 2261
+    [note] = notes_of(dbsession, order)
+    assert note_lines(note) == [("Theme Pack", "19", -1900, -361, -2261)]
+    assert (note.total, note.net_total, note.tax_total) == (-2261, -1900, -361)
+
+
 def money(cents: int) -> str:
     sign = "-" if cents < 0 else ""
     return f"{sign}EUR{abs(cents) // 100}.{abs(cents) % 100:02d}"
