@@ -14,8 +14,10 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 from fakes.shop import make_catalogue
+from fakes.stripe_api import charge_object, dispute_object, event
 from helpers.cli import run_admin
 from helpers.clients import logged_in, new_client
+from helpers.coupons import make_coupon
 from helpers.payments import deliver, paid_at_the_provider
 from pypdf import PdfReader
 from sqlalchemy import select
@@ -88,7 +90,7 @@ def shop(make_app, card_settings, products):
     return factory
 
 
-def buy(app, user, fake_stripe, billing: dict, items: dict[str, int]) -> str:
+def buy(app, user, fake_stripe, billing: dict, items: dict[str, int], **extra) -> str:
     """``user`` checks out ``items`` (slug -> quantity) with ``billing`` through the JSON
     API and pays on the fake provider's page; its signed event is delivered. The order's
     number."""
@@ -97,6 +99,7 @@ def buy(app, user, fake_stripe, billing: dict, items: dict[str, int]) -> str:
     body = {
         "billing": billing,
         "items": [{"product": slug, "quantity": n} for slug, n in items.items()],
+        **extra,
     }
     placed = client.post_json("/api/store/checkout", body, status=201).json
     payload = paid_at_the_provider(fake_stripe, placed["redirectUrl"])
@@ -401,6 +404,61 @@ def test_a_refund_of_one_line_gives_back_its_gross_and_credits_its_tax(
     [note] = notes_of(dbsession, order)
     assert note_lines(note) == [("Theme Pack", "19", -1900, -361, -2261)]
     assert (note.total, note.net_total, note.tax_total) == (-2261, -1900, -361)
+
+
+def test_a_tax_inclusive_invoice_credited_in_part_then_by_a_lost_chargeback(
+    shop, customer, fake_stripe, dbsession
+):
+    """Finland at 25.5 %, prices entered with tax: a partial refund and then a lost
+    chargeback (what is left) credit at 25.5 %; together exactly the invoice."""
+    app = shop(**INCLUSIVE)
+    number = buy(app, customer, fake_stripe, {"country": "FI"}, {"plugin": 1, "ebook": 3})
+    order, invoice = documents_of(dbsession, number)
+    gross = [x["amount"] for x in invoice.lines]
+    assert gross == [10000, 2997] and order.total == 12997
+    assert [(x["net"], x["tax"]) for x in invoice.lines] == [
+        (net_of(g, "25.5"), g - net_of(g, "25.5")) for g in gross
+    ]
+    pi = order.payment_reference
+    charge = charge_object(pi, order.total, 1000)
+    assert deliver(app, event("charge.refunded", charge), status=200).json["status"] in (
+        "processed",
+        "ignored",
+    )
+    deliver(app, event("charge.dispute.created", dispute_object(pi)), status=200)
+    lost = event("charge.dispute.closed", dispute_object(pi, "lost"))
+    assert deliver(app, lost, status=200).json["status"] == "processed"
+    part, chargeback = notes_of(dbsession, order)
+    assert (part.kind, chargeback.kind) == ("refund", "chargeback")
+    assert part.total == -1000 and part.total + chargeback.total == -order.total
+    for note in (part, chargeback):
+        for line in note.lines:
+            assert line["taxRate"] == "25.5"
+            net = net_of(-line["amount"], "25.5")
+            assert (line["net"], line["tax"]) == (-net, line["amount"] + net)
+        assert note.net_total == sum(x["net"] for x in note.lines)
+        assert note.tax_total == sum(x["tax"] for x in note.lines)
+    for i, line in enumerate(invoice.lines):
+        assert -sum(n.lines[i]["amount"] for n in (part, chargeback)) == line["amount"]
+
+
+def test_an_invoice_with_a_coupon_taxes_what_is_left_after_the_discount(
+    shop, customer, fake_stripe, dbsession
+):
+    """A 10 % coupon on 100.00 without tax: 90.00 net, 17.10 VAT, 107.10 paid."""
+    make_coupon(dbsession, "SAVE10", percent_off=10)
+    app = shop()
+    number = buy(app, customer, fake_stripe, CONSUMER_DE, {"plugin": 1}, coupon="SAVE10")
+    order, invoice = documents_of(dbsession, number)
+    assert [(x["discount"], x["net"], x["tax"], x["amount"]) for x in invoice.lines] == [
+        (1000, 9000, 1710, 10710)
+    ]
+    assert order.total == invoice.total == 10710
+    html, pdf = invoice_texts(app, customer, invoice.number)
+    assert "Plugin 1 EUR100.00 −EUR10.00 EUR90.00 19 % EUR17.10 EUR107.10" in html
+    assert "Net at 19 % EUR90.00 VAT 19 % EUR17.10 Total (EUR) EUR107.10" in html
+    for expected in ("EUR90.00", "EUR17.10", "EUR107.10", "SAVE10"):
+        assert expected in pdf, expected
 
 
 def money(cents: int) -> str:
