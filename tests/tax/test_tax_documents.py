@@ -461,12 +461,6 @@ def test_an_invoice_with_a_coupon_taxes_what_is_left_after_the_discount(
         assert expected in pdf, expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a credit note amending a reverse-charge invoice does not carry the invoice's "
-    "reverse-charge note (tax/_credit_note.html never shows invoice.tax.notes); Article "
-    "219 of the VAT Directive treats it as an invoice, which must state it (Art. 226(11a))",
-)
 def test_a_credit_note_of_a_reverse_charge_invoice_repeats_its_note(
     shop, customer, admin, fake_stripe, dbsession
 ):
