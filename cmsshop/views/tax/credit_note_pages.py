@@ -5,13 +5,13 @@ document drawn by WeasyPrint, as an invoice's is (services.tax.invoice_pdf)."""
 from __future__ import annotations
 
 from pyramid.httpexceptions import HTTPNotFound
-from pyramid.renderers import render
 from pyramid.response import Response
 from pyramid.view import view_config
 
 from cmsshop.security import ADMIN, CUSTOMER
 from cmsshop.services.tax import credit_notes, invoice_pdf
 from cmsshop.services.tax.logo import logo_url
+from cmsshop.views.tax.pdf import document_pdf_response
 
 
 def _document(request, user_id: int | None) -> dict:
@@ -35,27 +35,14 @@ def _page(document: dict, pdf_url: str) -> dict:
 
 def credit_note_pdf_response(request, document: dict) -> Response:
     """The credit note's PDF as a download named after its number."""
-    found_logo = document["logo"]
-    html = render(
-        "tax/credit_note_pdf.html",
-        {
-            **document,
-            "logo_src": invoice_pdf.LOGO_URL if found_logo is not None else None,
-            "pdf_url": None,
-        },
-        request=request,
+    number = document["note"].number
+    return document_pdf_response(
+        request,
+        document,
+        template="tax/_credit_note.html",
+        title=f"Credit note {number}",
+        filename=invoice_pdf.credit_note_filename(number),
     )
-    pdf = invoice_pdf.render_pdf(
-        html,
-        (found_logo.data, found_logo.content_type) if found_logo is not None else None,
-    )
-    response = Response(body=pdf, content_type="application/pdf")
-    response.content_disposition = (
-        f'attachment; filename="{invoice_pdf.credit_note_filename(document["note"].number)}"'
-    )
-    # A credit note names the buyer: no shared cache may keep it.
-    response.cache_control = "private, no-store"
-    return response
 
 
 @view_config(

@@ -8,34 +8,23 @@ URL."""
 from __future__ import annotations
 
 from pyramid.httpexceptions import HTTPNotFound
-from pyramid.renderers import render
 from pyramid.response import Response
 from pyramid.view import view_config
 
 from cmsshop.security import ADMIN
 from cmsshop.services.tax import invoice_pdf, logo
+from cmsshop.views.tax.pdf import document_pdf_response
 
 
 def invoice_pdf_response(request, invoice) -> Response:
     """The invoice's PDF as a download named after its number."""
-    document = invoice_pdf.invoice_document(request.db, invoice)
-    found_logo = document["logo"]
-    html = render(
-        "tax/invoice_pdf.html",
-        {**document, "logo_src": invoice_pdf.LOGO_URL if found_logo is not None else None},
-        request=request,
+    return document_pdf_response(
+        request,
+        invoice_pdf.invoice_document(request.db, invoice),
+        template="tax/_invoice.html",
+        title=f"Invoice {invoice.number}",
+        filename=invoice_pdf.pdf_filename(invoice.number),
     )
-    pdf = invoice_pdf.render_pdf(
-        html,
-        (found_logo.data, found_logo.content_type) if found_logo is not None else None,
-    )
-    response = Response(body=pdf, content_type="application/pdf")
-    response.content_disposition = (
-        f'attachment; filename="{invoice_pdf.pdf_filename(invoice.number)}"'
-    )
-    # An invoice names the buyer: no shared cache may keep it.
-    response.cache_control = "private, no-store"
-    return response
 
 
 @view_config(route_name="pages.admin_invoice_pdf", request_method="GET", permission=ADMIN)
