@@ -14,6 +14,7 @@ import io
 import warnings
 
 from PIL import Image, UnidentifiedImageError
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import ShopFile
@@ -99,9 +100,9 @@ def read_logo(session: Session) -> ShopFile | None:
 
 
 def logo_sha256(session: Session) -> str | None:
-    """The current logo's sha256 (what an invoice snapshot records), or None."""
-    stored = read_logo(session)
-    return stored.sha256 if stored is not None else None
+    """The current logo's sha256 (what an invoice snapshot records), or None: the hash
+    column only, since every fulfilment asks and the bytes may be half a megabyte."""
+    return session.scalar(select(ShopFile.sha256).where(ShopFile.name == LOGO_NAME))
 
 
 def logo_url(stored: ShopFile) -> str:
