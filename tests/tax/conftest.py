@@ -10,20 +10,10 @@ from fakes.shop import make_catalogue
 from helpers.clients import new_client
 from helpers.payments import deliver, paid_at_the_provider
 from helpers.purchases import openapi_validator
+from helpers.tax import SELLER_DE
 from sqlalchemy import func, select
 
 from cmsshop.models import Invoice, Order, Product, ProductPrice
-
-# The seller as the ini states it: a German company charging tax.
-SELLER_DE = {
-    "cmsshop.seller.legal_name": "Example Software GmbH",
-    "cmsshop.seller.address": "Hauptstraße 1",
-    "cmsshop.seller.postal_code": "10115",
-    "cmsshop.seller.city": "Berlin",
-    "cmsshop.seller.country": "DE",
-    "cmsshop.seller.tax_id": "DE136695976",
-    "cmsshop.tax.enabled": "true",
-}
 
 # Prices beside make_catalogue's (site-guard 49.00, themes 19.00): round ones for exact
 # amounts, and the small ones where rounding shows.

@@ -9,6 +9,7 @@ import pytest
 from helpers.app import TEST_SECRET
 from helpers.checkout import BILLING
 from helpers.clients import ApiClient, logged_in
+from helpers.tax import SELLER_DE_IDENTITY
 from pyramid.exceptions import ConfigurationError
 from sqlalchemy import select
 
@@ -187,14 +188,7 @@ def test_production_refuses_checkout_until_the_identity_is_complete(
     dbsession.commit()
     assert dbsession.scalar(select(Order)) is None  # nothing placed
 
-    complete = {
-        "cmsshop.seller.legal_name": "Example Software GmbH",
-        "cmsshop.seller.address": "Hauptstraße 1",
-        "cmsshop.seller.postal_code": "10115",
-        "cmsshop.seller.city": "Berlin",
-        "cmsshop.seller.country": "DE",
-        "cmsshop.seller.tax_id": "DE136695976",
-    }
+    complete = SELLER_DE_IDENTITY
     ready = ApiClient(make_app(**card_settings, **PRODUCTION, **complete), extra_environ=HTTPS)
     ready.login(customer.email)
     placed = ready.post_json(

@@ -10,20 +10,15 @@ import io
 import pytest
 from helpers.clients import logged_in
 from helpers.html import errors_of
+from helpers.tax import SELLER_DE_FIELDS
 from PIL import Image
 from sqlalchemy import select
 
 from cmsshop.models import ShopFile, ShopSetting
 from cmsshop.services.tax.invoice_pdf import freeze_seller
 
-IDENTITY = {
-    "legalName": "Example Software GmbH",
-    "address": "Hauptstraße 1",
-    "postalCode": "10115",
-    "city": "Berlin",
-    "country": "DE",
-    "taxId": "DE 136 695 976",
-}
+# The German seller's identity, its tax ID typed with spaces (saved without them).
+IDENTITY = {**SELLER_DE_FIELDS, "taxId": "DE 136 695 976"}
 
 
 def png() -> bytes:
@@ -136,12 +131,8 @@ def test_an_invoice_freezes_the_identity_and_logo_of_the_moment(app, admin_app, 
     dbsession.commit()
     frozen = freeze_seller(dbsession, app.registry.settings)
     assert frozen == {
-        "legalName": "Example Software GmbH",
-        "address": "Hauptstraße 1",
-        "postalCode": "10115",
-        "city": "Berlin",
-        "country": "DE",
-        "taxId": "DE136695976",
+        **SELLER_DE_FIELDS,
+        "taxId": "DE136695976",  # saved without the spaces it was typed with
         "invoiceFooter": "HRB 1\nCEO: E. Muster",
         "logoSha256": None,
     }

@@ -9,16 +9,12 @@ from fakes.shop import make_catalogue
 from helpers.account_data import paid_order
 from helpers.checkout import visitor_with_cart
 from helpers.clients import logged_in
+from helpers.tax import SELLER_DE_FIELDS
 
 from cmsshop.services.tax import seller
 
 GERMAN_SELLER = {
-    "legalName": "Example Software GmbH",
-    "address": "Hauptstraße 1",
-    "postalCode": "10115",
-    "city": "Berlin",
-    "country": "DE",
-    "taxId": "DE136695976",
+    **SELLER_DE_FIELDS,
     "invoiceFooter": "",
     "taxEnabled": "1",
     "pricesIncludeTax": "",

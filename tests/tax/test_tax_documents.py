@@ -12,31 +12,22 @@ import io
 from collections import defaultdict
 from decimal import ROUND_HALF_UP, Decimal
 
-import pytest
-from fakes.shop import make_catalogue
 from fakes.stripe_api import charge_object, dispute_object, event
 from helpers.cli import run_admin
 from helpers.clients import logged_in, new_client
 from helpers.coupons import make_coupon
-from helpers.payments import deliver, paid_at_the_provider
+from helpers.payments import deliver
+from helpers.tax import BUSINESS_FR
 from pypdf import PdfReader
 from sqlalchemy import select
 
-from cmsshop.models import CreditNote, Invoice, Order, Product, ProductPrice
+from cmsshop.models import CreditNote, Invoice, Order
 from cmsshop.services.tax.engine import OUTSIDE_SCOPE_NOTE, REVERSE_CHARGE_NOTE
 from cmsshop.services.tax.rates import parse_extra_rates
 from cmsshop.services.tax.report import current_quarter, tax_report
 
-# The seller as the ini states it: a German company charging tax.
-SELLER = {
-    "cmsshop.seller.legal_name": "Example Software GmbH",
-    "cmsshop.seller.address": "Hauptstraße 1",
-    "cmsshop.seller.postal_code": "10115",
-    "cmsshop.seller.city": "Berlin",
-    "cmsshop.seller.country": "DE",
-    "cmsshop.seller.tax_id": "DE136695976",
-    "cmsshop.tax.enabled": "true",
-}
+from .conftest import buyer_of, invoice_of, pay_by_card, place, stored
+
 INCLUSIVE = {"cmsshop.tax.prices_include_tax": "true"}
 
 CONSUMER_DE = {
@@ -45,15 +36,6 @@ CONSUMER_DE = {
     "addressLine1": "Lindenallee 7",
     "city": "Hamburg",
     "postalCode": "20095",
-}
-BUSINESS_FR = {
-    "country": "FR",
-    "name": "Alice Martin",
-    "company": "Martin SARL",
-    "addressLine1": "12 rue de la Paix",
-    "city": "Paris",
-    "postalCode": "75002",
-    "vatId": "FR40303265045",
 }
 BUYER_US = {
     "country": "US",
@@ -64,55 +46,18 @@ BUYER_US = {
 }
 
 
-@pytest.fixture
-def products(dbsession) -> dict[str, Product]:
-    """make_catalogue's (site-guard 49.00, themes 19.00) and two more: a round 100.00
-    plugin and a 9.99 e-book, up to 10 of each unlicensed product in one order."""
-    catalogue = make_catalogue(dbsession)
-    for slug, name, amount in (("plugin", "Plugin", 10000), ("ebook", "E-book", 999)):
-        product = Product(slug=slug, name=name, licensed=False, published=True, max_quantity=10)
-        product.prices = [ProductPrice(currency="EUR", amount=amount)]
-        dbsession.add(product)
-        catalogue[slug] = product
-    catalogue["themes"].max_quantity = 10
-    dbsession.commit()
-    return catalogue
-
-
-@pytest.fixture
-def shop(make_app, card_settings, products):
-    """``shop(**overrides)``: the German seller's app (tax on), paid by the fake card
-    provider."""
-
-    def factory(**overrides):
-        return make_app(**{**card_settings, **SELLER, **overrides})
-
-    return factory
-
-
 def buy(app, user, fake_stripe, billing: dict, items: dict[str, int], **extra) -> str:
     """``user`` checks out ``items`` (slug -> quantity) with ``billing`` through the JSON
     API and pays on the fake provider's page; its signed event is delivered. The order's
     number."""
-    client = new_client(app)
-    client.login(user.email)
-    body = {
-        "billing": billing,
-        "items": [{"product": slug, "quantity": n} for slug, n in items.items()],
-        **extra,
-    }
-    placed = client.post_json("/api/store/checkout", body, status=201).json
-    payload = paid_at_the_provider(fake_stripe, placed["redirectUrl"])
-    assert deliver(app, payload, status=200).json["status"] == "processed"
+    placed = place(buyer_of(app, user), billing, items, **extra).json
+    assert pay_by_card(app, fake_stripe, placed)["status"] == "processed"
     return placed["order"]["number"]
 
 
 def documents_of(dbsession, number: str) -> tuple[Order, Invoice]:
-    dbsession.commit()  # end the read snapshot: see what the app committed since
-    dbsession.expire_all()
-    order = dbsession.scalar(select(Order).where(Order.number == number))
-    invoice = dbsession.scalar(select(Invoice).where(Invoice.order_id == order.id))
-    return order, invoice
+    order = stored(dbsession, number)
+    return order, invoice_of(dbsession, order)
 
 
 def notes_of(dbsession, order: Order) -> list[CreditNote]:
@@ -162,9 +107,9 @@ def spread(amount: int, weights: list[int]) -> list[int]:
 
 
 def test_a_domestic_invoice_states_each_lines_net_rate_tax_and_gross(
-    shop, customer, fake_stripe, dbsession
+    taxed_app, customer, fake_stripe, dbsession
 ):
-    app = shop()
+    app = taxed_app()
     number = buy(app, customer, fake_stripe, CONSUMER_DE, {"plugin": 1, "themes": 2})
     order, invoice = documents_of(dbsession, number)
     # 100.00 + 2 x 19.00 without tax: 19 % on top, 26.22 of tax on 138.00.
@@ -210,9 +155,9 @@ def test_a_domestic_invoice_states_each_lines_net_rate_tax_and_gross(
 
 
 def test_a_reverse_charge_invoice_states_0_percent_and_the_article_196_note(
-    shop, customer, fake_stripe, dbsession
+    taxed_app, customer, fake_stripe, dbsession
 ):
-    app = shop()
+    app = taxed_app()
     number = buy(app, customer, fake_stripe, BUSINESS_FR, {"plugin": 1})
     order, invoice = documents_of(dbsession, number)
     assert order.total == invoice.total == 10000 and order.tax == 0
@@ -240,9 +185,9 @@ def test_a_reverse_charge_invoice_states_0_percent_and_the_article_196_note(
 
 
 def test_an_invoice_outside_the_eu_says_so_and_charges_no_tax(
-    shop, customer, fake_stripe, dbsession
+    taxed_app, customer, fake_stripe, dbsession
 ):
-    app = shop()
+    app = taxed_app()
     number = buy(app, customer, fake_stripe, BUYER_US, {"plugin": 1})
     order, invoice = documents_of(dbsession, number)
     assert order.total == invoice.total == 10000 and order.tax == 0
@@ -256,9 +201,9 @@ def test_an_invoice_outside_the_eu_says_so_and_charges_no_tax(
         assert REVERSE_CHARGE_NOTE not in text
 
 
-def test_an_invoice_of_prices_including_tax(shop, customer, fake_stripe, dbsession):
+def test_an_invoice_of_prices_including_tax(taxed_app, customer, fake_stripe, dbsession):
     """Finland, 25.5 %, prices entered with tax: 2 x 9.99 is the gross; the tax inside."""
-    app = shop(**INCLUSIVE)
+    app = taxed_app(**INCLUSIVE)
     billing = {**CONSUMER_DE, "country": "FI", "city": "Helsinki", "postalCode": "00100"}
     number = buy(app, customer, fake_stripe, billing, {"ebook": 2})
     order, invoice = documents_of(dbsession, number)
@@ -302,9 +247,9 @@ def note_lines(note: CreditNote) -> list[tuple[str, str, int, int, int]]:
 
 
 def test_partial_then_full_refund_credit_at_the_invoices_rate_after_a_rate_change(
-    shop, customer, admin, fake_stripe, dbsession
+    taxed_app, customer, admin, fake_stripe, dbsession
 ):
-    app = shop()
+    app = taxed_app()
     number = buy(app, customer, fake_stripe, CONSUMER_DE, {"plugin": 1, "themes": 1})
     order, invoice = documents_of(dbsession, number)
     gross = [x["amount"] for x in invoice.lines]
@@ -366,8 +311,10 @@ def test_partial_then_full_refund_credit_at_the_invoices_rate_after_a_rate_chang
         assert "21 %" not in text
 
 
-def test_a_full_refund_credits_the_whole_invoice(shop, customer, admin, fake_stripe, dbsession):
-    app = shop()
+def test_a_full_refund_credits_the_whole_invoice(
+    taxed_app, customer, admin, fake_stripe, dbsession
+):
+    app = taxed_app()
     number = buy(app, customer, fake_stripe, CONSUMER_DE, {"plugin": 1, "themes": 1})
     order, invoice = documents_of(dbsession, number)
     refund(app, admin, fake_stripe, order, {"full": True}, "full-1")
@@ -388,11 +335,11 @@ def test_a_full_refund_credits_the_whole_invoice(shop, customer, admin, fake_str
 
 
 def test_a_refund_of_one_line_gives_back_its_gross_and_credits_its_tax(
-    shop, customer, admin, fake_stripe, dbsession
+    taxed_app, customer, admin, fake_stripe, dbsession
 ):
     """Prices without tax: the Theme Pack line cost the buyer 19.00 + 3.61; refunding
     that line gives back 22.61, credited as -19.00 net and -3.61 VAT at 19 %."""
-    app = shop()
+    app = taxed_app()
     number = buy(app, customer, fake_stripe, CONSUMER_DE, {"plugin": 1, "themes": 1})
     order, _invoice = documents_of(dbsession, number)
     console = new_client(app)
@@ -407,11 +354,11 @@ def test_a_refund_of_one_line_gives_back_its_gross_and_credits_its_tax(
 
 
 def test_a_tax_inclusive_invoice_credited_in_part_then_by_a_lost_chargeback(
-    shop, customer, fake_stripe, dbsession
+    taxed_app, customer, fake_stripe, dbsession
 ):
     """Finland at 25.5 %, prices entered with tax: a partial refund and then a lost
     chargeback (what is left) credit at 25.5 %; together exactly the invoice."""
-    app = shop(**INCLUSIVE)
+    app = taxed_app(**INCLUSIVE)
     number = buy(app, customer, fake_stripe, {"country": "FI"}, {"plugin": 1, "ebook": 3})
     order, invoice = documents_of(dbsession, number)
     gross = [x["amount"] for x in invoice.lines]
@@ -443,11 +390,11 @@ def test_a_tax_inclusive_invoice_credited_in_part_then_by_a_lost_chargeback(
 
 
 def test_an_invoice_with_a_coupon_taxes_what_is_left_after_the_discount(
-    shop, customer, fake_stripe, dbsession
+    taxed_app, customer, fake_stripe, dbsession
 ):
     """A 10 % coupon on 100.00 without tax: 90.00 net, 17.10 VAT, 107.10 paid."""
     make_coupon(dbsession, "SAVE10", percent_off=10)
-    app = shop()
+    app = taxed_app()
     number = buy(app, customer, fake_stripe, CONSUMER_DE, {"plugin": 1}, coupon="SAVE10")
     order, invoice = documents_of(dbsession, number)
     assert [(x["discount"], x["net"], x["tax"], x["amount"]) for x in invoice.lines] == [
@@ -462,9 +409,9 @@ def test_an_invoice_with_a_coupon_taxes_what_is_left_after_the_discount(
 
 
 def test_a_credit_note_of_a_reverse_charge_invoice_repeats_its_note(
-    shop, customer, admin, fake_stripe, dbsession
+    taxed_app, customer, admin, fake_stripe, dbsession
 ):
-    app = shop()
+    app = taxed_app()
     number = buy(app, customer, fake_stripe, BUSINESS_FR, {"plugin": 1})
     order, invoice = documents_of(dbsession, number)
     assert invoice.tax["notes"] == [REVERSE_CHARGE_NOTE]
@@ -507,9 +454,9 @@ def expected_report(dbsession) -> dict[tuple[str, str], tuple[int, int]]:
 
 
 def test_the_quarters_report_is_the_sum_of_its_documents(
-    shop, customer, other_customer, admin, fake_stripe, dbsession, ini
+    taxed_app, customer, other_customer, admin, fake_stripe, dbsession, ini
 ):
-    app = shop()
+    app = taxed_app()
     de = buy(app, customer, fake_stripe, CONSUMER_DE, {"plugin": 1, "themes": 3})
     buy(app, other_customer, fake_stripe, CONSUMER_DE, {"ebook": 1})
     fr = buy(app, customer, fake_stripe, {"country": "FR"}, {"plugin": 1, "ebook": 2})
