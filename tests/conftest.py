@@ -256,11 +256,18 @@ script_location = {ROOT}/alembic
 
 
 @pytest.fixture
-def two_servers(card_settings, settings):
+def server_settings(card_settings):
+    """What two_servers' processes run with beside ``settings``: the card provider's
+    settings (a test module overrides this fixture to serve other settings)."""
+    return card_settings
+
+
+@pytest.fixture
+def two_servers(server_settings, settings):
     """Two app processes on the same database, as behind a load balancer."""
     env = {
         **os.environ,
-        "CMSSHOP_TEST_APP_SETTINGS": json.dumps({**settings, **card_settings}),
+        "CMSSHOP_TEST_APP_SETTINGS": json.dumps({**settings, **server_settings}),
         "PYTHONPATH": ROOT,
     }
     script = os.path.join(ROOT, "tests", "fakes", "app_server.py")

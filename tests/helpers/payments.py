@@ -18,9 +18,14 @@ def storm(urls: list[str], order, fake_stripe, same: int = SAME_EVENT_DELIVERIES
     """Deliver ``same`` copies of checkout.session.completed and two other events for
     the same payment, all released at once and spread over ``urls``."""
     session = fake_stripe.add_session(session_object(order.number, order.total))
-    intent = fake_stripe.add_intent(
-        intent_object(order.number, order.total, pi=session["payment_intent"])
-    )
+    fake_stripe.add_intent(intent_object(order.number, order.total, pi=session["payment_intent"]))
+    return session_storm(urls, fake_stripe, session, same)
+
+
+def session_storm(urls: list[str], fake_stripe, session: dict, same: int = SAME_EVENT_DELIVERIES):
+    """As storm, for a checkout ``session`` the fake provider already has with its
+    PaymentIntent (one the buyer paid on its page, say)."""
+    intent = fake_stripe.intents[session["payment_intent"]]
     completed = event("checkout.session.completed", session)
     deliveries = [completed] * same + [
         event("payment_intent.succeeded", intent),
@@ -41,13 +46,16 @@ def storm(urls: list[str], order, fake_stripe, same: int = SAME_EVENT_DELIVERIES
 
 
 def check_exactly_once(dbsession, order, completed, responses):
+    """The storm's answers all 200, and ``order`` (an Order, or its number) paid and
+    fulfilled once, each event recorded once."""
+    number = getattr(order, "number", order)
     assert [r.status_code for r in responses] == [200] * len(responses), [
         r.text for r in responses if r.status_code != 200
     ]
     statuses = [r.json()["status"] for r in responses]
     assert set(statuses) <= {"processed", "duplicate"}
     assert "processed" in statuses
-    assert order_status(dbsession, order.number) == "paid"
+    assert order_status(dbsession, number) == "paid"
     assert counts(dbsession) == {
         "paid": 1,
         "fulfilments": 1,

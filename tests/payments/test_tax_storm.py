@@ -8,10 +8,6 @@ database, across two server processes and two queue workers on PostgreSQL too.""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -19,49 +15,30 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 import webtest
-from fakes.shop import counts, event_row
+from fakes.shop import counts
 from fakes.stripe_api import delivery, event
-from helpers.app import ROOT, requires_postgresql, serve
+from helpers.app import requires_postgresql, serve
 from helpers.clients import new_client
+from helpers.payments import check_exactly_once, session_storm
+from helpers.tax import BUSINESS_FR, SELLER_DE
 from sqlalchemy import select
 
 from cmsshop.models import Fulfilment, Invoice, Order
 from cmsshop.services.payments.events import queue
 from cmsshop.services.payments.registry import REGISTRY_KEY
 
-SELLER = {
-    "cmsshop.seller.legal_name": "Example Software GmbH",
-    "cmsshop.seller.address": "Hauptstraße 1",
-    "cmsshop.seller.postal_code": "10115",
-    "cmsshop.seller.city": "Berlin",
-    "cmsshop.seller.country": "DE",
-    "cmsshop.seller.tax_id": "DE136695976",
-    "cmsshop.tax.enabled": "true",
-}
 # Buyers of several regimes: (billing, the rate the order must keep).
 BUYERS = [
     ({"country": "DE"}, "19"),
     ({"country": "FR"}, "20"),
     ({"country": "FI"}, "25.5"),
-    (
-        {
-            "country": "FR",
-            "name": "Alice Martin",
-            "company": "Martin SARL",
-            "addressLine1": "12 rue de la Paix",
-            "city": "Paris",
-            "postalCode": "75002",
-            "vatId": "FR40303265045",
-        },
-        "0",
-    ),
+    (BUSINESS_FR, "0"),
 ]
-SAME_EVENT_DELIVERIES = 20
 
 
 @pytest.fixture
 def taxed_settings(card_settings) -> dict:
-    return {**card_settings, **SELLER}
+    return {**card_settings, **SELLER_DE}
 
 
 @pytest.fixture
@@ -84,29 +61,6 @@ def paid_session(fake_stripe, placed: dict) -> dict:
     session = fake_stripe.pay(placed["redirectUrl"].rsplit("/", 1)[1])
     fake_stripe.held.clear()
     return dict(session)
-
-
-def storm(urls: list[str], fake_stripe, session: dict, same: int = SAME_EVENT_DELIVERIES):
-    """``same`` copies of the session's checkout.session.completed and two other events
-    of the same payment, all released at once, spread over ``urls``."""
-    intent = fake_stripe.intents[session["payment_intent"]]
-    completed = event("checkout.session.completed", session)
-    payloads = [completed] * same + [
-        event("payment_intent.succeeded", intent),
-        event("checkout.session.async_payment_succeeded", session),
-    ]
-    signed = [delivery(payload) for payload in payloads]
-    barrier = threading.Barrier(len(signed))
-
-    def send(index: int):
-        body, headers = signed[index]
-        url = urls[index % len(urls)] + "/api/webhooks/cardprovider"
-        barrier.wait(timeout=30)
-        return requests.post(url, data=body, headers=headers, timeout=60)
-
-    with ThreadPoolExecutor(max_workers=len(signed)) as pool:
-        responses = list(pool.map(send, range(len(signed))))
-    return completed, responses
 
 
 def check_invoices(dbsession, numbers: list[str], rates: list[str]) -> None:
@@ -139,23 +93,6 @@ def check_invoices(dbsession, numbers: list[str], rates: list[str]) -> None:
     assert sequences == list(range(1, len(numbers) + 1))
 
 
-def check_exactly_once(dbsession, completed, responses) -> None:
-    assert [r.status_code for r in responses] == [200] * len(responses), [
-        r.text for r in responses if r.status_code != 200
-    ]
-    statuses = [r.json()["status"] for r in responses]
-    assert set(statuses) <= {"processed", "duplicate"} and "processed" in statuses
-    assert counts(dbsession) == {
-        "paid": 1,
-        "fulfilments": 1,
-        "invoices": 1,
-        "entitlements": 1,
-        "licenses": 1,
-        "events": 3,
-    }
-    assert event_row(dbsession, completed["id"]).attempts == len(responses) - 2
-
-
 def test_a_taxed_storm_across_the_threads_of_one_server(
     taxed_app, dbsession, customer, fake_stripe
 ):
@@ -165,50 +102,26 @@ def test_a_taxed_storm_across_the_threads_of_one_server(
     session = paid_session(fake_stripe, placed)
     assert session["amount_total"] == 5831
     with serve(taxed_app) as url:
-        completed, responses = storm([url], fake_stripe, session, same=10)
-    check_exactly_once(dbsession, completed, responses)
+        completed, responses = session_storm([url], fake_stripe, session, same=10)
+    check_exactly_once(dbsession, placed["order"]["number"], completed, responses)
     check_invoices(dbsession, [placed["order"]["number"]], ["19"])
 
 
 @pytest.fixture
-def taxed_servers(taxed_settings, settings):
-    """Two app processes of the taxed shop on the same database (as tests/conftest.py's
-    two_servers)."""
-    env = {
-        **os.environ,
-        "CMSSHOP_TEST_APP_SETTINGS": json.dumps({**settings, **taxed_settings}),
-        "PYTHONPATH": ROOT,
-    }
-    script = os.path.join(ROOT, "tests", "fakes", "app_server.py")
-    processes = [
-        subprocess.Popen(
-            [sys.executable, script], env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT
-        )
-        for _ in range(2)
-    ]
-    try:
-        urls = []
-        for process in processes:
-            port = process.stdout.readline().strip()
-            assert port.isdigit(), f"server did not start (exit {process.poll()})"
-            urls.append(f"http://127.0.0.1:{port}")
-        yield urls
-    finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=10)
+def server_settings(taxed_settings):
+    """tests/conftest.py's two_servers serve the taxed shop."""
+    return taxed_settings
 
 
 @requires_postgresql
 def test_a_taxed_storm_across_two_server_processes(
-    taxed_servers, taxed_app, dbsession, customer, fake_stripe
+    two_servers, taxed_app, dbsession, customer, fake_stripe
 ):
     placed = checkout(taxed_app, customer, {"country": "FI"})
     assert placed["order"]["total"] == 6150  # 49.00 + 25.5 %
     session = paid_session(fake_stripe, placed)
-    completed, responses = storm(taxed_servers, fake_stripe, session)
-    check_exactly_once(dbsession, completed, responses)
+    completed, responses = session_storm(two_servers, fake_stripe, session)
+    check_exactly_once(dbsession, placed["order"]["number"], completed, responses)
     check_invoices(dbsession, [placed["order"]["number"]], ["25.5"])
 
 
