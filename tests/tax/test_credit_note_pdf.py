@@ -9,12 +9,11 @@ from __future__ import annotations
 import io
 
 import pytest
-from fakes.stripe_api import charge_object, event
 from helpers.clients import logged_in, page_client
 from helpers.html import assert_error_page
 from helpers.payments import send
 from helpers.refunds import card_paid_order
-from PIL import Image
+from helpers.tax import BUSINESS_FR_KEPT, pdf_text, png, refunded
 from pypdf import PdfReader
 from sqlalchemy import select
 
@@ -30,39 +29,6 @@ SELLER = {
     "seller.taxId": "DE136695976",
     "seller.invoiceFooter": "Amtsgericht Berlin HRB 12345",
 }
-BILLING = {
-    "country": "FR",
-    "region": None,
-    "name": "Alice Martin",
-    "company": "Martin SARL",
-    "address_line1": "12 rue de la Paix",
-    "address_line2": None,
-    "city": "Paris",
-    "postal_code": "75002",
-    "vat_id": "FR40303265045",
-    "vat_id_check": "format_valid",
-}
-
-
-def png() -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (40, 20), (200, 30, 30)).save(out, "PNG")
-    return out.getvalue()
-
-
-def pdf_text(response) -> str:
-    reader = PdfReader(io.BytesIO(response.body))
-    return "\n".join(page.extract_text() for page in reader.pages)
-
-
-def refunded(pi: str, total: int, refunds: list[tuple[str, int]]) -> dict:
-    """charge.refunded after ``refunds`` [(id, amount)], listed newest first as Stripe does."""
-    charge = charge_object(pi, total, sum(amount for _, amount in refunds))
-    charge["refunds"] = {
-        "object": "list",
-        "data": [{"id": rid, "object": "refund", "amount": a} for rid, a in reversed(refunds)],
-    }
-    return event("charge.refunded", charge)
 
 
 @pytest.fixture
@@ -75,7 +41,7 @@ def credited(webhook, dbsession, catalogue, customer, fake_stripe):
     logo.save_logo(dbsession, png())
     dbsession.commit()
     order = card_paid_order(dbsession, customer, fake_stripe)
-    dbsession.get(Order, order.id).billing = BILLING
+    dbsession.get(Order, order.id).billing = BUSINESS_FR_KEPT
     dbsession.commit()
     pi = f"pi_{order.number.replace('-', '')}"
     assert send(webhook, refunded(pi, 6800, [("re_1", 3400)]), 200).json["status"] == "processed"

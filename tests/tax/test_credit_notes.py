@@ -9,11 +9,12 @@ import datetime as dt
 
 import pytest
 from fakes.shop import make_order
-from fakes.stripe_api import charge_object, dispute_object, event
+from fakes.stripe_api import dispute_object, event
 from helpers.clients import logged_in, new_client
 from helpers.outbox import rows as outbox_rows
 from helpers.payments import send
 from helpers.refunds import card_paid_order
+from helpers.tax import refunded
 from sqlalchemy import select
 
 from cmsshop.models import CreditNote, Invoice
@@ -31,16 +32,6 @@ def notes(session) -> list[CreditNote]:
 
 def amounts(note: CreditNote) -> list[tuple[str, str, int, int, int]]:
     return [(x["name"], x["taxRate"], x["net"], x["tax"], x["amount"]) for x in note.lines]
-
-
-def refunded(pi: str, total: int, refunds: list[tuple[str, int]]) -> dict:
-    """charge.refunded after ``refunds`` [(id, amount)], listed newest first as Stripe does."""
-    charge = charge_object(pi, total, sum(amount for _, amount in refunds))
-    charge["refunds"] = {
-        "object": "list",
-        "data": [{"id": rid, "object": "refund", "amount": a} for rid, a in reversed(refunds)],
-    }
-    return event("charge.refunded", charge)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import pytest
 from helpers.clients import logged_in, page_client
 from helpers.html import assert_error_page
 from helpers.refunds import card_paid_order
+from helpers.tax import BUSINESS_FR_KEPT, pdf_text, png
 from PIL import Image
 from pypdf import PdfReader
 from sqlalchemy import select
@@ -28,24 +29,6 @@ SELLER = types.SimpleNamespace(
     tax_id="DE136695976",
     invoice_footer="Amtsgericht Berlin HRB 12345\nManaging director: Erika Muster",
 )
-BILLING = {
-    "country": "FR",
-    "region": None,
-    "name": "Alice Martin",
-    "company": "Martin SARL",
-    "address_line1": "12 rue de la Paix",
-    "address_line2": None,
-    "city": "Paris",
-    "postal_code": "75002",
-    "vat_id": "FR40303265045",
-    "vat_id_check": "format_valid",
-}
-
-
-def png(width: int = 40, height: int = 20, fmt: str = "PNG") -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (width, height), (200, 30, 30)).save(out, fmt)
-    return out.getvalue()
 
 
 def issue_as(dbsession, account, *, billing=None, logo_sha256=None) -> Invoice:
@@ -59,11 +42,6 @@ def issue_as(dbsession, account, *, billing=None, logo_sha256=None) -> Invoice:
     return invoice
 
 
-def pdf_text(response) -> str:
-    reader = PdfReader(io.BytesIO(response.body))
-    return "\n".join(page.extract_text() for page in reader.pages)
-
-
 @pytest.fixture
 def client(app, customer):
     return logged_in(app, customer)
@@ -72,7 +50,7 @@ def client(app, customer):
 def test_the_page_names_the_seller_as_issued_and_the_buyers_billing_details(
     client, account, dbsession
 ):
-    issue_as(dbsession, account, billing=BILLING)
+    issue_as(dbsession, account, billing=BUSINESS_FR_KEPT)
     page = client.get(f"/account/invoices/{account.invoice.number}")
     document = page.html.find("article", class_="invoice")
     seller = document.find(class_="invoice-seller").get_text(" ", strip=True)
@@ -120,7 +98,7 @@ def test_an_invoice_issued_before_snapshots_shows_the_account_as_it_always_did(
 
 
 def test_the_pdf_carries_seller_buyer_number_and_amounts(client, account, dbsession):
-    issue_as(dbsession, account, billing=BILLING)
+    issue_as(dbsession, account, billing=BUSINESS_FR_KEPT)
     number = account.invoice.number
     response = client.get(f"/account/invoices/{number}.pdf")
     assert response.content_type == "application/pdf"
@@ -163,7 +141,7 @@ def test_the_pdf_is_the_owners_only(app, account, other_customer):
 def test_the_console_fetches_any_invoices_pdf_from_the_orders_page(
     app, account, admin_pages, other_customer, dbsession
 ):
-    issue_as(dbsession, account, billing=BILLING)
+    issue_as(dbsession, account, billing=BUSINESS_FR_KEPT)
     number = account.invoice.number
     order_page = admin_pages.get(f"/admin/orders/{account.order.number}")
     link = order_page.html.find("a", href=f"/admin/invoices/{number}.pdf")
@@ -191,7 +169,7 @@ def test_drawing_a_pdf_fetches_nothing_but_our_logo(client, account, dbsession):
     )
     assert pdf.startswith(b"%PDF-")
     # A buyer's name is text: markup in it is escaped, and names no resource to fetch.
-    hostile = {**BILLING, "name": '<img src="http://127.0.0.1:9/track.png">Eve'}
+    hostile = {**BUSINESS_FR_KEPT, "name": '<img src="http://127.0.0.1:9/track.png">Eve'}
     issue_as(dbsession, account, billing=hostile)
     text = pdf_text(client.get(f"/account/invoices/{account.invoice.number}.pdf"))
     assert '<img src="http://127.0.0.1:9/track.png">Eve' in text.replace("\n", "")
