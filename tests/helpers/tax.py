@@ -1,7 +1,7 @@
 """What the tax tests share: the German seller they sell as (in the ini's settings and in
 the console's and admin API's field names), a French business buyer (as the checkout
 takes its billing details and as an order keeps them), the provider's charge.refunded
-event, and reading a PDF's text."""
+event, and reading a PDF's text (and checking it is a download)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,16 @@ def pdf_text(response) -> str:
     """The text of the PDF ``response``, its pages one after another."""
     reader = PdfReader(io.BytesIO(response.body))
     return "\n".join(page.extract_text() for page in reader.pages)
+
+
+def pdf_download_text(response, filename: str) -> str:
+    """The text of the PDF ``response``, checked to be a PDF downloaded as ``filename``
+    that no cache keeps."""
+    assert response.content_type == "application/pdf"
+    assert response.body.startswith(b"%PDF-")
+    assert response.headers["Content-Disposition"] == f'attachment; filename="{filename}"'
+    assert "no-store" in response.headers["Cache-Control"]
+    return pdf_text(response)
 
 
 def refunded(pi: str, total: int, refunds: list[tuple[str, int]]) -> dict:
