@@ -389,7 +389,8 @@ def place_order(
     placed while the seller's legal details for invoices are incomplete (409).
     """
     settings = registry.settings
-    refusal = seller.live_checkout_refusal(seller.shop_profile(session, settings), settings)
+    profile = seller.shop_profile(session, settings)  # the refusal's and the tax's
+    refusal = seller.live_checkout_refusal(profile, settings)
     if refusal is not None:
         raise refusal
     if not items or len(items) > MAX_ITEMS:
@@ -407,7 +408,7 @@ def place_order(
         raise CheckoutInvalid({"provider": "no payment provider is enabled on this site"})
     try:
         tax = tax_checkout.quote_order(
-            session, settings, lines, currency, billing, evidence_country=evidence_country
+            session, settings, profile, lines, currency, billing, evidence_country=evidence_country
         )
     except tax_checkout.TaxRefused as exc:
         log.error("no tax rate for an order: %s", exc)

@@ -40,7 +40,7 @@ from cmsshop.services.tax import engine
 from cmsshop.services.tax.billing import BillingDetails
 from cmsshop.services.tax.report import parse_eur_rate
 from cmsshop.services.tax.rounding import round_half_up
-from cmsshop.services.tax.seller import shop_profile
+from cmsshop.services.tax.seller import ShopProfile, shop_profile
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,7 @@ def details_of(quote: engine.TaxQuote, prices_include_tax: bool, evidence_countr
 def quote_order(
     session: Session,
     settings: Mapping[str, Any],
+    profile: ShopProfile,
     lines: Sequence[dict],
     currency: str,
     billing: BillingDetails | None,
@@ -157,10 +158,11 @@ def quote_order(
     day: dt.date | None = None,
 ) -> OrderTax:
     """The tax of priced ``lines`` (services.checkout.pricing: ``amount`` after the
-    discount) for a buyer with ``billing`` (None: an order the shop makes itself, no
-    tax). TaxRefused when the rules need a rate that is not known for ``day``."""
+    discount) sold by the seller of ``profile`` (seller.shop_profile, read once by the
+    caller) to a buyer with ``billing`` (None: an order the shop makes itself, no tax).
+    TaxRefused when the rules need a rate that is not known for ``day``."""
     day = day or dt.datetime.now(dt.UTC).date()
-    seller_tax = shop_profile(session, settings).seller_tax(settings)
+    seller_tax = profile.seller_tax(settings)
     if billing is None:
         seller_tax = dataclasses.replace(seller_tax, enabled=False)
         buyer = engine.BuyerTax(country="")
@@ -173,27 +175,28 @@ def quote_order(
             evidence_country=evidence_country,
         )
     taxable = [engine.TaxableLine(str(i), line["amount"]) for i, line in enumerate(lines)]
-    sales, eur_rate = engine.CrossBorderSales(), None
-    might_cross = (
+    in_eu_consumer_reach = (
         seller_tax.enabled
-        and seller_tax.micro_seller
         and seller_tax.country in engine.EU_COUNTRIES
         and buyer.country in engine.EU_COUNTRIES
         and buyer.country != seller_tax.country
     )
-    if might_cross:
-        eur_rate = _eur_rate(settings, currency)
+    eur_rate = _eur_rate(settings, currency) if in_eu_consumer_reach else None
+    decimals = None
+    if eur_rate is not None:
+        decimals = session.scalar(select(Currency.decimals).where(Currency.code == currency))
+    sales = engine.CrossBorderSales()
+    if in_eu_consumer_reach and seller_tax.micro_seller:
         if eur_rate is None:
             log.warning("no EUR rate for %s: the sale is taxed where the buyer is", currency)
-            over = engine.MICRO_SELLER_THRESHOLD_EUR_CENTS + 1
-            sales = engine.CrossBorderSales(this_sale=over)
+            sales = engine.CrossBorderSales(this_sale=engine.MICRO_SELLER_THRESHOLD_EUR_CENTS + 1)
         else:
-            decimals = session.scalar(select(Currency.decimals).where(Currency.code == currency))
             this_year, last_year = cross_border_totals(session, day.year)
             # This sale against the threshold: its amount before tax is known, so the
             # gross of tax-inclusive prices (an over-count, on the safe side); what is
             # kept and counted afterwards is the quote's net.
-            this_sale = to_eur_cents(sum(line.amount for line in taxable), decimals or 2, eur_rate)
+            amount = sum(line.amount for line in taxable)
+            this_sale = to_eur_cents(amount, decimals or 2, eur_rate)
             sales = engine.CrossBorderSales(this_year, last_year, this_sale)
     try:
         quote = engine.quote_tax(seller_tax, buyer, taxable, day, sales)
@@ -202,11 +205,8 @@ def quote_order(
     # Every cross-border consumer sale is counted, whether or not the seller uses the
     # threshold now: a seller who turns it on later starts from the true total.
     cross_border_eur = None
-    if quote.cross_border_consumer_sale:
-        eur_rate = eur_rate or _eur_rate(settings, currency)
-        if eur_rate is not None:
-            decimals = session.scalar(select(Currency.decimals).where(Currency.code == currency))
-            cross_border_eur = to_eur_cents(quote.net, decimals or 2, eur_rate)
+    if quote.cross_border_consumer_sale and eur_rate is not None:
+        cross_border_eur = to_eur_cents(quote.net, decimals or 2, eur_rate)
     return OrderTax(
         lines=quote.lines,
         tax=quote.tax,
@@ -263,12 +263,11 @@ def needs_review(order: Order) -> bool:
 def micro_seller_status(session: Session, settings: Mapping[str, Any], year: int) -> dict:
     """The running total the console shows an EU seller using the threshold."""
     this_year, last_year = cross_border_totals(session, year)
-    limit = engine.MICRO_SELLER_THRESHOLD_EUR_CENTS
     return {
         "thisYear": this_year,
         "lastYear": last_year,
-        "threshold": limit,
-        "crossed": last_year > limit or this_year > limit,
+        "threshold": engine.MICRO_SELLER_THRESHOLD_EUR_CENTS,
+        "crossed": engine.threshold_crossed(this_year, last_year),
         "eurRates": {k: str(v) for k, v in parse_eur_rates(settings.get(EUR_RATES)).items()},
     }
 

@@ -148,6 +148,13 @@ class TaxQuote:
     evidence: str = EVIDENCE_SINGLE  # EVIDENCE_AGREES, EVIDENCE_DISAGREES or EVIDENCE_SINGLE
 
 
+def threshold_crossed(this_year: int, last_year: int) -> bool:
+    """Whether cross-border consumer sales (euro cents) are over the micro-seller
+    threshold: last year's total, or this year's, above EUR 10,000 (exactly is not)."""
+    limit = MICRO_SELLER_THRESHOLD_EUR_CENTS
+    return last_year > limit or this_year > limit
+
+
 def _rate(country: str, region: str | None, day: dt.date, extra) -> RateRow | None:
     try:
         return rate_on(country, region, day, extra)
@@ -176,10 +183,7 @@ def _decide(
         if in_eu and business:
             return "reverse_charge", None, (REVERSE_CHARGE_NOTE,), False
         if in_eu:
-            over = (
-                sales.last_year > MICRO_SELLER_THRESHOLD_EUR_CENTS
-                or sales.this_year + sales.this_sale > MICRO_SELLER_THRESHOLD_EUR_CENTS
-            )
+            over = threshold_crossed(sales.this_year + sales.this_sale, sales.last_year)
             if seller.micro_seller and not over:
                 return "micro_seller", _rate(seller.country, None, day, extra), (), True
             return "oss", _rate(buyer.country, None, day, extra), (), True
