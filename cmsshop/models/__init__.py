@@ -1,8 +1,10 @@
 """Every model, imported here so alembic and the schema test always see all tables,
 whichever feature modules are switched on. One module per feature, as in services/:
 
-    accounts   User, UserSession, AccountToken
-    catalogue  Currency, Product, ProductPrice, Release, Article, ContentVersion
+    accounts   User, UserSession, AccountToken, AuditEntry
+    catalogue  Currency, Product, ProductPrice, ProductImage, MediaFile, Release, Article,
+               ContentVersion
+    legal      LegalDocument (terms, privacy policy, legal notice, refund policy)
     checkout   Cart, CartLine, Coupon, CouponAmount, CouponProduct, CouponRedemption
     commerce   Order, OrderItem, OrderNote, Fulfilment, Invoice, InvoiceCounter, Entitlement,
                Refund
@@ -18,7 +20,14 @@ The status constants (``ORDER_STATUSES``...) are the single source of the CHECK
 constraints and of the OpenAPI enums.
 """
 
-from cmsshop.models.accounts import ROLES, TOKEN_PURPOSES, AccountToken, User, UserSession
+from cmsshop.models.accounts import (
+    ROLES,
+    TOKEN_PURPOSES,
+    AccountToken,
+    AuditEntry,
+    User,
+    UserSession,
+)
 from cmsshop.models.checkout import (
     COUPON_KINDS,
     REDEMPTION_STATUSES,
@@ -47,6 +56,7 @@ from cmsshop.models.commerce import (
     Refund,
 )
 from cmsshop.models.dashboard import DELIVERY_MODES, DownloadLog
+from cmsshop.models.legal import LEGAL_KINDS, LegalDocument
 from cmsshop.models.licensing import (
     LICENSE_STATUSES,
     Activation,
@@ -64,7 +74,9 @@ from cmsshop.models.store import (
     Article,
     ContentVersion,
     Currency,
+    MediaFile,
     Product,
+    ProductImage,
     ProductPrice,
     Release,
 )
@@ -104,6 +116,11 @@ __all__ = [
     "TICKET_STATUSES",
     "TOKEN_PURPOSES",
     "AccountToken",
+    "AuditEntry",
+    "LEGAL_KINDS",
+    "LegalDocument",
+    "MediaFile",
+    "ProductImage",
     "BillingProfile",
     "Activation",
     "Article",

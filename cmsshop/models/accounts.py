@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, String
+from sqlalchemy import JSON, CheckConstraint, ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from cmsshop.models.meta import Base, UTCDateTime, one_of
 from cmsshop.util import utcnow
 
 ROLES = ("customer", "admin")
-# What a token sent by e-mail proves: the right to choose a new password, or that the
-# address receives mail (see services/accounts/tokens.py).
-TOKEN_PURPOSES = ("password_reset", "verify_email")
+# What a token sent by e-mail proves: the right to choose a new password, that the
+# address receives mail, or that a new address the owner asked for receives it (see
+# services/accounts/tokens.py).
+TOKEN_PURPOSES = ("password_reset", "verify_email", "change_email")
 
 
 class User(Base):
@@ -32,6 +33,9 @@ class User(Base):
     # When the owner proved the address receives mail (a verification or reset link);
     # None: registered but not verified yet, and login is refused until it is.
     email_verified_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    # When the owner deleted the account: its personal data is erased, the row stays for
+    # the orders and invoices the law requires to be kept (services/accounts/erasure.py).
+    deleted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
 
     @property
     def is_admin(self) -> bool:
@@ -70,7 +74,34 @@ class AccountToken(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     purpose: Mapped[str] = mapped_column(String(20))
+    # A change_email token: the address it moves the account to once its link is opened.
+    new_email: Mapped[str | None] = mapped_column(String(320))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+
+class AuditEntry(Base):
+    """One change, recorded in the transaction that makes it: who (a user, or a label
+    such as ``cli``), what action, on which object, a short before/after summary, from
+    which address. Written once, never edited or deleted by the app. A customer's own
+    changes to their account are entries on ``("user", id)``."""
+
+    __tablename__ = "audit_entries"
+    __table_args__ = (
+        Index("ix_audit_entries_object", "object_type", "object_id", "id"),
+        Index("ix_audit_entries_created_at", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    # Who, in words that outlive the user row: "user:42", "cli", "system".
+    actor: Mapped[str] = mapped_column(String(120))
+    action: Mapped[str] = mapped_column(String(64))  # e.g. account.email_changed
+    object_type: Mapped[str] = mapped_column(String(32))
+    object_id: Mapped[str] = mapped_column(String(64))
+    # {"before": {...}, "after": {...}} or any short summary; never a secret.
+    summary: Mapped[dict] = mapped_column(JSON, default=dict)
+    ip: Mapped[str | None] = mapped_column(String(64))

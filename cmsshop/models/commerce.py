@@ -79,6 +79,10 @@ class Order(Base):
     # how the VAT ID was checked), a snapshot: later edits of the buyer's profile never
     # change it. None for orders placed before billing details were asked for.
     billing: Mapped[dict | None] = mapped_column(JSON)
+    # The version of the terms of sale the buyer accepted at checkout, and when (None:
+    # no terms were published then, or the order is older than terms acceptance).
+    terms_version: Mapped[int | None] = mapped_column(Integer)
+    terms_accepted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     # The provider's checkout object (Stripe Checkout Session id, PayPal order id).
     provider_checkout_id: Mapped[str | None] = mapped_column(String(255), index=True)
     # The provider's payment object once confirmed (PaymentIntent id, capture id); indexed

@@ -12,6 +12,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -95,6 +96,11 @@ class Product(Base):
     releases: Mapped[list[Release]] = relationship(
         back_populates="product", cascade="all, delete-orphan", order_by="Release.released_at"
     )
+    images: Mapped[list[ProductImage]] = relationship(
+        back_populates="product",
+        cascade="all, delete-orphan",
+        order_by="(ProductImage.position, ProductImage.id)",
+    )
 
 
 class ProductPrice(Base):
@@ -147,6 +153,48 @@ class Release(Base):
     product: Mapped[Product] = relationship(back_populates="releases")
 
 
+class ProductImage(Base):
+    """A picture of a product, in the order the seller chose (the first is the product's
+    card and sharing image). The upload is checked and resized once (services/store/media.py);
+    ``variants`` names the stored renditions: ``{"card": {"webp": key, "jpeg": key,
+    "width": w, "height": h}, "page": {...}, "og": {...}}``, each key a ``media_files`` row."""
+
+    __tablename__ = "product_images"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    product_id: Mapped[int] = mapped_column(
+        ForeignKey("products.id", ondelete="CASCADE"), index=True
+    )
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    alt: Mapped[str] = mapped_column(String(300), default="")
+    # SHA-256 of the uploaded bytes: the same file uploaded twice is one image.
+    source_sha256: Mapped[str] = mapped_column(String(64))
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    variants: Mapped[dict] = mapped_column(JSON, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    product: Mapped[Product] = relationship(back_populates="images")
+
+
+class MediaFile(Base):
+    """One stored rendition of an image, kept in the database so every app process serves
+    the same bytes. ``key`` is ``<sha256 of the bytes>.<ext>``: the URL names the content,
+    so it can be cached for a year and never needs invalidating."""
+
+    __tablename__ = "media_files"
+
+    key: Mapped[str] = mapped_column(String(80), primary_key=True)
+    content_type: Mapped[str] = mapped_column(String(40))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    image_id: Mapped[int | None] = mapped_column(
+        ForeignKey("product_images.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
 class Article(Base):
     __tablename__ = "articles"
     # Newest first, one page at a time, without sorting the whole table.
@@ -177,5 +225,5 @@ class ContentVersion(Base):
 
 # What the public catalogue and docs answers are made of: a write to any of them
 # invalidates the answer cache.
-PUBLIC_CONTENT = (Currency, Product, ProductPrice, Release, Article)
+PUBLIC_CONTENT = (Currency, Product, ProductPrice, ProductImage, Release, Article)
 CONTENT_TABLES = frozenset(cls.__tablename__ for cls in PUBLIC_CONTENT)

@@ -1,0 +1,1 @@
+"""The audit log: every change recorded in the transaction that makes it (entries.py)."""
