@@ -89,6 +89,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
     ),
     "product_not_found": ErrorCode(404, "Not found", "No product has this slug."),
     "article_not_found": ErrorCode(404, "Not found", "No article has this slug."),
+    "legal_page_not_found": ErrorCode(
+        404, "Not found", "No legal page of this kind (or version) is published."
+    ),
     "currency_not_found": ErrorCode(404, "Not found", "No currency has this code."),
     "order_not_found": ErrorCode(404, "Not found", "No order (of yours) has this number."),
     "sandbox_disabled": ErrorCode(

@@ -17,13 +17,14 @@ from pyramid.exceptions import ConfigurationError
 from cmsshop.errors import ApiError
 
 # Always on, in this order: the core, accounts, the mail outbox, the admin order pages,
-# taxes and legal invoices.
+# taxes and legal invoices, the shop's legal pages.
 ALWAYS_ON = (
     "cmsshop.modules.core",
     "cmsshop.modules.accounts",
     "cmsshop.modules.mail",
     "cmsshop.modules.payments.orders",
     "cmsshop.modules.tax",
+    "cmsshop.modules.legal",
 )
 
 # name -> URL prefixes it owns (its admin routes and its web pages included).
