@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 
 PASSWORD_RESET = "password_reset"
 VERIFY_EMAIL = "verify_email"
+CHANGE_EMAIL = "change_email"
 RESET_EMAIL_POLICY = "password_reset.email"
 RESET_IP_POLICY = "password_reset.ip"
 # token_urlsafe(32) gives 43 characters; anything far from that is not one of ours.
@@ -76,11 +77,16 @@ MAILED_TOKEN_PURPOSES = {
     "password_reset": PASSWORD_RESET,
     "verify_email": VERIFY_EMAIL,
     RECEIPT_SET_PASSWORD: PASSWORD_RESET,
+    # Mailed to the new address an owner asked to move to (services.accounts.profile):
+    # its token remembers that address, so the link moves the account there and nowhere
+    # else; it lives as long as a verification link, since it proves the same thing.
+    "email_change": CHANGE_EMAIL,
 }
 MAILED_TOKEN_LIFETIMES = {
     "password_reset": "cmsshop.password_reset_ttl",
     "verify_email": "cmsshop.verify_email_ttl",
     RECEIPT_SET_PASSWORD: "cmsshop.guest_link_ttl",
+    "email_change": "cmsshop.verify_email_ttl",
 }
 
 
@@ -125,11 +131,16 @@ def _lifetime(settings, purpose: str) -> int:
 
 
 def issue_token(
-    session: Session, settings, user: User, purpose: str, lifetime: int | None = None
+    session: Session,
+    settings,
+    user: User,
+    purpose: str,
+    lifetime: int | None = None,
+    new_email: str | None = None,
 ) -> tuple[AccountToken, str]:
     """A new token for ``user``: the row (holding only the hash) and the raw token, which
     goes into the mailed link and nowhere else. ``lifetime`` (seconds): the purpose's
-    setting unless given."""
+    setting unless given; ``new_email``: the address a change_email token moves to."""
     token = secrets.token_urlsafe(32)
     now = utcnow()
     if lifetime is None:
@@ -138,6 +149,7 @@ def issue_token(
         user_id=user.id,
         purpose=purpose,
         token_hash=hash_token(token),
+        new_email=new_email,
         created_at=now,
         expires_at=now + dt.timedelta(seconds=lifetime),
     )
@@ -196,7 +208,7 @@ def consume_token(session: Session, purpose: str, token: object) -> User:
     return user
 
 
-def _link(settings, path: str, **params: str) -> str:
+def page_link(settings, path: str, **params: str) -> str:
     return f"{settings['cmsshop.base_url'].rstrip('/')}{path}?{urlencode(params)}"
 
 
@@ -214,10 +226,10 @@ def order_link(settings, order_path: str, *, set_password: bool) -> str:
 
 def guest_link_lifetime(settings) -> str:
     """How long a receipt's set-password link works, in words for the mail."""
-    return _duration(settings["cmsshop.guest_link_ttl"])
+    return duration_in_words(settings["cmsshop.guest_link_ttl"])
 
 
-def _duration(seconds: int) -> str:
+def duration_in_words(seconds: int) -> str:
     """A lifetime in words for the mail: "7 days", "1 hour", "10 minutes"."""
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds >= size:
@@ -240,8 +252,8 @@ def send_verification(session: Session, settings, user: User, next_path: str = "
         template="verify_email",
         context={
             "name": user.name,
-            "link": _link(settings, "/verify-email", **params),
-            "valid_for": _duration(settings["cmsshop.verify_email_ttl"]),
+            "link": page_link(settings, "/verify-email", **params),
+            "valid_for": duration_in_words(settings["cmsshop.verify_email_ttl"]),
         },
         dedupe_key=f"verify-email:{user.id}",
         user_id=user.id,
@@ -293,8 +305,8 @@ def request_password_reset(
         subject="Reset your password",
         template="password_reset",
         context={
-            "link": _link(settings, "/reset-password", token=TOKEN_PLACEHOLDER),
-            "valid_for": _duration(settings["cmsshop.password_reset_ttl"]),
+            "link": page_link(settings, "/reset-password", token=TOKEN_PLACEHOLDER),
+            "valid_for": duration_in_words(settings["cmsshop.password_reset_ttl"]),
         },
         dedupe_key=f"password-reset:{uuid.uuid4().hex}",
     )
@@ -310,11 +322,14 @@ def issue_mailed_token(session: Session, settings, message: OutboxMessage) -> st
         user = session.get(User, message.user_id)
     else:
         user = find_user(session, message.to_address)
-    if user is None:
+    # A deleted account gets no link of any kind (services.accounts.erasure).
+    if user is None or user.deleted_at is not None:
         return None
     message.user_id = user.id
     lifetime = settings[MAILED_TOKEN_LIFETIMES[message.kind]]
-    _, token = issue_token(session, settings, user, purpose, lifetime)
+    # An e-mail change's link goes to the new address: the message's recipient.
+    new_email = message.to_address if purpose == CHANGE_EMAIL else None
+    _, token = issue_token(session, settings, user, purpose, lifetime, new_email)
     return token
 
 
