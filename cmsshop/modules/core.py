@@ -1,9 +1,12 @@
 """The core module, always on: health, the OpenAPI document, the bootstrap answer, the
-home page and the admin console's own pages (dashboard, server-error lookup)."""
+home page, the shop's brand and the admin console's own pages (dashboard, server-error
+lookup)."""
 
 from __future__ import annotations
 
-from cmsshop.views.core import openapi
+from pyramid.events import BeforeRender
+
+from cmsshop.views.core import brand, brand_openapi, openapi
 
 ROUTES = {
     "core.bootstrap": "/api/bootstrap",
@@ -15,6 +18,13 @@ ROUTES = {
     "pages.admin": "/admin",
     "pages.admin_errors": "/admin/errors",
     "pages.admin_error": "/admin/errors/{support_code}",
+    # The shop's brand: its console page, its JSON twin and the accent's stylesheet.
+    "core.admin_brand": "/api/admin/settings/brand",
+    "pages.admin_brand": "/admin/brand",
+    "pages.admin_brand_logo": "/admin/brand/logo",
+    "pages.admin_brand_logo_remove": "/admin/brand/logo/remove",
+    "pages.admin_brand_featured": "/admin/brand/featured",
+    "pages.theme_css": "/theme/{accent}.css",
 }
 
 
@@ -22,4 +32,9 @@ def includeme(config) -> None:
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
+    config.add_openapi(paths=brand_openapi.OPENAPI_PATHS, schemas=brand_openapi.OPENAPI_SCHEMAS)
+    config.add_page_notices(brand.NOTICES)
+    # After cmsshop.web's globals (included first): the seller's shop name replaces the
+    # configured one on every page.
+    config.add_subscriber(brand.add_brand_globals, BeforeRender)
     config.scan("cmsshop.views.core")

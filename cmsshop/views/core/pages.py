@@ -1,10 +1,13 @@
-"""The home page: the newest products and articles of the modules that are on."""
+"""The home page: the brand's hero, the featured products (the seller's choice, else the
+first products by name) and the newest articles, of the modules that are on."""
 
 from __future__ import annotations
 
 from pyramid.view import view_config
 
 from cmsshop.services.paging import PageRequest
+from cmsshop.services.storefront import brand as brands
+from cmsshop.views.core.brand import current_brand
 
 FEATURED = 6
 LATEST_ARTICLES = 5
@@ -17,7 +20,12 @@ def home(request):
     if "store" in modules:
         from cmsshop.services.store import products as catalogue
 
-        products = catalogue.list_products(request.db, PageRequest(1, FEATURED)).items
+        chosen = current_brand(request).featured
+        if chosen:
+            products = brands.featured_cards(request.db, chosen)
+        else:
+            cards = catalogue.list_products(request.db, PageRequest(1, FEATURED)).items
+            products = brands.with_images(request.db, cards)
     if "docs" in modules:
         from cmsshop.services.docs import articles as docs
 

@@ -87,14 +87,9 @@ def _settings_form(request) -> dict:
     return form
 
 
-@view_config(
-    route_name="pages.admin_tax_logo",
-    request_method="POST",
-    renderer="admin/tax/settings.html",
-    permission=ADMIN,
-)
-def logo_upload(request):
-    """A new invoice logo; a refused file is named at the field and nothing changes."""
+def save_uploaded_logo(request) -> str | None:
+    """Keep the posted ``logo`` file as the shop's logo; why it was refused, or None.
+    Shared with the console's brand page (views/core/brand.py): one logo, one upload."""
     upload = request.POST.get("logo")
     data = b""
     if getattr(upload, "file", None) is not None:
@@ -103,8 +98,22 @@ def logo_upload(request):
     try:
         logo.save_logo(request.db, data)
     except logo.LogoInvalid as exc:
+        return str(exc)
+    return None
+
+
+@view_config(
+    route_name="pages.admin_tax_logo",
+    request_method="POST",
+    renderer="admin/tax/settings.html",
+    permission=ADMIN,
+)
+def logo_upload(request):
+    """A new invoice logo; a refused file is named at the field and nothing changes."""
+    refused = save_uploaded_logo(request)
+    if refused is not None:
         request.response.status = 422
-        return _page(request, _settings_form(request), {}, {"logo": str(exc)})
+        return _page(request, _settings_form(request), {}, {"logo": refused})
     return see_other(request, "/admin/tax/settings#invoice-logo", notice="tax_logo_saved")
 
 
