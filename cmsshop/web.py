@@ -10,6 +10,7 @@ friendly HTML page with the support code (``cmsshop.views.errors``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import os
@@ -145,20 +146,102 @@ def page_url(request, **changes) -> str:
 
 
 NOTICES_KEY = "cmsshop.web.notices"
+# The one-time notice of a post/redirect/get travels in this cookie, not in the URL: a
+# URL is bookmarked, shared and reloaded, and would show "saved" again every time.
+FLASH_COOKIE = "cmsshop_notice"
+# Long enough for the browser to follow the redirect, short enough that a notice never
+# turns up on a page opened much later.
+FLASH_MAX_AGE = 60
+NOTICE_LEVELS = ("success", "info", "error")
 
 
-def add_page_notices(config, notices: dict[str, str]) -> None:
-    """``config.add_page_notices({"key": "Message."})``: the fixed messages a page shows
-    for ``?notice=key`` after a post/redirect/get (never text taken from the request)."""
-    config.registry.setdefault(NOTICES_KEY, {}).update(notices)
+@dataclasses.dataclass(frozen=True)
+class Notice:
+    """A fixed message and how it reads: ``success`` (green), ``info`` (neutral) or
+    ``error`` (red, announced at once with role=alert)."""
+
+    message: str
+    level: str = "success"
+    key: str = ""  # set when registered: the page names it, so a test can wait for it
+
+    def __post_init__(self):
+        if self.level not in NOTICE_LEVELS:
+            raise ValueError(f"notice level {self.level!r} is not one of {NOTICE_LEVELS}")
+
+    @property
+    def role(self) -> str:
+        return "alert" if self.level == "error" else "status"
+
+    def __str__(self) -> str:
+        return self.message
 
 
-def current_notice(request) -> str | None:
-    try:
-        key = request.GET.get("notice")
-    except UnicodeDecodeError:  # a query string that is not UTF-8: its error page has none
+def info(message: str) -> Notice:
+    return Notice(message, "info")
+
+
+def error(message: str) -> Notice:
+    return Notice(message, "error")
+
+
+def add_page_notices(config, notices: dict[str, str | Notice]) -> None:
+    """``config.add_page_notices({"key": "Message.", "other": error("Message.")})``: the
+    fixed messages a page shows once after a post/redirect/get (never text taken from
+    the request). A plain string is a success."""
+    registered = config.registry.setdefault(NOTICES_KEY, {})
+    for key, value in notices.items():
+        notice = value if isinstance(value, Notice) else Notice(value)
+        registered[key] = dataclasses.replace(notice, key=key)
+
+
+def is_notice(registry, key: str) -> bool:
+    return key in registry.get(NOTICES_KEY, {})
+
+
+def set_flash(request, key: str) -> None:
+    """Keep ``key`` (a registered notice) for the next page this browser renders."""
+    if not is_notice(request.registry, key):
+        raise ValueError(f"{key!r} is not a registered page notice")
+    settings = request.registry.settings
+
+    def callback(request, response):
+        response.set_cookie(
+            FLASH_COOKIE,
+            key,
+            max_age=FLASH_MAX_AGE,
+            path="/",
+            httponly=True,
+            samesite="Lax",
+            secure=settings["cmsshop.session_cookie_secure"],
+        )
+
+    request.add_response_callback(callback)
+
+
+def current_notice(request) -> Notice | None:
+    """The flash notice, taken once: the answer clears the cookie and is never stored,
+    so a reload or the back button does not show it again."""
+    key = request.cookies.get(FLASH_COOKIE)
+    if not key:
         return None
-    return request.registry.get(NOTICES_KEY, {}).get(key) if key else None
+    if FLASH_COOKIE in request.environ:  # a second template of the same answer
+        return request.environ[FLASH_COOKIE]
+
+    def callback(request, response):
+        # Unless this very answer set a new one (a page that renders and flashes).
+        if FLASH_COOKIE not in _cookies_set(response):
+            response.delete_cookie(FLASH_COOKIE, path="/")
+        response.headers["Cache-Control"] = "private, no-store"
+
+    request.add_response_callback(callback)
+    # An unknown key (an old or forged cookie) is cleared and shows nothing.
+    notice = request.registry.get(NOTICES_KEY, {}).get(key)
+    request.environ[FLASH_COOKIE] = notice
+    return notice
+
+
+def _cookies_set(response) -> set[str]:
+    return {value.split("=", 1)[0].strip() for value in response.headers.getall("Set-Cookie")}
 
 
 def add_template_globals(event) -> None:
@@ -173,7 +256,8 @@ def add_template_globals(event) -> None:
     event.setdefault("static_url", lambda path: request.static_url(f"cmsshop:static/{path}"))
     event.setdefault("page_url", lambda **changes: page_url(request, **changes))
     event.setdefault("user", request.user)
-    event.setdefault("notice", current_notice(request))
+    if "notice" not in event:
+        event["notice"] = current_notice(request)
     event.setdefault("errors", {})
     event.setdefault("form", {})
 

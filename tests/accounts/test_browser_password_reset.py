@@ -8,6 +8,7 @@ from __future__ import annotations
 from helpers.app import PASSWORD
 from helpers.browser import check_page, log_in
 from helpers.mail_links import link_in, mails_to
+from helpers.notices import wait_for_notice
 
 from cmsshop.services.mail.delivery import make_mail_backend
 from cmsshop.services.mail.sender import send_due
@@ -65,7 +66,8 @@ def test_forgot_password_reset_and_log_in_with_the_new_one(
     check_page(page, "reset-password-errors")
     page.get_by_label("New password").fill(NEW_PASSWORD)
     page.get_by_role("button", name="Change password").click()
-    page.wait_for_url("**/login?notice=password_reset")
+    wait_for_notice(page, "password_reset")
+    page.wait_for_url("**/login")
     assert "every device is logged out" in page.get_by_role("status").inner_text()
     check_page(page, "login-after-reset")
 
@@ -101,7 +103,8 @@ def test_verify_email_page_and_its_used_state(page, dbsession):
     page.goto(link)
     check_page(page, "verify-email-confirm")
     page.get_by_role("button", name="Confirm my email address").click()
-    page.wait_for_url("**/account?notice=email_verified")
+    wait_for_notice(page, "email_verified")
+    page.wait_for_url("**/account")
     page.goto(link)
     assert "used already" in page.locator("main").inner_text()
     check_page(page, "verify-email-used")

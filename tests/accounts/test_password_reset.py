@@ -12,6 +12,7 @@ import pytest
 from helpers.app import PASSWORD
 from helpers.clients import client_from, new_client, page_client
 from helpers.mail_links import mails_to, reset_link, token_of
+from helpers.notices import flashed
 from sqlalchemy import func, select, update
 
 from cmsshop.models import AccountToken, OutboxMessage, User, UserSession
@@ -260,7 +261,8 @@ def test_reset_page_sets_the_password_and_sends_to_login(app, customer, dbsessio
     assert form["token"].value == token  # kept for the second try
     form["password"] = NEW_PASSWORD
     response = form.submit(status=303)
-    assert response.location.endswith("/login?notice=password_reset")
+    assert response.location.endswith("/login")
+    assert flashed(response) == "password_reset"
     assert "every device is logged out" in response.follow().text
     login = client.get("/login").forms[0]
     login["email"] = customer.email

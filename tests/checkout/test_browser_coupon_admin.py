@@ -7,6 +7,7 @@ from __future__ import annotations
 from fakes.shop import make_catalogue
 from helpers.browser import check_page, log_in
 from helpers.coupons import make_coupon, place_with_coupon
+from helpers.notices import wait_for_notice
 
 
 def test_admin_creates_pauses_and_reads_a_coupon(page, app, admin, customer, dbsession):
@@ -37,7 +38,8 @@ def test_admin_creates_pauses_and_reads_a_coupon(page, app, admin, customer, dbs
     page.get_by_label("Valid until (UTC, optional)").fill("2030-08-31T23:59")
     page.get_by_label("Theme Pack (themes)").check()
     page.get_by_role("button", name="Create coupon").click()
-    page.wait_for_url("**/admin/coupons/SUMMER?notice=coupon_created")
+    wait_for_notice(page, "coupon_created")
+    page.wait_for_url("**/admin/coupons/SUMMER")
     assert page.get_by_role("status").first.inner_text() == "The coupon was created."
     facts = page.locator(".facts").inner_text()
     assert "EUR5.00 off in EUR" in facts and "EUR20.00 in EUR" in facts
@@ -45,10 +47,12 @@ def test_admin_creates_pauses_and_reads_a_coupon(page, app, admin, customer, dbs
     check_page(page, "admin-coupon")
 
     page.get_by_role("button", name="Pause the coupon").click()
-    page.wait_for_url("**/admin/coupons/SUMMER?notice=coupon_paused")
+    wait_for_notice(page, "coupon_paused")
+    page.wait_for_url("**/admin/coupons/SUMMER")
     assert "paused" in page.locator(".facts").inner_text()
     page.get_by_role("button", name="Resume the coupon").click()
-    page.wait_for_url("**/admin/coupons/SUMMER?notice=coupon_resumed")
+    wait_for_notice(page, "coupon_resumed")
+    page.wait_for_url("**/admin/coupons/SUMMER")
 
     page.goto("/admin/coupons/WELCOME")
     row = page.locator("#redemption-list tbody tr").first

@@ -17,6 +17,7 @@ from helpers.browser import DESKTOP, check_page
 from helpers.checkout import delivered, redemption_statuses
 from helpers.coupons import make_coupon
 from helpers.mail_links import mailed_link, mails_to
+from helpers.notices import wait_for_notice
 from sqlalchemy import select
 
 from cmsshop.models import License, Order, User
@@ -143,7 +144,8 @@ def test_a_guest_buys_two_products_with_a_coupon_and_sets_a_password_from_the_re
     check_page(page, "guest-set-password")
     page.get_by_label("Password").fill(NEW_PASSWORD)
     page.get_by_role("button", name="Set password and see my order").click()
-    page.wait_for_url(f"**/account/orders/{number}?notice=password_set")
+    wait_for_notice(page, "password_set")
+    page.wait_for_url(f"**/account/orders/{number}")
     assert page.get_by_role("heading", level=1).inner_text() == f"Order {number}"
     items = page.locator("main table tbody tr")
     assert items.count() == 2

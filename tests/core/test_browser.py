@@ -7,6 +7,7 @@ from __future__ import annotations
 from helpers.app import PASSWORD
 from helpers.browser import check_page
 from helpers.mail_links import verify_link
+from helpers.notices import wait_for_notice
 
 
 def test_home_login_and_register_pages_pass_axe_at_both_widths(page):
@@ -38,9 +39,10 @@ def test_register_log_out_and_log_in_again_with_the_keyboard(page, dbsession):
     page.goto(verify_link(dbsession, "browser@example.com"))
     check_page(page, "verify-email")
     page.get_by_role("button", name="Confirm my email address").click()
-    page.wait_for_url("**/account?notice=email_verified")
+    wait_for_notice(page, "email_verified")
+    page.wait_for_url("**/account")
     page.get_by_role("button", name="Log out").click()
-    page.wait_for_url("**/?notice=logged_out")
+    wait_for_notice(page, "logged_out")
     assert page.get_by_role("status").inner_text() == "You are logged out."
     page.get_by_role("link", name="Log in").click()
     page.get_by_label("Email").fill("browser@example.com")

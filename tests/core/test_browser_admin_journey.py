@@ -18,6 +18,7 @@ from fakes.stripe_api import closed_port_url, delivery, event, session_object
 from helpers.app import HASHER, serve
 from helpers.browser import check_page, log_in
 from helpers.clients import new_client
+from helpers.notices import wait_for_notice
 from sqlalchemy import select
 
 from cmsshop.models import Order, User
@@ -63,14 +64,16 @@ def test_the_demo_admin_runs_the_shop(
     page.get_by_label("EUR (Euro)").fill("29.00")
     page.get_by_label("Published (shown in the shop)").check()
     page.get_by_role("button", name="Create product").click()
-    page.wait_for_url("**/admin/products/journey-tool/edit?notice=product_created")
+    wait_for_notice(page, "product_created")
+    page.wait_for_url("**/admin/products/journey-tool/edit")
     upload = tmp_path / "journey-tool-1.0.0.zip"
     upload.write_bytes(b"PK" + b"\x01" * 200_000)
     page.get_by_label("Version", exact=True).fill("1.0.0")
     page.get_by_label("Changelog (Markdown, optional)").fill("- First **public** release")
     page.get_by_label("File").set_input_files(str(upload))
     page.get_by_role("button", name="Upload release").click()
-    page.wait_for_url("**/admin/products/journey-tool/edit?notice=release_uploaded")
+    wait_for_notice(page, "release_uploaded")
+    page.wait_for_url("**/admin/products/journey-tool/edit")
     check_page(page, "journey-admin-product")
     shop = new_page(demo_site)
     shop.goto("/products/journey-tool")
@@ -84,9 +87,10 @@ def test_the_demo_admin_runs_the_shop(
     page.get_by_label("Category").fill("guides")
     page.get_by_label("Body (Markdown)").fill("## Steps\n\n1. Download\n2. Unzip")
     page.get_by_role("button", name="Save article").click()
-    page.wait_for_url("**/admin/articles/installing-journey-tool/edit?notice=article_created")
+    wait_for_notice(page, "article_created")
+    page.wait_for_url("**/admin/articles/installing-journey-tool/edit")
     page.get_by_role("button", name="Publish now").click()
-    page.wait_for_url("**notice=article_published")
+    wait_for_notice(page, "article_published")
     shop.goto("/docs/installing-journey-tool")
     assert shop.get_by_role("heading", level=1).inner_text() == "Installing Journey Tool"
 
@@ -101,7 +105,7 @@ def test_the_demo_admin_runs_the_shop(
     page.get_by_role("link", name=re.compile(r"^#\d+$")).first.click()
     page.wait_for_url("**/admin/payments/events/*")
     page.get_by_role("button", name="Reprocess this event").click()
-    page.wait_for_url("**notice=event_processed")
+    wait_for_notice(page, "event_processed")
     dbsession.rollback()
     assert dbsession.scalar(select(Order.status).where(Order.id == demo_order.id)) == "paid"
 
@@ -114,9 +118,9 @@ def test_the_demo_admin_runs_the_shop(
     assert page.locator("h1").inner_text().startswith("Suspend license")
     check_page(page, "journey-admin-license-confirm")
     page.get_by_role("button", name="Suspend the license").click()
-    page.wait_for_url("**notice=license_suspend")
+    wait_for_notice(page, "license_suspend")
     page.get_by_role("button", name="Reinstate").click()
-    page.wait_for_url("**notice=license_reinstate")
+    wait_for_notice(page, "license_reinstate")
     audit = page.locator("section[aria-labelledby=audit]").inner_text()
     assert "admin.suspend" in audit and "admin.reinstate" in audit
     assert "admin@example.com" in audit

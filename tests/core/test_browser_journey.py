@@ -18,6 +18,7 @@ from helpers.account_data import RELEASE_BYTES, store_release
 from helpers.app import PASSWORD
 from helpers.browser import check_page
 from helpers.mail_links import verify_link
+from helpers.notices import wait_for_notice
 from sqlalchemy import select
 
 from cmsshop.models import Activation, License, SupportTicket
@@ -62,7 +63,8 @@ def test_browse_buy_download_license_deactivate_and_ask_for_help(
     page.wait_for_url("**/check-email?reason=register")
     page.goto(verify_link(dbsession, "journey@example.com"))
     page.get_by_role("button", name="Confirm my email address").click()
-    page.wait_for_url("**/cart?notice=email_verified")
+    wait_for_notice(page, "email_verified")
+    page.wait_for_url("**/cart")
     check_page(page, "journey-cart")
 
     # Pay for the cart: the billing country, the provider's page, then back; the webhook
@@ -104,7 +106,8 @@ def test_browse_buy_download_license_deactivate_and_ask_for_help(
     assert page.get_by_text("journey.example.com").first.is_visible()
     check_page(page, "journey-licenses")
     page.get_by_role("button", name="Deactivate journey.example.com").click()
-    page.wait_for_url("**/account/licenses?notice=activation_deactivated")
+    wait_for_notice(page, "activation_deactivated")
+    page.wait_for_url("**/account/licenses")
     assert page.get_by_role("button", name="Deactivate journey.example.com").count() == 0
     dbsession.rollback()
     assert dbsession.scalar(select(Activation.active)) is False

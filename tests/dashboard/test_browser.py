@@ -8,6 +8,7 @@ import pytest
 from helpers.account_data import RELEASE_BYTES, activate
 from helpers.app import serve
 from helpers.browser import check_page, log_in
+from helpers.notices import wait_for_notice
 
 
 @pytest.fixture
@@ -65,7 +66,8 @@ def test_deactivate_an_activation(page, customer, account):
     page.goto("/account/licenses")
     assert page.get_by_text("2 of 3").is_visible()
     page.get_by_role("button", name="Deactivate old.example.com").click()
-    page.wait_for_url("**/account/licenses?notice=activation_deactivated")
+    wait_for_notice(page, "activation_deactivated")
+    page.wait_for_url("**/account/licenses")
     assert "deactivated" in page.get_by_role("status").inner_text()
     assert page.get_by_role("button", name="Deactivate old.example.com").count() == 0
     assert page.get_by_role("button", name="Deactivate shop.example.com").count() == 1

@@ -9,6 +9,7 @@ import re
 from helpers.app import PASSWORD
 from helpers.browser import check_page
 from helpers.docs import add_article
+from helpers.notices import wait_for_notice
 
 
 def test_browse_search_and_read_the_docs(page, dbsession):
@@ -103,7 +104,8 @@ def test_admin_writes_previews_and_publishes_an_article(page, new_page, site, ad
         "## Before you start\n\nBack up **everything**.\n\n1. Download\n2. Replace the files"
     )
     page.get_by_role("button", name="Save article").click()
-    page.wait_for_url("**/admin/articles/upgrading-to-2/edit?notice=article_created")
+    wait_for_notice(page, "article_created")
+    page.wait_for_url("**/admin/articles/upgrading-to-2/edit")
     assert page.get_by_role("status").inner_text() == "The article is saved."
     check_page(page, "admin-article-edit")
     # A draft is not on the site yet.
@@ -111,7 +113,8 @@ def test_admin_writes_previews_and_publishes_an_article(page, new_page, site, ad
     visitor.goto("/docs")
     assert visitor.get_by_text("Upgrading to version 2").count() == 0
     page.get_by_role("button", name="Publish now").click()
-    page.wait_for_url("**/admin/articles/upgrading-to-2/edit?notice=article_published")
+    wait_for_notice(page, "article_published")
+    page.wait_for_url("**/admin/articles/upgrading-to-2/edit")
     page.get_by_role("link", name="Articles", exact=True).click()
     page.wait_for_url("**/admin/articles")
     assert page.locator("tbody tr .status").all_inner_texts() == ["Published"]
@@ -126,5 +129,6 @@ def test_admin_writes_previews_and_publishes_an_article(page, new_page, site, ad
     page.get_by_role("link", name="Delete this article…").click()
     check_page(page, "admin-article-delete")
     page.get_by_role("button", name="Delete the article for good").click()
-    page.wait_for_url("**/admin/articles?notice=article_deleted")
+    wait_for_notice(page, "article_deleted")
+    page.wait_for_url("**/admin/articles")
     assert page.get_by_text("There are no articles yet.").is_visible()

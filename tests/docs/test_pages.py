@@ -11,6 +11,7 @@ from helpers.clients import logged_in, page_client
 from helpers.confirm import cancel_link, confirm, confirmation_of
 from helpers.docs import add_article
 from helpers.html import errors_of, title_of
+from helpers.notices import flashed
 from sqlalchemy import func, select
 
 from cmsshop.models import Article
@@ -282,7 +283,8 @@ def test_create_an_article_then_publish_it_onto_the_docs(app, admin_client, dbse
     form["summary"] = "From zip to running"
     form["body"] = "## Steps\n\n1. Unzip\n2. Run"
     response = form.submit("action", value="save", status=303)
-    assert response.location.endswith("/admin/articles/install-guide/edit?notice=article_created")
+    assert response.location.endswith("/admin/articles/install-guide/edit")
+    assert flashed(response) == "article_created"
     edit = response.follow()
     assert "The article is saved." in edit.text
     assert edit.html.find(class_="status").get_text() == "Draft"
@@ -372,9 +374,8 @@ def test_edit_an_article_and_rename_it(app, articles, admin_client, dbsession):
     form["slug"] = "licensing-questions"
     form["body"] = "New **body**"
     response = form.submit("action", value="save", status=303)
-    assert response.location.endswith(
-        "/admin/articles/licensing-questions/edit?notice=article_saved"
-    )
+    assert response.location.endswith("/admin/articles/licensing-questions/edit")
+    assert flashed(response) == "article_saved"
     assert "Your changes are saved." in response.follow().text
     public = page_client(app).get("/docs/licensing-questions")
     assert public.html.h1.get_text(strip=True) == "Licensing questions"
@@ -492,7 +493,8 @@ def test_unpublish_and_delete_with_confirmation(app, articles, admin_client, dbs
     assert dbsession.scalar(select(func.count()).select_from(Article)) == 4
     admin_client.get(cancel_link(asked), status=200)
     done = confirm(asked)
-    assert done.location.endswith("/admin/articles?notice=article_deleted")
+    assert done.location.endswith("/admin/articles")
+    assert flashed(done) == "article_deleted"
     assert "The article is deleted." in done.follow().text
     dbsession.rollback()
     assert dbsession.scalar(select(Article).where(Article.slug == "refunds")) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from helpers.app import PASSWORD
 from helpers.browser import check_page
+from helpers.notices import wait_for_notice
 from helpers.outbox import hostile_message, queue, rows
 
 
@@ -32,7 +33,8 @@ def test_admin_reads_the_outbox_and_resends_a_failed_message(page, admin, dbsess
     check_page(page, "admin-mail-message")
     assert '<script>alert("admin")</script>' in page.locator("#html-body ~ div pre").inner_text()
     page.get_by_role("button", name="Resend this message").click()
-    page.wait_for_url(f"**/admin/mail/{row.id}?notice=mail_resent")
+    wait_for_notice(page, "mail_resent")
+    page.wait_for_url(f"**/admin/mail/{row.id}")
     assert "queued again" in page.content()
     assert dialogs == []  # the hostile body never ran
     assert rows(dbsession)[-1].status == "pending"

@@ -11,6 +11,7 @@ from fakes.shop import counts, make_order, order_status
 from fakes.stripe_api import delivery, event, session_object
 from helpers.clients import logged_in, page_client
 from helpers.html import title_of
+from helpers.notices import flashed
 from sqlalchemy import func, select
 
 from cmsshop.models import Order, OrderNote, SupportTicket
@@ -132,7 +133,8 @@ def test_manual_fulfilment_form_and_its_duplicate(
     form["reason"] = "Paid by bank transfer, ref 42"
     form["paymentReference"] = "bank-42"
     done = form.submit(status=303)
-    assert done.location.endswith(f"/admin/orders/{order.number}?notice=order_fulfilled")
+    assert done.location.endswith(f"/admin/orders/{order.number}")
+    assert flashed(done) == "order_fulfilled"
     assert order_status(dbsession, order.number) == "paid"
     shown = done.follow()
     assert "Already processed" in shown.text and admin.email in shown.text
@@ -290,7 +292,8 @@ def test_staff_notes_on_an_order(admin_pages, app, dbsession, catalogue, custome
     form = notes_form(page)
     form["body"] = "Customer asked for a VAT invoice <b>by mail</b>."
     response = form.submit(status=303)
-    assert response.location.endswith(f"/admin/orders/{order.number}?notice=order_note_added#notes")
+    assert response.location.endswith(f"/admin/orders/{order.number}#notes")
+    assert flashed(response) == "order_note_added"
     page = admin_pages.get(f"/admin/orders/{order.number}")
     notes = page.html.find(id="notes").parent
     assert "Customer asked for a VAT invoice <b>by mail</b>." in notes.get_text()

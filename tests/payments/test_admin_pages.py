@@ -18,6 +18,7 @@ from fakes.stripe_api import (
 )
 from helpers.clients import logged_in, page_client
 from helpers.html import title_of
+from helpers.notices import flashed
 from helpers.payments import deliver
 from sqlalchemy import select
 
@@ -60,7 +61,8 @@ def test_rotation_keeps_the_previous_secret(card_admin_pages, card_app, dbsessio
     form = rotate_form(page)
     form["value"] = NEW_SECRET
     done = form.submit(status=303)
-    assert done.location.endswith("/admin/payments?notice=webhook_rotated")
+    assert done.location.endswith("/admin/payments")
+    assert flashed(done) == "webhook_rotated"
     shown = done.follow()
     assert "The new webhook setting is saved." in shown.text
     assert_no_secret(shown)
@@ -219,14 +221,15 @@ def test_reprocess_a_failed_event(
     assert "confirm_failed" in detail.text and row.last_error[:20] in detail.text
     form = next(f for f in detail.forms.values() if f.action.endswith("/reprocess"))
     done = form.submit(status=303)
-    assert done.location.endswith(f"/admin/payments/events/{row.id}?notice=event_processed")
+    assert done.location.endswith(f"/admin/payments/events/{row.id}")
+    assert flashed(done) == "event_processed"
     shown = done.follow()
     assert "Reprocessed: the event is processed." in shown.text
     assert order_status(dbsession, order.number) == "paid"
     assert event_row(dbsession, payload["id"]).attempts == 2
     # A stale form sent again: refused by the service, nothing more created.
     again = form.submit(status=303)
-    assert again.location.endswith("notice=event_cannot_reprocess")
+    assert flashed(again) == "event_cannot_reprocess"
     assert counts(dbsession)["fulfilments"] == 1
 
 
@@ -237,7 +240,7 @@ def test_reprocess_that_fails_again_is_recorded(card_admin_pages, card_app, dbse
     detail = card_admin_pages.get(f"/admin/payments/events/{row.id}")
     form = next(f for f in detail.forms.values() if f.action.endswith("/reprocess"))
     done = form.submit(status=303)
-    assert done.location.endswith("notice=event_reprocess_failed")
+    assert flashed(done) == "event_reprocess_failed"
     assert event_row(dbsession, payload["id"]).attempts == 2
 
 
@@ -251,12 +254,12 @@ def test_reprocess_a_rejected_delivery_after_rotation(
     rejected = card_admin_pages.get("/admin/payments/events", {"status": "rejected"})
     detail = rejected.click(href=r"/admin/payments/events/\d+$")
     reprocess = next(f for f in detail.forms.values() if f.action.endswith("/reprocess"))
-    assert reprocess.submit(status=303).location.endswith("notice=event_cannot_reprocess")
+    assert flashed(reprocess.submit(status=303)) == "event_cannot_reprocess"
     form = rotate_form(card_admin_pages.get("/admin/payments"))
     form["value"] = NEW_SECRET
     form.submit(status=303)
     done = reprocess.submit(status=303)
-    assert "notice=event_processed" in done.location
+    assert flashed(done) == "event_processed"
     assert order_status(dbsession, order.number) == "paid"
 
 

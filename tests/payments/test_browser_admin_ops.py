@@ -12,6 +12,7 @@ from fakes.shop import event_row, make_order
 from fakes.stripe_api import closed_port_url, delivery, event, session_object
 from helpers.app import PASSWORD, serve
 from helpers.browser import check_page
+from helpers.notices import wait_for_notice
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def test_admin_reprocesses_a_failed_payment_and_manages_the_license(
     page.wait_for_url(f"**/admin/payments/events/{failed.id}")
     check_page(page, "admin-payment-event")
     page.get_by_role("button", name="Reprocess this event").click()
-    page.wait_for_url("**notice=event_processed")
+    wait_for_notice(page, "event_processed")
     assert page.get_by_role("status").inner_text() == "Reprocessed: the event is processed."
 
     # The order is fulfilled now, and says by which event.
@@ -93,10 +94,10 @@ def test_admin_reprocesses_a_failed_payment_and_manages_the_license(
     assert page.locator("h1").inner_text().startswith("Suspend license")
     check_page(page, "admin-license-confirm")
     page.get_by_role("button", name="Suspend the license").click()
-    page.wait_for_url("**notice=license_suspend")
+    wait_for_notice(page, "license_suspend")
     assert page.get_by_role("status").inner_text() == "The license is suspended."
     page.get_by_role("button", name="Reinstate").click()
-    page.wait_for_url("**notice=license_reinstate")
+    wait_for_notice(page, "license_reinstate")
     audit = page.locator("section[aria-labelledby=audit]").inner_text()
     assert "admin.suspend" in audit and "admin.reinstate" in audit and admin.email in audit
     check_page(page, "admin-license-audited")

@@ -21,6 +21,7 @@ from fakes.shop import make_order, order_status
 from fakes.stripe_api import API_KEY, SECRET, charge_object, event, intent_object, session_object
 from helpers.browser import check_page, log_in
 from helpers.mail_links import mailed_text, mails_to
+from helpers.notices import wait_for_notice
 from sqlalchemy import select
 
 from cmsshop.models import CreditNote, License, LicenseReview, Refund
@@ -105,7 +106,8 @@ def test_the_operator_connects_the_provider_refunds_half_and_the_buyer_is_told(
     card.get_by_label("Secret key").fill(API_KEY)
     card.get_by_label("Webhook signing secrets").fill(SECRET)
     card.get_by_role("button", name="Save Card payments (Stripe)").click()
-    console.wait_for_url("**/admin/payments?notice=provider_saved*")
+    wait_for_notice(console, "provider_saved")
+    console.wait_for_url("**/admin/payments#provider-*")
     # Test connection names the account the key reaches.
     card = console.locator("section", has=console.locator("#provider-cardprovider"))
     card.get_by_role("button", name="Test connection").click()

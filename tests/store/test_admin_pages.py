@@ -14,6 +14,7 @@ from fakes.shop import make_order
 from helpers.clients import logged_in, new_client, page_client
 from helpers.confirm import cancel_link, confirm, confirmation_of
 from helpers.html import errors_of, title_of
+from helpers.notices import flashed
 from pyramid.config import Configurator
 from sqlalchemy import select
 
@@ -352,7 +353,8 @@ def test_create_a_product_with_prices_in_major_units(admin_pages, catalogue, dbs
     form["price_EUR"] = "49.9"
     form["price_USD"] = ""
     response = form.submit(status=303)
-    assert response.location.endswith("/admin/products/backup-buddy/edit?notice=product_created")
+    assert response.location.endswith("/admin/products/backup-buddy/edit")
+    assert flashed(response) == "product_created"
     page = response.follow()
     assert "The product was created." in page.text
     assert page.forms["product-form"]["price_EUR"].value == "49.90"
@@ -412,7 +414,8 @@ def test_edit_a_product_changes_prices_and_renames(admin_pages, catalogue, dbses
     form["slug"] = "site-guard-pro"
     form["duration_days"] = ""  # perpetual
     response = form.submit(status=303)
-    assert response.location.endswith("/admin/products/site-guard-pro/edit?notice=product_saved")
+    assert response.location.endswith("/admin/products/site-guard-pro/edit")
+    assert flashed(response) == "product_saved"
     product = fresh_session(dbsession).scalar(
         select(Product).where(Product.slug == "site-guard-pro")
     )
@@ -458,7 +461,7 @@ def test_archive_and_unarchive(admin_pages, app, catalogue, dbsession):
     assert not archived(dbsession, "themes")
     admin_pages.get(cancel_link(asked), status=200)
     response = confirm(asked)
-    assert response.location.endswith("notice=product_archived")
+    assert flashed(response) == "product_archived"
     page = response.follow()
     assert "This product is archived" in page.text
     assert archived(dbsession, "themes")
@@ -489,7 +492,7 @@ def test_unpublishing_a_product_is_confirmed_with_the_form_kept(
         status=403,
     )
     done = confirm(asked)
-    assert done.location.endswith("notice=product_saved")
+    assert flashed(done) == "product_saved"
     product = fresh_session(dbsession).scalar(select(Product).where(Product.slug == "themes"))
     assert not product.published and product.name == "Theme Pack 2"
     assert [(p.currency, p.amount) for p in product.prices] == [("EUR", 1900), ("USD", 2100)]
@@ -559,7 +562,8 @@ def test_upload_a_release_through_the_form(admin_pages, catalogue, dbsession, st
     form["changelog"] = "## New\n\n- **faster** scans"
     form["file"] = webtest.Upload("../../site guard.zip", data)
     response = form.submit(status=303)
-    assert response.location.endswith("/admin/products/site-guard/edit?notice=release_uploaded")
+    assert response.location.endswith("/admin/products/site-guard/edit")
+    assert flashed(response) == "release_uploaded"
     page = response.follow()
     assert "The release was uploaded." in page.text
     row = page.html.find(id="release-list").find("tbody").find("tr")
@@ -586,7 +590,7 @@ def test_upload_with_the_csrf_header_never_parses_the_form(admin_pages, catalogu
         headers={"X-CSRF-Token": token},
         status=303,
     )
-    assert response.location.endswith("notice=release_uploaded")
+    assert flashed(response) == "release_uploaded"
     assert fresh_session(dbsession).scalar(select(Release.version)) == "3.0"
 
 
@@ -653,7 +657,8 @@ def test_currency_list_and_create(admin_pages, catalogue, dbsession):
     form["symbol"] = "¥"
     form["decimals"] = "0"
     response = form.submit(status=303)
-    assert response.location.endswith("/admin/currencies?notice=currency_created")
+    assert response.location.endswith("/admin/currencies")
+    assert flashed(response) == "currency_created"
     assert "The currency was added." in response.follow().text
     yen = fresh_session(dbsession).get(Currency, "JPY")
     assert (yen.decimals, yen.enabled, yen.is_default, yen.symbol) == (0, True, False, "¥")
@@ -744,7 +749,7 @@ def test_disabling_a_currency_is_confirmed(admin_pages, catalogue, dbsession):
     assert fresh_session(dbsession).get(Currency, "USD").enabled
     admin_pages.get(cancel_link(asked), status=200)
     done = confirm(asked)
-    assert done.location.endswith("notice=currency_saved")
+    assert flashed(done) == "currency_saved"
     usd = fresh_session(dbsession).get(Currency, "USD")
     assert not usd.enabled and usd.symbol == "US$"
     # Enabling it again asks nothing.

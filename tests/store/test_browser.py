@@ -11,6 +11,7 @@ from fakes.shop import order_status
 from helpers.app import PASSWORD
 from helpers.browser import check_page, log_in
 from helpers.mail_links import verify_link
+from helpers.notices import wait_for_notice
 from sqlalchemy import select
 
 from cmsshop.models import Order
@@ -48,7 +49,8 @@ def test_browse_register_buy_pay_and_come_back(new_page, hosted_shop, fake_strip
     page.wait_for_url("**/check-email?reason=register")
     page.goto(verify_link(dbsession, "buyer@example.com"))
     page.get_by_role("button", name="Confirm my email address").click()
-    page.wait_for_url("**/cart?notice=email_verified")
+    wait_for_notice(page, "email_verified")
+    page.wait_for_url("**/cart")
     assert "SiteGuard" in page.locator("table.cart tbody").inner_text()
     assert page.get_by_label("E-mail address").count() == 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fakes.shop import make_catalogue
 from helpers.browser import check_page, log_in
+from helpers.notices import wait_for_notice
 from sqlalchemy import select
 
 from cmsshop.models import Release
@@ -37,7 +38,8 @@ def test_admin_creates_a_product_and_uploads_a_release(page, app, admin, dbsessi
     page.get_by_label("EUR (EUR)").fill("19.99")
     page.get_by_label("Published (shown in the shop)").check()
     page.get_by_role("button", name="Create product").click()
-    page.wait_for_url("**/admin/products/browser-tool/edit?notice=product_created")
+    wait_for_notice(page, "product_created")
+    page.wait_for_url("**/admin/products/browser-tool/edit")
     assert page.get_by_label("EUR (EUR)").input_value() == "19.99"
     check_page(page, "admin-product-edit")
 
@@ -52,7 +54,8 @@ def test_admin_creates_a_product_and_uploads_a_release(page, app, admin, dbsessi
     request = sent.value
     assert request.headers.get("x-csrf-token"), "upload.js sends the token in the header"
     assert request.headers.get("x-requested-with") is None
-    page.wait_for_url("**/admin/products/browser-tool/edit?notice=release_uploaded")
+    wait_for_notice(page, "release_uploaded")
+    page.wait_for_url("**/admin/products/browser-tool/edit")
     assert page.get_by_role("status").first.inner_text() == "The release was uploaded."
     row = page.locator("#release-list tbody tr").first
     assert row.locator("th").inner_text() == "1.0"
@@ -97,7 +100,8 @@ def test_currency_and_error_pages(page, app, admin, dbsession):
     page.get_by_label("Enabled (offered in the shop)").check()
     page.get_by_label("Default currency").uncheck()
     page.get_by_role("button", name="Add currency").click()
-    page.wait_for_url("**/admin/currencies?notice=currency_created")
+    wait_for_notice(page, "currency_created")
+    page.wait_for_url("**/admin/currencies")
     page.get_by_role("link", name="Edit CHF").click()
     check_page(page, "admin-currency-edit")
 

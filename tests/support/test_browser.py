@@ -5,6 +5,7 @@ and answers. Every page passes check_page (axe-core, phone width, screenshots)."
 from __future__ import annotations
 
 from helpers.browser import check_page, log_in
+from helpers.notices import wait_for_notice
 
 
 def test_a_ticket_from_opening_to_the_customers_answer(page, new_page, site, customer, admin):
@@ -24,7 +25,8 @@ def test_a_ticket_from_opening_to_the_customers_answer(page, new_page, site, cus
     page.get_by_label("Subject").fill("The download link expired")
     page.get_by_label("Message").fill("I bought the plugin yesterday.\nThe link says expired.")
     page.get_by_role("button", name="Open ticket").click()
-    page.wait_for_url("**/account/tickets/*?notice=ticket_opened")
+    wait_for_notice(page, "ticket_opened")
+    page.wait_for_url("**/account/tickets/*")
     ticket_path = page.url.split(site)[1].split("?")[0]
     assert page.get_by_role("heading", level=1).inner_text() == "The download link expired"
     check_page(page, "tickets-conversation-opened")
@@ -40,10 +42,10 @@ def test_a_ticket_from_opening_to_the_customers_answer(page, new_page, site, cus
     check_page(staff, "admin-ticket")
     staff.get_by_label("Your reply").fill("Here is a fresh link: see your downloads page.")
     staff.get_by_role("button", name="Send reply", exact=True).click()
-    staff.wait_for_url("**?notice=ticket_answered")
+    wait_for_notice(staff, "ticket_answered")
     staff.get_by_label("Ticket status").select_option("pending")
     staff.get_by_role("button", name="Change status").click()
-    staff.wait_for_url("**?notice=ticket_status_changed")
+    wait_for_notice(staff, "ticket_status_changed")
     assert "Pending" in staff.locator(".ticket-facts .status").inner_text()
     check_page(staff, "admin-ticket-answered")
 
@@ -57,7 +59,7 @@ def test_a_ticket_from_opening_to_the_customers_answer(page, new_page, site, cus
     assert page.locator(".status").first.inner_text() == "Answered"
     page.get_by_label("Your reply").fill("It works now, thank you!")
     page.get_by_role("button", name="Send reply").click()
-    page.wait_for_url("**?notice=ticket_replied")
+    wait_for_notice(page, "ticket_replied")
     assert page.get_by_role("status").inner_text() == "Your reply was sent."
     assert page.locator("ol.conversation > li").count() == 3
     assert page.locator(".status").first.inner_text() == "Open"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from helpers.clients import logged_in, page_client
 from helpers.html import h1_of, title_of
+from helpers.notices import flashed
 from helpers.purchases import make_purchase
 from helpers.support import open_by_form
 from sqlalchemy import func, select
@@ -88,7 +89,8 @@ def test_open_a_ticket_about_an_order(alice, customer, dbsession, storage_dir):
     for field in ("f-subject", "f-body", "f-orderNumber"):
         assert page.html.find("label", attrs={"for": field}) is not None
     ticket_id, response = open_by_form(alice, order=purchase.order.number)
-    assert response.location.endswith(f"/account/tickets/{ticket_id}?notice=ticket_opened")
+    assert response.location.endswith(f"/account/tickets/{ticket_id}")
+    assert flashed(response) == "ticket_opened"
     shown = response.follow()
     assert shown.html.find(class_="notice").get_text(strip=True).startswith("Your ticket is open")
     assert h1_of(shown) == "Cannot download"
@@ -162,7 +164,8 @@ def test_the_conversation_page_and_replying(alice, staff, admin, dbsession):
     reply = page.forms["reply-form"]
     reply["body"] = "Thanks!"
     response = reply.submit(status=303)
-    assert response.location.endswith(f"/account/tickets/{ticket_id}?notice=ticket_replied")
+    assert response.location.endswith(f"/account/tickets/{ticket_id}")
+    assert flashed(response) == "ticket_replied"
     page = response.follow()
     assert [li.find(class_="message-body").get_text() for li in page.html.select("ol > li")][
         -1
@@ -381,7 +384,8 @@ def test_admin_ticket_page_shows_customer_order_and_conversation(
     form = page.forms["reply-form"]
     form["body"] = "Fixed on our side."
     response = form.submit("status", value="closed", status=303)
-    assert response.location.endswith(f"/admin/tickets/{ticket_id}?notice=ticket_answered")
+    assert response.location.endswith(f"/admin/tickets/{ticket_id}")
+    assert flashed(response) == "ticket_answered"
     shown = response.follow()
     assert "the customer sees it" in shown.html.find(class_="notice").get_text()
     assert status_of(dbsession, ticket_id) == "closed"
@@ -391,7 +395,7 @@ def test_admin_ticket_page_shows_customer_order_and_conversation(
     form = shown.forms["status-form"]
     form["status"] = "pending"
     response = form.submit(status=303)
-    assert response.location.endswith("?notice=ticket_status_changed")
+    assert flashed(response) == "ticket_status_changed"
     assert status_of(dbsession, ticket_id) == "pending"
     # An empty reply keeps the page, with the error on the field.
     form = staff.get(f"/admin/tickets/{ticket_id}").forms["reply-form"]

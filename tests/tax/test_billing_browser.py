@@ -5,6 +5,7 @@ empty, with field errors and saved."""
 from __future__ import annotations
 
 from helpers.browser import check_page, log_in
+from helpers.notices import wait_for_notice
 
 
 def test_the_billing_page_from_the_account_navigation(page, customer):
@@ -22,6 +23,7 @@ def test_the_billing_page_from_the_account_navigation(page, customer):
     check_page(page, "account-billing-errors")
     page.get_by_label("EU VAT ID (optional, for businesses)").fill("")
     page.get_by_role("button", name="Save billing details").click()
-    page.wait_for_url("**/account/billing?notice=billing_saved")
+    wait_for_notice(page, "billing_saved")
+    page.wait_for_url("**/account/billing")
     assert "Your billing details were saved." in page.locator("main").inner_text()
     check_page(page, "account-billing-saved")

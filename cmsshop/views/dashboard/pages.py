@@ -25,10 +25,11 @@ from cmsshop.views.dashboard.api import deactivate_own_activation, signed_url_bo
 from cmsshop.views.shared.forms import see_other
 from cmsshop.views.shared.json import parse_path_id, read_page_request
 from cmsshop.views.tax.invoice_pages import invoice_pdf_response
+from cmsshop.web import info
 
 NOTICES = {
     "activation_deactivated": "The activation was deactivated and its seat is free again.",
-    "activation_already_inactive": "That activation was already inactive; nothing changed.",
+    "activation_already_inactive": info("That activation was already inactive; nothing changed."),
 }
 
 RECENT_ORDERS = 5

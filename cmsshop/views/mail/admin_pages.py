@@ -21,10 +21,11 @@ from cmsshop.views.mail.admin_api import (
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.forms import see_other
 from cmsshop.views.shared.json import read_page_request
+from cmsshop.web import info
 
 NOTICES = {
     "mail_resent": "The message is queued again; the sender delivers it on its next pass.",
-    "mail_pending": "The message is still queued: the sender will deliver it.",
+    "mail_pending": info("The message is still queued: the sender will deliver it."),
 }
 SHOWN_HEADERS = ("From", "To", "Subject", "Date", "Message-ID", "Auto-Submitted")
 

@@ -20,20 +20,21 @@ from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.views.payments.admin_api import EventFilterSchema, _event_id
 from cmsshop.views.shared.forms import FormInvalid, posted_fields, read_form, see_other
 from cmsshop.views.shared.json import StrictString, query_value, read_page_request, validate
+from cmsshop.web import error, info
 
 NOTICES = {
     "webhook_rotated": "The new webhook setting is saved.",
     "provider_saved": "The provider settings are saved.",
     "event_processed": "Reprocessed: the event is processed.",
-    "event_duplicate": "Reprocessed: the event had been processed already (duplicate).",
-    "event_ignored": "Reprocessed: the event needs no action (ignored).",
-    "event_needs_review": "Reprocessed: the order needs a review (see the order).",
-    "event_cannot_reprocess": (
+    "event_duplicate": info("Reprocessed: the event had been processed already (duplicate)."),
+    "event_ignored": info("Reprocessed: the event needs no action (ignored)."),
+    "event_needs_review": info("Reprocessed: the order needs a review (see the order)."),
+    "event_cannot_reprocess": error(
         "Not reprocessed: the event is final already or still fails verification "
         "(see the last error)."
     ),
-    "event_not_configured": "Not reprocessed: the provider's webhook is not configured.",
-    "event_reprocess_failed": "Reprocessing failed again; the last error says why.",
+    "event_not_configured": error("Not reprocessed: the provider's webhook is not configured."),
+    "event_reprocess_failed": error("Reprocessing failed again; the last error says why."),
 }
 OUTCOME_NOTICES = {
     "processed": "event_processed",

@@ -17,6 +17,7 @@ from pyramid.httpexceptions import HTTPSeeOther
 
 from cmsshop.errors import ApiError, ValidationFailed
 from cmsshop.views.shared.json import flatten_errors
+from cmsshop.web import set_flash
 
 
 class FormInvalid(Exception):
@@ -93,13 +94,12 @@ def safe_next(raw: str | None, default: str = "/") -> str:
     return target
 
 
-def see_other(request, location: str, **notice) -> HTTPSeeOther:
+def see_other(request, location: str, notice: str | None = None) -> HTTPSeeOther:
     """Post/redirect/get: 303 to ``location`` (a path on this site), with an optional
-    ``notice`` key the next page turns into a fixed message (never text from the
-    request). Every redirect of the pages goes through here, so every Location is
-    percent-encoded, whatever it was built from."""
-    if notice.get("notice"):
-        path, hash_mark, fragment = location.partition("#")
-        joiner = "&" if "?" in path else "?"
-        location = f"{path}{joiner}notice={notice['notice']}{hash_mark}{fragment}"
+    ``notice``: a registered key (cmsshop.web.add_page_notices) the next page shows once,
+    carried by a short-lived cookie (cmsshop.web.set_flash), never in the URL and never
+    text from the request. Every redirect of the pages goes through here, so every
+    Location is percent-encoded, whatever it was built from."""
+    if notice:
+        set_flash(request, notice)
     return HTTPSeeOther(location=encode_location(location))
