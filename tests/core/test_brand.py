@@ -15,6 +15,7 @@ from PIL import Image
 from sqlalchemy import select
 
 from cmsshop.models import ShopFile, ShopSetting
+from cmsshop.services.legal import documents
 from cmsshop.services.storefront import brand
 
 
@@ -290,17 +291,25 @@ def test_the_theme_stylesheet_is_the_accent_and_is_cached_for_good(app):
         page_client(app).get(f"/theme/{bad}.css", status=404)
 
 
-def test_the_footer_links_the_legal_pages(app):
-    footer = page_client(app).get("/").html.find("footer")
-    assert footer.find("nav", attrs={"aria-label": "Legal"}) is not None
-
-
-def test_the_product_page_has_a_prominent_price_and_a_trust_line(app, products):
+def test_the_footer_links_the_published_legal_pages_and_the_buy_box_the_refunds(
+    app, products, dbsession
+):
+    home = page_client(app).get("/")
+    assert home.html.find("nav", attrs={"aria-label": "Legal"}) is None  # none published
+    trust = page_client(app).get("/products/site-guard").html.find(class_="trust")
+    assert trust.get_text(" ", strip=True).startswith("Secure payment by")
+    assert trust.find("a") is None
+    for kind, title in (("terms", "Terms of sale"), ("refunds", "Refund policy")):
+        documents.publish(dbsession, kind, title=title, body="Text.", actor_name="test")
+    dbsession.commit()
+    footer = page_client(app).get("/").html.find("nav", attrs={"aria-label": "Legal"})
+    assert [(a["href"], a.get_text()) for a in footer.find_all("a")] == [
+        ("/legal/terms", "Terms of sale"),
+        ("/legal/refunds", "Refund policy"),
+    ]
     page = page_client(app).get("/products/site-guard")
     assert "product-price" in page.html.find(class_="price")["class"]
-    trust = page.html.find(class_="trust")
-    assert trust.get_text(" ", strip=True).startswith("Secure payment by")
-    assert trust.find("a")["href"] == "/legal/refunds"
+    assert page.html.find(class_="trust").find("a")["href"] == "/legal/refunds"
 
 
 # --- the JSON API -------------------------------------------------------------------------

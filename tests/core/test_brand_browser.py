@@ -1,0 +1,73 @@
+"""The seller gives the shop its look in a real Chromium: a logo, an accent colour and
+a headline on /admin/brand, two featured products in the order they want; then the
+home page shows it all, passes axe-core and never scrolls sideways on a phone."""
+
+from __future__ import annotations
+
+import io
+
+from fakes.shop import make_catalogue
+from helpers.browser import check_page, log_in
+from helpers.notices import wait_for_notice
+from PIL import Image
+
+PHONE_375 = {"width": 375, "height": 812}
+
+
+def png_file(tmp_path):
+    path = tmp_path / "logo.png"
+    image = Image.new("RGB", (160, 48), (11, 93, 59))
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    path.write_bytes(out.getvalue())
+    return path
+
+
+def test_the_seller_brands_the_shop_and_sees_the_home_page(page, admin, dbsession, tmp_path):
+    make_catalogue(dbsession)
+    log_in(page, admin.email, "/admin/brand")
+    check_page(page, "brand-console")
+
+    page.get_by_label("Shop name").fill("Pixel Works")
+    page.get_by_label("Accent colour").fill("#fde047")  # too light for white text
+    page.get_by_label("Headline").fill("Tools for busy web studios")
+    page.get_by_label("Introduction").fill("Plugins that save you hours, supported for years.")
+    page.get_by_role("button", name="Save", exact=True).click()
+    page.locator("#f-accent-error").wait_for()
+    assert "too light" in page.locator("#f-accent-error").inner_text()
+    check_page(page, "brand-console-refused")
+    page.get_by_label("Accent colour").fill("#0b5d3b")
+    page.get_by_role("button", name="Save", exact=True).click()
+    wait_for_notice(page, "brand_saved")
+
+    page.locator("#f-logo").set_input_files(str(png_file(tmp_path)))
+    page.get_by_role("button", name="Upload the logo").click()
+    wait_for_notice(page, "brand_logo_saved")
+
+    for name in ("Theme Pack", "SiteGuard"):
+        page.get_by_label("Feature a product").select_option(label=name)
+        page.get_by_role("button", name="Add", exact=True).click()
+        wait_for_notice(page, "brand_featured_changed")
+    page.get_by_role("button", name="Move up: SiteGuard").click()
+    wait_for_notice(page, "brand_featured_changed")
+    check_page(page, "brand-console-featured")
+
+    page.goto("/")
+    assert page.locator("h1").inner_text() == "Tools for busy web studios"
+    assert page.locator("header img.brand-logo").get_attribute("alt") == "Pixel Works"
+    cards = page.locator(".product-card h3").all_inner_texts()
+    assert cards == ["SiteGuard", "Theme Pack"]
+    # The accent reached the buttons (rgb of #0b5d3b).
+    colour = page.locator(".hero a.button").first.evaluate(
+        "e => getComputedStyle(e).backgroundColor"
+    )
+    assert colour == "rgb(11, 93, 59)"
+    check_page(page, "brand-home")
+    page.set_viewport_size(PHONE_375)
+    overflow = page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 1, f"the home page is {overflow}px wider than a 375 px phone"
+
+    page.goto("/products/site-guard")
+    check_page(page, "brand-product")
