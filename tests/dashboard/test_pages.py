@@ -53,7 +53,7 @@ def test_every_page_renders_with_the_account_navigation(client, account):
         assert h1_of(response) == heading and title_of(response).startswith(heading)
         nav = response.html.find("nav", attrs={"aria-label": "Your account"})
         links = {a["href"]: a for a in nav.find_all("a")}
-        others = {"/account/tickets", "/account/billing"}
+        others = {"/account/tickets", "/account/billing", "/account/settings"}
         assert set(links) == {p for p, _ in ACCOUNT_PAGES} | others
         assert links[path].get("aria-current") == "page"
         assert not response.html.find_all("script", src=False)
