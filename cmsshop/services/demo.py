@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from cmsshop.models import Article, Currency, Product, Release, User
 from cmsshop.services.accounts import users as accounts
 from cmsshop.services.docs import articles
+from cmsshop.services.legal.demo import seed_demo_legal
 from cmsshop.services.store import currencies, products
 
 DEMO_PASSWORD = "demo-password"
@@ -170,6 +171,7 @@ def seed_demo(session: Session, settings: dict, hasher: accounts.PasswordHasher)
         report.append(f"article {slug}")
     session.flush()
     report.extend(seed_demo_coupon(session))
+    report.extend(seed_demo_legal(session))
     report.extend(seed_demo_order(session))
     return report
 

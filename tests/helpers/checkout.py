@@ -77,6 +77,9 @@ BILLING = {"country": "US"}
 
 
 def fill_billing(form, billing: dict | None = None) -> None:
-    """Type the billing details (BILLING unless given) into a checkout form."""
+    """Type the billing details (BILLING unless given) into a checkout form, and tick
+    the terms box where the shop asks for its terms of sale (templates/legal/macros.html)."""
     for field, value in (billing or BILLING).items():
         form[field] = value
+    if "acceptTerms" in form.fields:
+        form["acceptTerms"] = True

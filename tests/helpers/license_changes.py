@@ -20,7 +20,10 @@ def fresh(dbsession, model, ident):
 def buy(buyer, item: dict, status=201):
     """Place an order of one item (``{"renew": key}`` or ``{"upgrade": key, "to": slug}``)."""
     return buyer.post_json(
-        "/api/store/checkout", {"billing": BILLING, "items": [item]}, status=status
+        "/api/store/checkout",
+        # acceptTerms: needed only where the test published terms of sale.
+        {"billing": BILLING, "items": [item], "acceptTerms": True},
+        status=status,
     )
 
 

@@ -26,9 +26,7 @@ def test_unpublished_kinds_are_404_pages_and_unknown_kinds_too(app):
         assert_error_page(client.get(path, status=404), 404)
 
 
-def test_the_console_publishes_versions_and_the_public_page_shows_the_newest(
-    app, admin, dbsession
-):
+def test_the_console_publishes_versions_and_the_public_page_shows_the_newest(app, admin, dbsession):
     client = logged_in(app, admin)
     listing = client.get("/admin/legal")
     assert h1_of(listing) == "Legal pages"

@@ -40,6 +40,7 @@ from cmsshop.models import FREE_PROVIDER, Order, OrderItem, Product, User
 from cmsshop.services.accounts import guests
 from cmsshop.services.checkout import carts, coupons, pricing
 from cmsshop.services.checkout.pricing import CheckoutInvalid
+from cmsshop.services.legal import documents as legal
 from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments import license_changes as changes
 from cmsshop.services.payments.base import (
@@ -286,6 +287,7 @@ def _commit_new_order(
     cart_id: str | None,
     billing: BillingDetails | None,
     tax: tax_checkout.OrderTax | None = None,
+    terms_version: int | None = None,
 ) -> Order:
     """Commit the order (see the module doc), in one transaction with what belongs to
     it: the guest's account, the buyer's billing profile, the coupon's redemption,
@@ -314,6 +316,8 @@ def _commit_new_order(
                     billing,
                     tax,
                 )
+                if terms_version is not None:
+                    order.terms_version, order.terms_accepted_at = terms_version, now
                 if billing is not None:
                     remember_billing(session, buyer, user_id, billing)
                 if coupon_code:
@@ -374,6 +378,7 @@ def place_order(
     cart_id: str | None = None,
     billing: BillingDetails | None,
     evidence_country: str | None = None,
+    accept_terms: bool = False,
 ) -> PlacedOrder:
     """Price, commit as pending, then create the provider checkout (see module doc).
     An order that costs nothing is fulfilled as it is committed and needs no provider
@@ -382,7 +387,9 @@ def place_order(
     an order from a buyer gives it (None only for orders made by the shop itself). The
     order's tax is decided here from it (services.tax.checkout), with
     ``evidence_country`` (the network address's country, if known) as the second
-    piece of evidence of where the buyer is; the order keeps it.
+    piece of evidence of where the buyer is; the order keeps it. When the shop publishes
+    terms of sale the buyer must accept them (``accept_terms``, 422 ``acceptTerms``
+    otherwise); the order keeps the version accepted and when.
 
     ``session`` (the request's) is only read; the order is written in transactions of
     its own, so it is committed before the provider is called. In production nothing is
@@ -395,6 +402,10 @@ def place_order(
         raise refusal
     if not items or len(items) > MAX_ITEMS:
         raise CheckoutInvalid({"items": f"between 1 and {MAX_ITEMS} items"})
+    try:
+        terms_version = legal.accepted_terms_version(session, accept_terms)
+    except legal.TermsNotAccepted as exc:
+        raise CheckoutInvalid({exc.field: exc.message}) from None
     if currency is None:
         currency = default_currency(session)
         if currency is None:
@@ -425,6 +436,7 @@ def place_order(
         cart_id,
         billing,
         tax,
+        terms_version,
     )
     number = order.number
     if order.status == "paid":

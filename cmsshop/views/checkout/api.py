@@ -26,6 +26,7 @@ from cmsshop.views.shared.json import (
     StrictString,
     read_json,
 )
+from cmsshop.views.shared.schema import bool_node
 
 SLUG = {"type": "string", "minLength": 1, "maxLength": 100}
 KEY = {"type": "string", "minLength": 1, "maxLength": 64}
@@ -120,6 +121,7 @@ class CheckoutSchema(colander.MappingSchema):
     coupon = colander.SchemaNode(
         StrictString(), missing=None, validator=colander.Length(min=1, max=40)
     )
+    acceptTerms = bool_node(missing=False)  # noqa: N815 - JSON name
 
 
 def choose_provider(request, name: str | None):
@@ -145,6 +147,7 @@ def place_order(
     coupon: str | None = None,
     *,
     billing_details: billing.BillingDetails,
+    accept_terms: bool = False,
 ):
     """services.checkout.orders.place_order for the logged-in customer, its refusals
     as the API's errors (shared by the JSON route and the checkout page)."""
@@ -165,6 +168,7 @@ def place_order(
             coupon_code=coupons.normalise_code(coupon) if coupon else None,
             billing=billing_details,
             evidence_country=network_country(request),
+            accept_terms=accept_terms,
         )
 
 
@@ -279,6 +283,7 @@ def checkout(request):
         data["provider"],
         data["coupon"],
         billing_details=details,
+        accept_terms=data["acceptTerms"],
     )
     request.response.status = 201
     return order_placed_body(placed)

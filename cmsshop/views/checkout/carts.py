@@ -25,6 +25,7 @@ from cmsshop.views.checkout.api import (
     placing_errors,
 )
 from cmsshop.views.shared.json import StrictInt, StrictMapping, StrictString, read_json
+from cmsshop.views.shared.schema import bool_node
 
 EMAIL_MAX = 320
 
@@ -131,6 +132,7 @@ def check_out_cart(
     email: str | None,
     name: str | None,
     billing_details,
+    accept_terms: bool = False,
 ):
     """Place the order of ``cart`` (the caller's) with ``billing_details`` (checked by
     views.checkout.api.checked_billing): every refusal is the API's error and changes
@@ -169,6 +171,7 @@ def check_out_cart(
             cart_id=cart.id,
             billing=billing_details,
             evidence_country=network_country(request),
+            accept_terms=accept_terms,
         )
 
 
@@ -223,6 +226,7 @@ class CartCheckoutBody(CartCheckoutSchema):
     fields of their own: views.checkout.pages)."""
 
     billing = billing_node()
+    acceptTerms = bool_node(missing=False)  # noqa: N815 - JSON name
 
 
 def cart_answer(request, cart) -> dict:
@@ -328,6 +332,7 @@ def checkout_cart(request):
         email=data["email"],
         name=data["name"],
         billing_details=details,
+        accept_terms=data["acceptTerms"],
     )
     request.response.status = 201
     return order_placed_body(placed)

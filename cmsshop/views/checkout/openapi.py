@@ -11,6 +11,13 @@ from cmsshop.views.shared.bodies import ORDER_SCHEMA
 # required, since the country decides the tax; errors name billing.<field>, e.g.
 # billing.country for an unknown country, billing.vatId for an invalid VAT ID.
 BILLING = oa.ref("BillingDetailsInput")
+# The buyer's acceptance of the published terms of sale: required (true) only while the
+# shop publishes terms; a 422 on acceptTerms otherwise.
+ACCEPT_TERMS = {
+    "type": "boolean",
+    "description": "true: the buyer accepts the terms of sale at /legal/terms. Required "
+    "when the shop publishes terms (422 on acceptTerms otherwise)",
+}
 
 CART_SCHEMA = {
     "type": "object",
@@ -225,6 +232,7 @@ CART_PATHS = {
                         "description": "A guest's name, for the account the order goes to",
                     },
                     "billing": BILLING,
+                    "acceptTerms": ACCEPT_TERMS,
                 },
             },
             params=[CART_ID],
@@ -292,6 +300,7 @@ OPENAPI_PATHS = {
                     "provider": {"type": "string", "minLength": 1, "maxLength": 40},
                     "coupon": {"type": "string", "minLength": 1, "maxLength": 40},
                     "billing": BILLING,
+                    "acceptTerms": ACCEPT_TERMS,
                 },
             },
             csrf=True,

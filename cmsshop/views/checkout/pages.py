@@ -117,6 +117,11 @@ def profile_billing(request) -> billing.BillingDetails:
     return checked_billing(request, saved)
 
 
+def accepts_terms(request) -> bool:
+    """The checkout forms' terms box (templates/legal/macros.html) is ticked."""
+    return request.POST.get("acceptTerms") == "true"
+
+
 def posted_slug(request) -> str | None:
     slug = request.POST.get("product", "")
     return slug if text.is_slug(slug) else None
@@ -147,6 +152,7 @@ def license_checkout(request, item: dict):
             request.POST.get("currency") or None,
             request.POST.get("provider") or None,
             billing_details=details,
+            accept_terms=accepts_terms(request),
         )
     except ValidationFailed as exc:
         errors = field_errors(exc)
@@ -165,7 +171,10 @@ def checkout_submit(request):
     if request.user is None:
         # No account needed: the product goes into the visitor's cart, paid as a guest.
         return cart_add(request)
-    typed = {name: request.POST.get(name, "") for name in ("currency", "provider", "quantity")}
+    typed = {
+        name: request.POST.get(name, "")
+        for name in ("currency", "provider", "quantity", "acceptTerms")
+    }
     typed.update(posted_billing(request))
     try:
         data = read_form(request, checkout_form_schema())
@@ -176,6 +185,7 @@ def checkout_submit(request):
             data["currency"],
             data["provider"],
             billing_details=details,
+            accept_terms=accepts_terms(request),
         )
     except FormInvalid as exc:
         errors, typed = form_errors(exc.errors), {**typed, **exc.form}
@@ -408,7 +418,10 @@ def cart_checkout(request):
     cart = posted_cart(request)
     if cart is None:
         return see_other(request, "/cart")
-    typed = {**posted_fields(request, ("email", "name", "provider")), **posted_billing(request)}
+    typed = {
+        **posted_fields(request, ("email", "name", "provider", "acceptTerms")),
+        **posted_billing(request),
+    }
     try:
         data = read_form(request, cart_views.CartCheckoutSchema())
         details = checked_billing(request, posted_billing(request), prefix="")
@@ -419,6 +432,7 @@ def cart_checkout(request):
             email=data["email"],
             name=data["name"],
             billing_details=details,
+            accept_terms=accepts_terms(request),
         )
     except FormInvalid as exc:
         return cart_page_with_errors(request, cart, exc.errors, typed)

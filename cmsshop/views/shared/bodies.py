@@ -53,6 +53,9 @@ def order_body(order) -> dict:
         "provider": order.provider,
         "createdAt": isoformat_z(order.created_at),
         "paidAt": isoformat_z(order.paid_at),
+        # The version of the terms of sale the buyer accepted (None: none were published).
+        "termsVersion": order.terms_version,
+        "termsAcceptedAt": isoformat_z(order.terms_accepted_at),
     }
 
 
@@ -188,6 +191,8 @@ ORDER_SCHEMA = {
         "provider",
         "createdAt",
         "paidAt",
+        "termsVersion",
+        "termsAcceptedAt",
     ],
     "properties": {
         "number": {"type": "string"},
@@ -209,6 +214,12 @@ ORDER_SCHEMA = {
         "provider": {"type": "string"},
         "createdAt": DATE_TIME,
         "paidAt": NULLABLE_DATE_TIME,
+        "termsVersion": {
+            "type": ["integer", "null"],
+            "description": "The version of the terms of sale (/legal/terms) the buyer "
+            "accepted; null when the shop published none",
+        },
+        "termsAcceptedAt": NULLABLE_DATE_TIME,
     },
 }
 RELEASE_SCHEMA = {
