@@ -136,3 +136,34 @@ def test_the_logged_in_buy_form_asks_too(app, shop, customer, dbsession):
     # A visitor's "Buy" fills the cart: the terms are asked there, not on this form.
     visitor = page_client(app).get("/products/site-guard")
     assert visitor.html.find("input", attrs={"name": "acceptTerms"}) is None
+
+
+def test_a_renewal_from_the_account_page_asks_for_the_terms_on_a_step(
+    card_buyer, tiered_license, dbsession
+):
+    import datetime as dt
+
+    from helpers.license_changes import set_license
+
+    # Near its expiry, so the account page offers the renewal.
+    soon = dt.datetime.now(dt.UTC) + dt.timedelta(days=10)
+    set_license(dbsession, tiered_license, expires_at=soon)
+    card_buyer.put_json("/api/account/billing", BILLING)
+    publish_legal(dbsession)
+    before = order_count(dbsession)
+    page = card_buyer.get("/account/licenses")
+    renew = next(f for f in page.forms.values() if "renew" in f.fields)
+    step = renew.submit(status=200)
+    assert step.html.find("h1").get_text(strip=True) == "Accept the terms of sale"
+    assert step.headers["Cache-Control"] == "private, no-store"
+    form = form_to(step, "/checkout")
+    assert form["renew"].value == tiered_license.key
+    unticked = form.submit(status=200)
+    assert "terms" in errors_of(unticked)["acceptTerms"]
+    assert order_count(dbsession) == before
+    form = form_to(unticked, "/checkout")
+    form["acceptTerms"] = True
+    assert form.submit(status=303).location  # to the provider's payment page
+    dbsession.commit()
+    renewal = dbsession.scalar(select(Order).order_by(Order.id.desc()))
+    assert renewal.terms_version == 1

@@ -15,6 +15,7 @@ from pyramid.view import view_config
 
 from cmsshop.errors import ApiError, NotFound, ValidationFailed
 from cmsshop.services.checkout import carts, coupons, pricing
+from cmsshop.services.legal import documents as legal
 from cmsshop.services.payments import simulation
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, text
@@ -122,6 +123,29 @@ def accepts_terms(request) -> bool:
     return request.POST.get("acceptTerms") == "true"
 
 
+def accept_terms_step(request, item: dict, errors=None):
+    """The account page's one-button renewals and upgrades have no room for the terms
+    box: their post without it answers this step, which carries the item and asks."""
+    fields = [(name, value) for name, value in item.items() if isinstance(value, str)]
+    fields += [
+        (name, request.POST[name])
+        for name in ("currency", "provider")
+        if isinstance(request.POST.get(name), str)
+    ]
+    response = render_to_response(
+        "legal/accept_terms.html",
+        {
+            "what": "renew your license" if "renew" in item else "upgrade your license",
+            "fields": fields,
+            "errors": errors or {},
+            "form": {},
+        },
+        request,
+    )
+    response.headers["Cache-Control"] = "private, no-store"
+    return response
+
+
 def posted_slug(request) -> str | None:
     slug = request.POST.get("product", "")
     return slug if text.is_slug(slug) else None
@@ -141,6 +165,11 @@ def license_checkout(request, item: dict):
     account's licenses page offers only what can be bought, so this is rare)."""
     if request.user is None:
         return see_other(request, f"/login?{urlencode({'next': '/account/licenses'})}")
+    if not accepts_terms(request) and legal.latest(request.db, "terms") is not None:
+        # Asked again, with why, when the step's own form came back unticked.
+        again = request.POST.get("termsStep") == "1"
+        errors = {legal.TermsNotAccepted.field: legal.TermsNotAccepted.message} if again else None
+        return accept_terms_step(request, item, errors)
     try:
         # The JSON route's rules for an item (one form, lengths, storable text).
         posted = {key: value for key, value in item.items() if value is not None}
