@@ -11,6 +11,7 @@ from helpers.clients import new_client
 from helpers.mail_links import deliver_mail, mailed_link, mailed_text, mails_to, token_of
 from sqlalchemy import func, select
 
+from cmsshop.errors import ValidationFailed
 from cmsshop.models import (
     AccountToken,
     AuditEntry,
@@ -21,6 +22,7 @@ from cmsshop.models import (
     User,
     UserSession,
 )
+from cmsshop.services.accounts import guests
 
 OLD_EMAIL = "alice@example.com"  # the customer fixture's
 NEW_EMAIL = "alice.new@example.com"
@@ -334,3 +336,21 @@ def test_an_admin_cannot_delete_their_account_here(admin_app, admin, dbsession):
     )
     assert response.json["code"] == "forbidden"
     assert fresh(dbsession, User, admin.id).deleted_at is None
+
+
+def test_a_deleted_accounts_address_takes_no_order_and_no_mail(app, customer, dbsession):
+    client = new_client(app)
+    client.login(customer.email)
+    client.post_json("/api/account/delete", {"password": PASSWORD, "confirmation": "DELETE"})
+    placeholder = f"deleted-{customer.id}@invalid"
+    # Guest checkout refuses the reserved domain, so no order lands on the deleted account.
+    with pytest.raises(ValidationFailed) as refused:
+        guests.customer_for_checkout(dbsession, placeholder.upper(), "Mallory")
+    assert set(refused.value.extra["errors"]) == {"email"}
+    # Registering the placeholder answers as usual and mails nobody.
+    anonymous = new_client(app)
+    anonymous.refresh_csrf()
+    anonymous.post_json(
+        "/api/auth/register", {"email": placeholder, "password": NEW_PASSWORD}, status=202
+    )
+    assert mails_to(dbsession, placeholder) == []

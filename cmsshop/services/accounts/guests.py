@@ -72,6 +72,10 @@ def _checked(email: str, name: str) -> tuple[str, str]:
         or "@" in domain
         or len(email) > MAX_EMAIL
         or any(c.isspace() or not c.isprintable() for c in email)
+        # Reserved (RFC 2606), never delivered; a deleted account's address is one
+        # (services.accounts.erasure), and no order may land on such an account.
+        or domain == "invalid"
+        or domain.endswith(".invalid")
     ):
         raise ValidationFailed({"email": "Enter a valid email address."})
     name = name.strip()

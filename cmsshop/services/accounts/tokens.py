@@ -265,7 +265,10 @@ def send_account_exists(session: Session, settings, user: User) -> None:
     one such mail a day (a flood of registrations sends one). An account a guest
     checkout made has no password yet: the mail says so and points to the password
     reset, which sets the first one (registering never does: whoever typed the address
-    may not own it)."""
+    may not own it). A deleted account is told nothing: its address is a placeholder
+    that receives no mail (services.accounts.erasure)."""
+    if user.deleted_at is not None:
+        return
     enqueue(
         session,
         settings,
