@@ -163,3 +163,21 @@ def test_the_pages_answer_with_the_dashboard_module_off(make_app, customer, dbse
     form["name"] = "Alice Offline"
     form.submit(status=303)
     assert fresh_user(dbsession, customer.id).name == "Alice Offline"
+
+
+def test_the_admin_sees_the_activity_and_the_deletion(app, customer, admin_pages, dbsession):
+    client = logged_in(app, customer)
+    form = client.get("/account/settings").forms["name-form"]
+    form["name"] = "Alice Renamed"
+    form.submit(status=303)
+    page = admin_pages.get(f"/admin/customers/{customer.id}")
+    activity = page.html.find(id="activity").find_parent("section").get_text(" ")
+    assert "Name changed" in activity and f"user:{customer.id}" in activity
+    form = client.get("/account/settings/delete").forms["delete-form"]
+    form["password"] = PASSWORD
+    form["confirmation"] = "DELETE"
+    form.submit(status=303)
+    page = admin_pages.get(f"/admin/customers/{customer.id}")
+    facts = page.html.find("dl", class_="facts").get_text(" ")
+    assert "Deleted" in facts and f"deleted-{customer.id}@invalid" in facts
+    assert "Account deleted" in page.html.find(id="activity").find_parent("section").get_text()

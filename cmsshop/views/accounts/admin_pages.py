@@ -8,7 +8,7 @@ from pyramid.view import view_config
 
 from cmsshop.errors import NotFound
 from cmsshop.security import ADMIN
-from cmsshop.services.accounts import customers
+from cmsshop.services.accounts import customers, profile
 from cmsshop.views.shared.json import StrictString, parse_path_id, read_page_request, read_query
 
 
@@ -43,4 +43,8 @@ def customer_page(request):
         detail = customers.customer_detail(request.db, user_id)
     except customers.CustomerMissing:
         raise NotFound("No customer has this id.") from None
-    return {"admin_section": "customers", "detail": detail}
+    activity = [
+        (entry, profile.describe(entry.action))
+        for entry in profile.recent_activity(request.db, detail.user)
+    ]
+    return {"admin_section": "customers", "detail": detail, "activity": activity}
