@@ -112,6 +112,9 @@ def test_unsafe_calls_need_the_csrf_token(customer_app, customer, dbsession, met
         url, body, headers={"X-CSRF-Token": "wrong"}, status=403
     )
     assert response.json["code"] == "csrf_failed"
+    customer_app.csrf_token = None  # now no header at all
+    response = getattr(customer_app, f"{method}_json")(url, body, status=403)
+    assert response.json["code"] == "csrf_failed"
     user = fresh(dbsession, User, customer.id)
     assert (user.name, user.email, user.deleted_at) == ("Alice", customer.email, None)
     assert actions(dbsession, customer) == []
