@@ -181,3 +181,20 @@ def test_the_admin_sees_the_activity_and_the_deletion(app, customer, admin_pages
     facts = page.html.find("dl", class_="facts").get_text(" ")
     assert "Deleted" in facts and f"deleted-{customer.id}@invalid" in facts
     assert "Account deleted" in page.html.find(id="activity").find_parent("section").get_text()
+
+
+def test_a_link_opened_logged_out_or_as_someone_else(app, customer, other_customer, dbsession):
+    client = logged_in(app, customer)
+    form = client.get("/account/settings/email").forms["email-form"]
+    form["newEmail"] = NEW_EMAIL
+    form["currentPassword"] = PASSWORD
+    form.submit(status=303)
+    link = mailed_link(dbsession, NEW_EMAIL, "email_change", "/account/settings/email/confirm")
+    bob = logged_in(app, other_customer)
+    page = bob.get(link).forms["confirm-email-form"].submit(status=200)
+    text = " ".join(page.html.find("main").get_text(" ").split())
+    assert f"Your email address is changed: it is now {NEW_EMAIL}" in text
+    assert "You are logged in as bob@example.com" in text
+    assert fresh_user(dbsession, customer.id).email == NEW_EMAIL
+    # Bob stays Bob.
+    assert bob.get("/account/settings").forms["name-form"]["name"].value == "Bob"

@@ -130,7 +130,13 @@ def request_email_change(request):
 
 
 def _confirm_vars(token: str) -> dict:
-    return {"token": token, "problem": None, "problem_code": None, "new_email": None}
+    return {
+        "token": token,
+        "problem": None,
+        "problem_code": None,
+        "new_email": None,
+        "confirmed": False,
+    }
 
 
 @view_config(
@@ -159,7 +165,7 @@ def confirm_email_change(request):
     page = _confirm_vars("")
     try:
         data = read_form(request, EmailConfirmSchema())
-        profile.confirm_email_change(
+        user = profile.confirm_email_change(
             request.db, request.registry.settings, data["token"], client_ip(request)
         )
     except FormInvalid:
@@ -172,8 +178,12 @@ def confirm_email_change(request):
     except ApiError as exc:
         request.response.status = exc.status
         return {**page, "problem": exc.message, "problem_code": exc.code}
-    target = SETTINGS if request.user is not None else "/login"
-    return see_other(request, target, notice="email_changed")
+    owner = request.user is not None and request.user.id == user.id
+    if owner:
+        return see_other(request, SETTINGS, notice="email_changed")
+    # Opened in a browser logged in as someone else, or as nobody: the page says what
+    # changed and leaves that browser's session alone.
+    return {**page, "confirmed": True, "new_email": user.email}
 
 
 @view_config(
