@@ -125,6 +125,9 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     # Days after its expiry a license can still be renewed from its old expiry (checkout
     # sells renewals, fulfilment applies them: core, as both sides read it).
     "cmsshop.license_renewal_grace_days": (as_int, 30, None),
+    # Days before its expiry a license is offered a renewal on the customer's licenses
+    # page (not the day after it was bought).
+    "cmsshop.license_renewal_window_days": (as_int, 30, None),
     "cmsshop.demo_data": (as_bool, False, None),
     # The answer cache of public catalogue and docs answers (cmsshop.cache): seconds an
     # answer is fresh (0 turns the cache off), seconds a stale one is still served while
@@ -196,6 +199,8 @@ def load_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | None
     check_mail(result)
     if not 0 <= result["cmsshop.license_renewal_grace_days"] <= 3650:
         raise ConfigurationError("cmsshop.license_renewal_grace_days must be 0..3650")
+    if not 0 <= result["cmsshop.license_renewal_window_days"] <= 3650:
+        raise ConfigurationError("cmsshop.license_renewal_window_days must be 0..3650")
     return result
 
 

@@ -215,7 +215,13 @@ def test_a_renewal_storm_across_two_server_processes_extends_once(
     assert changes(dbsession) == 1
 
 
+def expiring_soon(dbsession, license) -> None:
+    """The page offers a renewal only near the expiry (not the day after purchase)."""
+    set_license(dbsession, license, expires_at=dt.datetime.now(dt.UTC) + dt.timedelta(days=10))
+
+
 def test_the_account_page_offers_renewal_and_upgrade(buyer, license, dbsession):
+    expiring_soon(dbsession, license)
     # The licenses page's buttons post no billing fields: the saved details are used.
     buyer.put_json("/api/account/billing", BILLING)
     page = buyer.get("/account/licenses", status=200)
@@ -232,6 +238,7 @@ def test_the_account_page_offers_renewal_and_upgrade(buyer, license, dbsession):
 def test_renewing_from_the_page_without_saved_billing_details_asks_for_them(
     buyer, license, dbsession
 ):
+    expiring_soon(dbsession, license)
     page = buyer.get("/account/licenses", status=200)
     renew = next(f for f in page.forms.values() if "renew" in f.fields)
     response = renew.submit(status=422)

@@ -66,7 +66,9 @@ from cmsshop.services.store.currencies import format_amount
 from cmsshop.util import utcnow
 
 DEFAULT_GRACE_DAYS = 30
+DEFAULT_WINDOW_DAYS = 30
 GRACE_SETTING = "cmsshop.license_renewal_grace_days"
+WINDOW_SETTING = "cmsshop.license_renewal_window_days"
 
 
 class ItemRefused(Exception):
@@ -207,12 +209,41 @@ def price_upgrade(
     return _line(target, name, "upgrade", license, max(0, new_price - old_price), quantity)
 
 
+def purchase_currencies(session: Session, licenses: list[License]) -> dict[int, str]:
+    """License id -> the currency its purchase was paid in (absent without a purchase)."""
+    item_ids = {lic.order_item_id for lic in licenses if lic.order_item_id is not None}
+    paid_in = (
+        dict(
+            session.execute(
+                select(OrderItem.id, Order.currency)
+                .join(Order, Order.id == OrderItem.order_id)
+                .where(OrderItem.id.in_(item_ids))
+            ).all()
+        )
+        if item_ids
+        else {}
+    )
+    return {lic.id: paid_in[lic.order_item_id] for lic in licenses if lic.order_item_id in paid_in}
+
+
 def license_offers(
-    session: Session, licenses: list[License], settings: Mapping[str, Any]
+    session: Session,
+    licenses: list[License],
+    settings: Mapping[str, Any],
+    default_currency: str | None = None,
 ) -> dict[int, dict]:
     """For the customer's licenses page: license id -> {"renews_until": the expiry a
-    renewal would give (None: not renewable), "upgrades": products it may move to}."""
+    renewal would give (None: not offered), "renewal_price": (amount, currency) or None,
+    "upgrades": products it may move to}.
+
+    A renewal is offered only when it makes sense: the license expires within the
+    renewal window (``cmsshop.license_renewal_window_days``) or expired within the grace
+    period, and it is sold in the currency the license was bought in (else
+    ``default_currency``), so the button can say what it costs.
+    """
     now, grace = utcnow(), grace_of(settings)
+    window = dt.timedelta(days=settings.get(WINDOW_SETTING, DEFAULT_WINDOW_DAYS))
+    currencies = purchase_currencies(session, licenses)
     groups = {lic.product.upgrade_group for lic in licenses if lic.product.upgrade_group}
     candidates = (
         list(
@@ -238,9 +269,13 @@ def license_offers(
             product.duration_days is not None
             and lic.expires_at is not None
             and lic.status not in ("revoked", "suspended")
-            and lic.expires_at >= now - grace
+            and now - grace <= lic.expires_at <= now + window
             and not product.archived
         )
+        currency = currencies.get(lic.id, default_currency)
+        amount = _price(product, currency) if renewable and currency else None
+        if amount is None:
+            renewable = False
         upgrades = []
         if lic.status == "active" and not is_expired(lic, now):
             upgrades = [
@@ -250,6 +285,7 @@ def license_offers(
             ]
         offers[lic.id] = {
             "renews_until": renewed_expiry(lic, product, now, grace) if renewable else None,
+            "renewal_price": (amount * quantities[lic.id], currency) if renewable else None,
             "upgrades": upgrades,
         }
     return offers

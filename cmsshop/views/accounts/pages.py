@@ -47,8 +47,16 @@ CHECK_EMAIL_REASONS = {
 }
 
 
-def _after_login(request) -> str:
-    default = "/account" if "dashboard" in request.registry.settings["cmsshop.modules"] else "/"
+def _after_login(request, user: User | None = None) -> str:
+    """Where a login lands: a safe ``next`` when there is one, else the console for an
+    admin (the shop's own account pages are not where a seller works), else the
+    customer's account when the dashboard is on."""
+    if user is not None and user.is_admin:
+        default = "/admin"
+    elif "dashboard" in request.registry.settings["cmsshop.modules"]:
+        default = "/account"
+    else:
+        default = "/"
     return safe_next(request.POST.get("next") or request.GET.get("next"), default)
 
 
@@ -91,7 +99,7 @@ def login_submit(request):
         page["not_verified"] = isinstance(exc, login.EmailNotVerified)
         return page
     start_session(request, user)
-    return see_other(request, _after_login(request))
+    return see_other(request, _after_login(request, user))
 
 
 @view_config(route_name="pages.register", request_method="GET", renderer="accounts/register.html")

@@ -18,7 +18,7 @@ from cmsshop.services.dashboard.downloads import DownloadTokenSigner
 from cmsshop.services.dashboard.refunds import order_refunds
 from cmsshop.services.paging import PageRequest
 from cmsshop.services.payments import license_changes
-from cmsshop.services.store.currencies import list_currencies
+from cmsshop.services.store.currencies import default_currency, list_currencies
 from cmsshop.services.tax import invoice_pdf
 from cmsshop.services.tax.logo import logo_url
 from cmsshop.views.dashboard.api import deactivate_own_activation, signed_url_body
@@ -138,7 +138,13 @@ def licenses(request):
     # Renewals and upgrades are bought through checkout (the store module).
     sells = "store" in request.registry.settings["cmsshop.modules"]
     offers = (
-        license_changes.license_offers(request.db, page.items, request.registry.settings)
+        license_changes.license_offers(
+            request.db,
+            page.items,
+            request.registry.settings,
+            # A license given without a purchase is renewed in the shop's default currency.
+            default_currency=default_currency(request.db),
+        )
         if sells
         else {}
     )
