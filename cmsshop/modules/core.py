@@ -25,6 +25,9 @@ ROUTES = {
     "pages.admin_brand_logo_remove": "/admin/brand/logo/remove",
     "pages.admin_brand_featured": "/admin/brand/featured",
     "pages.theme_css": "/theme/{accent}.css",
+    # Findability (views/core/seo.py): what crawlers read first.
+    "core.robots": "/robots.txt",
+    "core.sitemap": "/sitemap.xml",
 }
 
 
