@@ -88,6 +88,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
         400, "Malformed multipart body", "A release upload's multipart body could not be read."
     ),
     "product_not_found": ErrorCode(404, "Not found", "No product has this slug."),
+    "image_not_found": ErrorCode(404, "Not found", "The product has no image with this id."),
     "article_not_found": ErrorCode(404, "Not found", "No article has this slug."),
     "legal_page_not_found": ErrorCode(
         404, "Not found", "No legal page of this kind (or version) is published."
@@ -111,6 +112,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
         "The seller's legal details for invoices are incomplete (production only).",
     ),
     "slug_taken": ErrorCode(409, "Slug taken", "Another product or article uses this slug."),
+    "product_has_no_release": ErrorCode(
+        409, "No release yet", "A product is published only once it has a stable release."
+    ),
     "version_exists": ErrorCode(
         409, "Version exists", "The product has a release of this version."
     ),

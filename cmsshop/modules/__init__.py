@@ -37,6 +37,7 @@ KNOWN_MODULES: dict[str, tuple[str, ...]] = {
         "/checkout",
         "/admin/products",
         "/admin/currencies",
+        "/media",
     ),
     "docs": ("/api/docs", "/api/admin/articles", "/docs", "/admin/articles"),
     "dashboard": (

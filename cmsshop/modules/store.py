@@ -6,7 +6,7 @@ from __future__ import annotations
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import as_int, declare
 from cmsshop.tweens import add_upload_route
-from cmsshop.views.store import admin_pages, openapi
+from cmsshop.views.store import admin_media, admin_pages, openapi
 
 MIB = 1024 * 1024
 SETTINGS = {
@@ -24,6 +24,8 @@ ROUTES = {
     "store.admin_products": "/api/admin/products",
     "store.admin_product": "/api/admin/products/{slug}",
     "store.admin_product_releases": "/api/admin/products/{slug}/releases",
+    "store.admin_product_images": "/api/admin/products/{slug}/images",
+    "store.admin_product_image": "/api/admin/products/{slug}/images/{image_id}",
     "store.admin_currencies": "/api/admin/currencies",
     "store.admin_currency": "/api/admin/currencies/{code}",
     # The customer's pages and the admin console's catalogue pages.
@@ -35,6 +37,10 @@ ROUTES = {
     "pages.admin_product_archive": "/admin/products/{slug}/archive",
     "pages.admin_product_unarchive": "/admin/products/{slug}/unarchive",
     "pages.admin_product_releases": "/admin/products/{slug}/releases",
+    "pages.admin_product_images": "/admin/products/{slug}/images",
+    "pages.admin_product_image": "/admin/products/{slug}/images/{image_id}",
+    # Product images' stored renditions, named by their content's hash.
+    "media.file": "/media/{key}",
     "pages.admin_currencies": "/admin/currencies",
     "pages.admin_currency_new": "/admin/currencies/new",
     "pages.admin_currency_edit": "/admin/currencies/{code}/edit",
@@ -49,7 +55,14 @@ CACHED_ROUTES = {
 }
 
 
-UPLOAD_ROUTES = ("store.admin_product_releases", "pages.admin_product_releases")
+UPLOAD_ROUTES = (
+    "store.admin_product_releases",
+    "pages.admin_product_releases",
+    # Images: a photo is bigger than an ordinary body; services/store/media.py holds it
+    # to its own limit.
+    "store.admin_product_images",
+    "pages.admin_product_images",
+)
 
 
 def includeme(config) -> None:
@@ -62,8 +75,10 @@ def includeme(config) -> None:
     config.add_cached_routes(CACHED_ROUTES)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_PRODUCT_PATHS, schemas=openapi.ADMIN_PRODUCT_SCHEMAS)
+    config.add_openapi(paths=openapi.ADMIN_IMAGE_PATHS, schemas=openapi.ADMIN_IMAGE_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_CURRENCY_PATHS, schemas=openapi.ADMIN_CURRENCY_SCHEMAS)
     config.add_page_notices(admin_pages.NOTICES)
+    config.add_page_notices(admin_media.NOTICES)
     config.scan("cmsshop.views.store")
     # Checkout belongs to the store: it sells what this module lists.
     config.include("cmsshop.modules.checkout")

@@ -139,7 +139,8 @@ def seed_demo(session: Session, settings: dict, hasher: accounts.PasswordHasher)
                 "name": spec["name"],
                 "summary": spec["summary"],
                 "description": spec["description"],
-                "published": spec.get("published", True),
+                # Published below, once it has its release (services/store/products.py).
+                "published": False,
                 "licensing": {
                     **{
                         name: spec[name]
@@ -153,6 +154,9 @@ def seed_demo(session: Session, settings: dict, hasher: accounts.PasswordHasher)
         if spec["release"]:
             version, file_name = spec["release"]
             product.releases = [write_demo_release(storage, spec["slug"], version, file_name)]
+            session.flush()
+        if spec.get("published", True):
+            products.update_product(session, product, {"published": True})
         report.append(f"product {spec['slug']}")
     for slug, title, category, summary, body in ARTICLES:
         if session.scalar(select(Article.id).where(Article.slug == slug)) is not None:

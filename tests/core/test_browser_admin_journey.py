@@ -62,7 +62,6 @@ def test_the_demo_admin_runs_the_shop(
     page.get_by_label("Name", exact=True).fill("Journey Tool")
     page.get_by_label("Slug").fill("journey-tool")
     page.get_by_label("EUR (Euro)").fill("29.00")
-    page.get_by_label("Published (shown in the shop)").check()
     page.get_by_role("button", name="Create product").click()
     wait_for_notice(page, "product_created")
     page.wait_for_url("**/admin/products/journey-tool/edit")
@@ -74,6 +73,10 @@ def test_the_demo_admin_runs_the_shop(
     page.get_by_role("button", name="Upload release").click()
     wait_for_notice(page, "release_uploaded")
     page.wait_for_url("**/admin/products/journey-tool/edit")
+    # Published once it has a release to download.
+    page.get_by_label("Published (shown in the shop").check()
+    page.get_by_role("button", name="Save changes").click()
+    wait_for_notice(page, "product_saved")
     check_page(page, "journey-admin-product")
     shop = new_page(demo_site)
     shop.goto("/products/journey-tool")

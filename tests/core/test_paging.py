@@ -14,6 +14,7 @@ import hashlib
 import pytest
 from helpers.account_data import activate
 from helpers.purchases import make_purchase
+from helpers.store import create_published
 from sqlalchemy import select
 
 from cmsshop.models import Coupon, CouponRedemption, PaymentEvent
@@ -70,9 +71,7 @@ def list_paths(testapp) -> list[str]:
 @pytest.fixture
 def clients(app, testapp, admin_app, customer_app, customer, dbsession, storage_dir):
     """A client allowed on each prefix, and at least one item in every list."""
-    admin_app.post_json(
-        "/api/admin/products", {"slug": "paged", "name": "Paged", "published": True}
-    )
+    create_published(admin_app, dbsession, {"slug": "paged", "name": "Paged"})
     admin_app.post_json(
         "/api/admin/articles", {"slug": "paged", "title": "Paged", "published": True}
     )

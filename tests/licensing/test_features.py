@@ -10,6 +10,7 @@ import pytest
 from fakes.shop import make_order
 from fakes.stripe_api import delivery, event, session_object
 from helpers.licensing import lease_claims
+from helpers.store import create_published
 from sqlalchemy import select
 
 from cmsshop.models import License, LicenseAuditEntry, Product
@@ -39,16 +40,15 @@ def test_names_are_sorted_unique_and_checked_one_by_one():
 # --- the product and fulfilment --------------------------------------------------------------
 
 
-def test_admin_sets_a_products_features_and_the_store_shows_them(admin_app, testapp):
-    created = admin_app.post_json(
-        "/api/admin/products",
+def test_admin_sets_a_products_features_and_the_store_shows_them(admin_app, testapp, dbsession):
+    created = create_published(
+        admin_app,
+        dbsession,
         {
             "slug": "guard",
             "name": "Guard",
-            "published": True,
             "licensing": {"licensed": True, "features": ["support", "pro", "pro"]},
         },
-        status=201,
     ).json
     assert created["licensing"]["features"] == ["pro", "support"]
     patched = admin_app.patch_json(

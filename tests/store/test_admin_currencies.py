@@ -7,6 +7,7 @@ import threading
 import pytest
 from helpers.app import requires_postgresql
 from helpers.clients import new_client
+from helpers.store import create_published
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -157,15 +158,14 @@ def test_patch_validation_and_unknown_codes(admin_app, currencies):
 def test_disabling_hides_the_currency_and_its_prices_from_the_public(
     admin_app, testapp, dbsession, currencies
 ):
-    admin_app.post_json(
-        "/api/admin/products",
+    create_published(
+        admin_app,
+        dbsession,
         {
             "slug": "p",
             "name": "P",
-            "published": True,
             "prices": [{"currency": "EUR", "amount": 100}, {"currency": "USD", "amount": 120}],
         },
-        status=201,
     )
     admin_app.patch_json("/api/admin/currencies/USD", {"enabled": False})
     assert [c["code"] for c in testapp.get("/api/store/currencies").json["items"]] == ["EUR"]

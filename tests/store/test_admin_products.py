@@ -9,6 +9,7 @@ import threading
 import pytest
 from helpers.app import requires_postgresql
 from helpers.clients import call_with_body, new_client
+from helpers.store import create_published
 from sqlalchemy import func, select
 
 from cmsshop.models import Currency, License, Order, OrderItem, Product, Release
@@ -40,7 +41,8 @@ def product_body(**overrides):
         "name": "SiteGuard",
         "summary": "Security",
         "description": "# SiteGuard\n\n<script>alert(1)</script> **bold**",
-        "published": True,
+        # A new product is a draft: it is published once it has a release.
+        "published": False,
         "licensing": {"licensed": True, "maxActivations": 3, "durationDays": 365},
         "prices": [{"currency": "EUR", "amount": 4900}, {"currency": "USD", "amount": 5400}],
     }
@@ -49,8 +51,9 @@ def product_body(**overrides):
 
 
 @pytest.fixture
-def product(admin_app, currencies):
-    return admin_app.post_json("/api/admin/products", product_body(), status=201).json
+def product(admin_app, currencies, dbsession):
+    """SiteGuard, published (so with a stable release, 0.0.1, that has no file)."""
+    return create_published(admin_app, dbsession, product_body(), version="0.0.1").json
 
 
 def multipart_body(parts, boundary=BOUNDARY) -> bytes:
@@ -462,7 +465,7 @@ def test_upload_stores_the_file_with_sha256_and_size(
     assert body["fileName"] == "siteguard-1.4.2.zip"
     assert body["size"] == len(content)
     assert body["sha256"] == hashlib.sha256(content).hexdigest()
-    release = dbsession.scalar(select(Release))
+    release = dbsession.scalar(select(Release).where(Release.version == "1.4.2"))
     path = storage_dir / release.storage_path
     assert path.read_bytes() == content
     product_id = dbsession.scalar(select(Product.id))
@@ -670,4 +673,5 @@ def test_bad_channel_or_changelog_is_refused(admin_app, product, dbsession, part
         status=422,
     )
     assert field in response.json["errors"]
-    assert dbsession.scalar(select(func.count()).select_from(Release)) == 0
+    # Only the fixture's release (the one it was published with).
+    assert dbsession.scalar(select(func.count()).select_from(Release)) == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from helpers.html import errors_of
 from helpers.purchases import openapi_validator
+from helpers.store import create_published
 from sqlalchemy import select
 
 from cmsshop.models import Product
@@ -26,7 +27,7 @@ def new_body(**licensing) -> dict:
     return {
         "slug": "seat-pack",
         "name": "Seat Pack",
-        "published": True,
+        "published": False,
         "licensing": {"licensed": True, "maxActivations": 5, **licensing},
         "prices": [{"currency": "EUR", "amount": 900}],
     }
@@ -41,7 +42,8 @@ def assert_valid(validator, body) -> None:
 
 
 def test_create_with_a_limit_shows_it_to_admin_and_public(admin_app, testapp, catalogue, dbsession):
-    response = admin_app.post_json(ADMIN_PRODUCTS, new_body(maxQuantity=5), status=201)
+    # Published the way a seller must: created, given a release, then published.
+    response = create_published(admin_app, dbsession, new_body(maxQuantity=5))
     assert response.json["licensing"]["maxQuantity"] == 5
     assert_valid(openapi_validator(admin_app, ADMIN_PRODUCTS, "post", "201"), response.json)
     assert stored(dbsession, "seat-pack") == 5
@@ -57,7 +59,7 @@ def test_the_bounds_are_accepted(admin_app, catalogue, dbsession, value):
 
 
 def test_create_without_a_limit_stores_null(admin_app, testapp, catalogue, dbsession):
-    body = admin_app.post_json(ADMIN_PRODUCTS, new_body(), status=201).json
+    body = create_published(admin_app, dbsession, new_body()).json
     assert body["licensing"]["maxQuantity"] is None
     assert_valid(openapi_validator(admin_app, ADMIN_PRODUCTS, "post", "201"), body)
     assert stored(dbsession, "seat-pack") is None

@@ -80,10 +80,22 @@ def _alignment_as_class(tokens) -> None:
                 token.attrSet("class", f"align-{match.group(1)}")
 
 
-def render_markdown(source: str) -> str:
-    """Sanitised HTML for a Markdown ``source``."""
+def _shift_headings(tokens, shift: int) -> None:
+    """Move every heading ``shift`` levels down, at most to <h6>: text shown under a
+    page's own <h1> (a product's description) must not open a second <h1>."""
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            level = min(int(token.tag[1]) + shift, 6)
+            token.tag = f"h{level}"
+
+
+def render_markdown(source: str, *, heading_shift: int = 0) -> str:
+    """Sanitised HTML for a Markdown ``source``; ``heading_shift`` levels added to its
+    headings (1: ``#`` becomes <h2>), capped at <h6>."""
     tokens = _md.parse(source or "")
     _alignment_as_class(tokens)
+    if heading_shift:
+        _shift_headings(tokens, heading_shift)
     html = _md.renderer.render(tokens, _md.options, {})
     return nh3.clean(
         html,

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, bindparam, exists, func, select
+from sqlalchemy import Select, bindparam, exists, func, select, union
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from cmsshop.errors import NotFound, ValidationFailed
+from cmsshop.errors import Conflict, NotFound, ValidationFailed
 from cmsshop.models import (
     CouponProduct,
     Currency,
@@ -214,6 +214,12 @@ def load_cards(
     return [cards[p.id] for p in products]
 
 
+def render_description(source: str) -> str:
+    """A description's HTML: its headings one level down, because the product page's
+    own <h1> is the product's name (``#`` becomes <h2>, and so on, at most <h6>)."""
+    return render_markdown(source, heading_shift=1)
+
+
 def _check_currencies(session: Session, prices: list[dict]) -> None:
     codes = {p["currency"] for p in prices}
     if not codes:
@@ -263,8 +269,65 @@ def _apply_licensing(product: Product, licensing: dict) -> None:
             setattr(product, name, licensing[name])
 
 
+class ProductHasNoRelease(Conflict):
+    code = "product_has_no_release"
+    message = (
+        "A product cannot be published before it has a stable release: buyers get its "
+        "release as a download (and a licensed product's key unlocks nothing without it)."
+    )
+    hints = (
+        "Save it unpublished, upload a stable release (POST "
+        "/api/admin/products/{slug}/releases), then publish it.",
+    )
+
+
+def has_stable_release(session: Session, product: Product) -> bool:
+    if product.id is None:
+        return False
+    return bool(
+        session.scalar(
+            select(exists().where(Release.product_id == product.id, Release.channel == "stable"))
+        )
+    )
+
+
+def require_release_to_publish(session: Session, product: Product) -> None:
+    """Every product is delivered as its release's downloads (entitlements give the
+    buyer the latest stable release; there is no other kind of delivery), and a licensed
+    one's key activates that software: selling one with nothing to download takes money
+    for nothing. Checked when a product becomes published, not on every save, so a shop
+    whose products were published before this rule can still edit them."""
+    if not has_stable_release(session, product):
+        raise ProductHasNoRelease()
+
+
+def active_buyers(session: Session, product: Product) -> tuple[int, int]:
+    """(buyers, active license keys) of ``product``: the customers with an active
+    entitlement or license, what the console warns about before unpublishing it."""
+    users = union(
+        select(Entitlement.user_id).where(
+            Entitlement.product_id == product.id, Entitlement.status == "active"
+        ),
+        select(License.user_id).where(
+            License.product_id == product.id,
+            License.status == "active",
+            License.user_id.is_not(None),
+        ),
+    ).subquery()
+    buyers = session.scalar(select(func.count()).select_from(users)) or 0
+    keys = session.scalar(
+        select(func.count())
+        .select_from(License)
+        .where(License.product_id == product.id, License.status == "active")
+    )
+    return buyers, keys or 0
+
+
 def create_product(session: Session, data: dict) -> Product:
     """Create a product from validated fields (``licensing`` holds LICENSING_FIELDS)."""
+    if data["published"]:
+        # A new product has no release yet.
+        raise ProductHasNoRelease()
     ensure_slug_free(session, Product, data["slug"])
     _check_currencies(session, data["prices"])
     product = Product(
@@ -272,7 +335,7 @@ def create_product(session: Session, data: dict) -> Product:
         name=data["name"],
         summary=data["summary"],
         description=data["description"],
-        description_html=render_markdown(data["description"]),
+        description_html=render_description(data["description"]),
         published=data["published"],
         archived=False,
         licensed=False,
@@ -296,12 +359,15 @@ def update_product(session: Session, product: Product, changes: dict) -> Product
     if "prices" in changes:
         _check_currencies(session, changes["prices"])
         _set_prices(session, product, changes["prices"])
+    publishing = changes.get("published") is True and not product.published
     for key in ("name", "summary", "published", "archived"):
         if key in changes:
             setattr(product, key, changes[key])
+    if publishing and not product.archived:
+        require_release_to_publish(session, product)
     if "description" in changes:
         product.description = changes["description"]
-        product.description_html = render_markdown(changes["description"])
+        product.description_html = render_description(changes["description"])
     _apply_licensing(product, changes.get("licensing", {}))
     scheme = changes.get("version_scheme")
     if scheme is not None and scheme != product.version_scheme:

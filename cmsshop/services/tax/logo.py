@@ -10,14 +10,12 @@ would unpack to gigabytes) is refused rather than served.
 from __future__ import annotations
 
 import hashlib
-import io
-import warnings
 
-from PIL import Image, UnidentifiedImageError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import ShopFile
+from cmsshop.services.store import media
 from cmsshop.util import utcnow
 
 LOGO_NAME = "logo"
@@ -25,8 +23,6 @@ MAX_BYTES = 512 * 1024
 MAX_PIXELS = 4096 * 4096
 MAX_SIDE = 4096
 FORMATS = {"PNG": ("image/png", "png"), "JPEG": ("image/jpeg", "jpg")}
-# What a real PNG or JPEG starts with: anything else is refused before Pillow sees it.
-SIGNATURES = {b"\x89PNG\r\n\x1a\n": "PNG", b"\xff\xd8\xff": "JPEG"}
 
 
 class LogoInvalid(Exception):
@@ -34,41 +30,19 @@ class LogoInvalid(Exception):
 
 
 def check_logo(data: bytes) -> tuple[str, int, int]:
-    """(content type, width, height) of a logo we accept; LogoInvalid otherwise."""
-    if not data:
-        raise LogoInvalid("choose a PNG or JPEG file")
-    if len(data) > MAX_BYTES:
-        raise LogoInvalid(f"at most {MAX_BYTES // 1024} KB")
-    sniffed = next((fmt for sig, fmt in SIGNATURES.items() if data.startswith(sig)), None)
-    if sniffed is None:
-        raise LogoInvalid("only PNG and JPEG images")
+    """(content type, width, height) of a logo we accept; LogoInvalid otherwise (the
+    product images' check, services/store/media.py, with the logo's formats and limits)."""
     try:
-        with warnings.catch_warnings():
-            # Pillow warns between MAX_IMAGE_PIXELS and twice it; we refuse both.
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as image:
-                if image.format != sniffed:
-                    raise LogoInvalid("only PNG and JPEG images")
-                width, height = image.size
-                if width * height > MAX_PIXELS or max(width, height) > MAX_SIDE:
-                    raise LogoInvalid(f"at most {MAX_SIDE} × {MAX_SIDE} pixels")
-                # WeasyPrint sets Pillow's process-wide LOAD_TRUNCATED_IMAGES when it is
-                # imported, after which load() pads a truncated file instead of failing:
-                # completeness is checked here without it (PNG: every chunk's CRC up to
-                # IEND; JPEG: the end-of-image marker).
-                if sniffed == "PNG":
-                    image.verify()
-                elif not data.rstrip(b"\x00").endswith(b"\xff\xd9"):
-                    raise LogoInvalid("not a readable PNG or JPEG image")
-            with Image.open(io.BytesIO(data)) as image:
-                image.load()  # decodes it all: a corrupt file fails here
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise LogoInvalid(f"at most {MAX_SIDE} × {MAX_SIDE} pixels") from None
-    except LogoInvalid:
-        raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
-        raise LogoInvalid("not a readable PNG or JPEG image") from None
-    return FORMATS[sniffed][0], width, height
+        fmt, width, height = media.check_image(
+            data,
+            formats=tuple(FORMATS),
+            max_bytes=MAX_BYTES,
+            max_side=MAX_SIDE,
+            max_pixels=MAX_PIXELS,
+        )
+    except media.ImageInvalid as exc:
+        raise LogoInvalid(str(exc)) from None
+    return FORMATS[fmt][0], width, height
 
 
 def save_logo(session: Session, data: bytes) -> ShopFile:

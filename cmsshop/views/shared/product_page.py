@@ -7,7 +7,7 @@ import re
 
 from cmsshop.services.checkout.pricing import max_quantity
 from cmsshop.services.payments.registry import PaymentProviders
-from cmsshop.services.store import currencies, products
+from cmsshop.services.store import currencies, media, products
 from cmsshop.services.tax import billing
 
 # How the buy form names a provider (its registry name otherwise).
@@ -54,7 +54,15 @@ def product_page_values(
         saved = billing.profile_details(billing.load_profile(request.db, request.user.id))
         if saved is not None:
             form.update({key: value or "" for key, value in saved.as_api().items()})
+    images = media.images_of(request.db, product.id)
+    og = images[0].variants["og"] if images else None
     return {
+        # The product's pictures in the seller's order; the first one's 1200 × 630 crop
+        # is the link preview's (og:image must be an absolute URL).
+        "images": images,
+        "og_image": request.application_url + media.media_url(media.fallback_key(og))
+        if og
+        else None,
         "max_quantity": max_quantity(product),
         "card": card,
         "product": product,

@@ -19,7 +19,7 @@ from pyramid.view import view_config
 
 from cmsshop.errors import ApiError
 from cmsshop.security import ADMIN
-from cmsshop.services.store import currencies, products, text
+from cmsshop.services.store import currencies, media, products, text
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.confirm import carried_fields, confirm_page, confirmed
 from cmsshop.views.shared.forms import FormInvalid, field_errors, posted_value, see_other
@@ -170,6 +170,8 @@ class ProductForm:
     def service_errors(self, exc: ApiError) -> dict[str, str]:
         if exc.code == "slug_taken":
             return {"slug": exc.message}
+        if exc.code == "product_has_no_release":
+            return {"published": "Upload a stable release first: " + exc.message}
         return self.form_errors(field_errors(exc))
 
 
@@ -272,12 +274,24 @@ def edit_page(
     errors: dict | None = None,
     upload_form: dict | None = None,
     upload_errors: dict | None = None,
+    image_form: dict | None = None,
+    image_errors: dict | None = None,
+    alt_errors: dict | None = None,
+    alt_typed: dict | None = None,
     status: int = 200,
 ) -> dict:
+    """The edit page; the ``image_*``/``alt_*`` arguments are the image section's
+    (views/store/admin_media.py): the upload form as typed and its errors, and per image
+    id a refused description and its error."""
     request.response.status = status
     no_store(request)
     shown = price_currencies(request.db, product)
     return {
+        "image_form": image_form or {},
+        "image_errors": image_errors or {},
+        "alt_errors": alt_errors or {},
+        "alt_typed": alt_typed or {},
+        "max_image_bytes": media.MAX_BYTES,
         "admin_section": "products",
         "product": product,
         "currencies": shown,
@@ -315,6 +329,7 @@ def update_product(request):
                 f"Save the product “{product.name}” as unpublished: the shop stops showing "
                 f"it, its URL /products/{product.slug} will answer 404 and it can no longer "
                 "be bought; its orders, licenses and downloads stay.",
+                *buyers_keep(request, product),
                 "Publish it again to bring it back.",
             ],
             action=f"/admin/products/{product.slug}/edit",
@@ -333,6 +348,23 @@ def update_product(request):
         errors = form.service_errors(exc)
         return edit_page(request, product, form=form.typed, errors=errors, status=exc.status)
     return see_other(request, f"/admin/products/{product.slug}/edit", notice="product_saved")
+
+
+def buyers_keep(request, product) -> list[str]:
+    """What the product's buyers keep when it leaves the shop, with their number."""
+    buyers, keys = products.active_buyers(request.db, product)
+    if not buyers and not keys:
+        return []
+    who = f"{buyers} buyer{'' if buyers == 1 else 's'}"
+    what = "their downloads keep working"
+    if keys:
+        what += (
+            f", and their {keys} license key{'' if keys == 1 else 's'} "
+            f"keep{'s' if keys == 1 else ''} activating and validating"
+        )
+    return [
+        f"Warning: {who} {'has' if buyers == 1 else 'have'} it. They keep what they bought: {what}."
+    ]
 
 
 def _set_archived(request, archived: bool):
@@ -354,6 +386,7 @@ def archive_product(request):
                 f"showing it, its URL /products/{product.slug} will answer 404 and it can "
                 "no longer be bought.",
                 "Its orders, licenses and downloads stay; you can unarchive it later.",
+                *buyers_keep(request, product),
             ],
             action=f"/admin/products/{product.slug}/archive",
             button="Archive the product",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cmsshop import openapi as oa
 from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES
-from cmsshop.services.store import currencies, releases, text
+from cmsshop.services.store import currencies, media, releases, text
 from cmsshop.views.shared.bodies import RELEASE_SCHEMA
 from cmsshop.views.shared.caching import IF_NONE_MATCH, cached_ok
 from cmsshop.views.shared.schema import DATE_TIME, MAX_MARKDOWN, SLUG, body_schema, text_schema
@@ -253,7 +253,8 @@ ADMIN_PRODUCT_PATHS = {
             tags=ADMIN_TAGS,
         ),
         "post": oa.operation(
-            "Create a product (admin); 409 slug_taken",
+            "Create a product (admin); 409 slug_taken, or product_has_no_release when "
+            "published (a new product has no release yet)",
             {
                 **oa.ok(oa.ref("AdminProduct"), "Created", 201),
                 **oa.errors(401, 403, 409, 415, 422),
@@ -271,7 +272,8 @@ ADMIN_PRODUCT_PATHS = {
             tags=ADMIN_TAGS,
         ),
         "patch": oa.operation(
-            "Change some fields of a product (admin); prices, if sent, replace all prices",
+            "Change some fields of a product (admin); prices, if sent, replace all prices; "
+            "409 product_has_no_release when publishing one without a stable release",
             {**oa.ok(oa.ref("AdminProduct")), **oa.errors(401, 403, 404, 409, 415, 422)},
             params=[SLUG_PARAM],
             body=body_schema(
@@ -420,3 +422,111 @@ ADMIN_CURRENCY_PATHS = {
 }
 
 ADMIN_CURRENCY_SCHEMAS = {"AdminCurrency": ADMIN_CURRENCY}
+
+
+# --- admin product images ---------------------------------------------------------------
+
+IMAGE_SIZE = {
+    "type": "object",
+    "required": ["webp", "fallback", "fallbackType", "width", "height"],
+    "properties": {
+        "webp": {"type": "string", "description": "/media/<sha256>.webp"},
+        "fallback": {"type": "string", "description": "/media/<sha256>.jpg (or .png)"},
+        "fallbackType": {"type": "string", "enum": ["image/jpeg", "image/png"]},
+        "width": {"type": "integer", "minimum": 1},
+        "height": {"type": "integer", "minimum": 1},
+    },
+}
+ADMIN_IMAGE = {
+    "type": "object",
+    "required": ["id", "position", "alt", "width", "height", "sizes", "createdAt"],
+    "properties": {
+        "id": {"type": "integer"},
+        "position": {"type": "integer", "minimum": 0, "description": "0: the card's picture"},
+        "alt": {"type": "string"},
+        "width": {"type": "integer", "description": "of the upload, the right way up"},
+        "height": {"type": "integer"},
+        "sizes": {
+            "type": "object",
+            "required": list(media.SIZES),
+            "properties": {name: oa.ref("AdminImageSize") for name in media.SIZES},
+            "description": "card: 480 wide; page: 1200 wide; og: 1200 × 630 cropped",
+        },
+        "createdAt": DATE_TIME,
+    },
+}
+IMAGE_ID_PARAM = oa.path_param("image_id", {"type": "integer", "minimum": 1})
+ADMIN_IMAGE_PATHS = {
+    "/api/admin/products/{slug}/images": {
+        "get": oa.operation(
+            "A product's images in their order (admin)",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["items"],
+                        "properties": {"items": {"type": "array", "items": oa.ref("AdminImage")}},
+                    }
+                ),
+                **oa.errors(401, 403, 404),
+            },
+            params=[SLUG_PARAM],
+            tags=ADMIN_TAGS,
+        ),
+        "post": oa.operation(
+            "Add an image (admin): PNG, JPEG or WebP, recognised from its bytes, at most "
+            f"{media.MAX_BYTES // (1024 * 1024)} MB and {media.MAX_SIDE} pixels a side; "
+            "stored re-encoded without metadata, in the sizes the pages use",
+            {
+                **oa.ok(oa.ref("AdminImage"), "Created", 201),
+                **oa.errors(401, 403, 404, 413, 415, 422),
+            },
+            params=[SLUG_PARAM],
+            body={
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["file", "alt"],
+                "properties": {
+                    "file": {"type": "string", "format": "binary"},
+                    "alt": text_schema(media.MAX_ALT, min_length=1),
+                },
+            },
+            body_content_type="multipart/form-data",
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+    },
+    "/api/admin/products/{slug}/images/{image_id}": {
+        "patch": oa.operation(
+            "Change an image's alt text or position (admin; 0 is first, others move along)",
+            {**oa.ok(oa.ref("AdminImage")), **oa.errors(401, 403, 404, 415, 422)},
+            params=[SLUG_PARAM, IMAGE_ID_PARAM],
+            body=body_schema(
+                {
+                    "alt": text_schema(media.MAX_ALT, min_length=1),
+                    "position": {"type": "integer", "minimum": 0, "maximum": 1000},
+                },
+                [],
+            ),
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+        "delete": oa.operation(
+            "Delete an image and its stored sizes (admin)",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["id", "deleted"],
+                        "properties": {"id": {"type": "integer"}, "deleted": {"type": "boolean"}},
+                    }
+                ),
+                **oa.errors(401, 403, 404),
+            },
+            params=[SLUG_PARAM, IMAGE_ID_PARAM],
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+    },
+}
+ADMIN_IMAGE_SCHEMAS = {"AdminImage": ADMIN_IMAGE, "AdminImageSize": IMAGE_SIZE}
