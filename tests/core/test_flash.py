@@ -3,6 +3,9 @@ URL, shown once by the next page, styled and announced as what they say."""
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import pytest
 from helpers.clients import logged_in, page_client
 from helpers.notices import flashed
@@ -119,3 +122,17 @@ def test_each_notice_has_a_known_level():
             Notice("Odd.", "green")
     finally:
         testing.tearDown()
+
+
+def test_every_notice_a_page_flashes_is_registered(app):
+    """see_other refuses an unregistered key (a 500): each literal key in the views is
+    one the modules registered (all modules are on in the test app)."""
+    registered = app.registry[NOTICES_KEY]
+    views = pathlib.Path(__file__).resolve().parents[2] / "cmsshop" / "views"
+    used = {
+        (path.name, key)
+        for path in views.rglob("*.py")
+        for key in re.findall(r'notice="([a-z_]+)"', path.read_text())
+    }
+    assert used, "the scan found the views' notices"
+    assert {(name, key) for name, key in used if key not in registered} == set()
