@@ -5,11 +5,13 @@ malformed bodies)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from helpers.app import PASSWORD
 from helpers.clients import new_client
 from helpers.mail_links import deliver_mail, mailed_link, mailed_text, mails_to, token_of
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from cmsshop.errors import ValidationFailed
 from cmsshop.models import (
@@ -23,6 +25,7 @@ from cmsshop.models import (
     UserSession,
 )
 from cmsshop.services.accounts import guests
+from cmsshop.util import utcnow
 
 OLD_EMAIL = "alice@example.com"  # the customer fixture's
 NEW_EMAIL = "alice.new@example.com"
@@ -357,3 +360,28 @@ def test_a_deleted_accounts_address_takes_no_order_and_no_mail(app, customer, db
         "/api/auth/register", {"email": placeholder, "password": NEW_PASSWORD}, status=202
     )
     assert mails_to(dbsession, placeholder) == []
+
+
+def test_an_expired_change_link_changes_nothing(customer_app, customer, dbsession):
+    ask_email_change(customer_app)
+    token = token_of(change_link(dbsession))
+    dbsession.execute(
+        update(AccountToken)
+        .where(AccountToken.purpose == "change_email")
+        .values(expires_at=utcnow() - dt.timedelta(seconds=1))
+    )
+    dbsession.commit()
+    response = customer_app.post_json("/api/account/email/confirm", {"token": token}, status=410)
+    assert response.json["code"] == "token_expired"
+    assert fresh(dbsession, User, customer.id).email == OLD_EMAIL
+
+
+def test_a_second_change_voids_the_first_link(customer_app, customer, dbsession):
+    ask_email_change(customer_app, email="first@example.com")
+    first = token_of(change_link(dbsession, "first@example.com"))
+    ask_email_change(customer_app, email="second@example.com")
+    second = token_of(change_link(dbsession, "second@example.com"))
+    customer_app.post_json("/api/account/email/confirm", {"token": second})
+    response = customer_app.post_json("/api/account/email/confirm", {"token": first}, status=410)
+    assert response.json["code"] == "token_used"
+    assert fresh(dbsession, User, customer.id).email == "second@example.com"
