@@ -14,7 +14,7 @@ from helpers.html import errors_of, h1_of, title_of
 from PIL import Image
 from sqlalchemy import select
 
-from cmsshop.models import ShopFile, ShopSetting
+from cmsshop.models import ProductImage, ShopFile, ShopSetting
 from cmsshop.services.legal import documents
 from cmsshop.services.storefront import brand
 
@@ -388,3 +388,44 @@ def test_the_api_is_for_admins_with_csrf(app, customer_app, admin_app, testapp):
         headers={"X-CSRF-Token": "wrong"},
         status=403,
     )
+
+
+def test_a_card_shows_the_product_s_first_image(app, products, dbsession):
+    variants = {
+        "card": {"webp": f"{'a' * 64}.webp", "jpeg": f"{'a' * 64}.jpg", "width": 480, "height": 270}
+    }
+    second = {"card": {**variants["card"], "webp": f"{'b' * 64}.webp"}}
+    for position, shown in ((1, second), (0, variants)):
+        dbsession.add(
+            ProductImage(
+                product_id=products["themes"].id,
+                position=position,
+                alt="The theme pack's colour swatches",
+                source_sha256=str(position) * 64,
+                width=1600,
+                height=900,
+                variants=shown,
+            )
+        )
+    dbsession.commit()
+    cards = page_client(app).get("/").html.select(".product-card")
+    pictures = {card.h3.get_text(strip=True): card.find("picture") for card in cards}
+    assert pictures["SiteGuard"] is None
+    picture = pictures["Theme Pack"]
+    assert picture.source["srcset"] == f"/media/{'a' * 64}.webp"
+    image = picture.img
+    assert image["src"] == f"/media/{'a' * 64}.jpg" and image["alt"] == ""
+    assert (image["width"], image["height"], image["loading"]) == ("480", "270", "lazy")
+
+
+def test_brand_text_is_shown_as_text(admin_app, app):
+    hostile = '</title><script>alert(1)</script><img src=x onerror="alert(2)">'
+    admin_app.put_json(
+        "/api/admin/settings/brand",
+        {"shopName": hostile[:80], "headline": hostile, "intro": hostile},
+    )
+    home = page_client(app).get("/")
+    assert not [tag for tag in home.html.find_all("script") if "alert" in (tag.string or "")]
+    assert not home.html.find_all(onerror=True)
+    assert h1_of(home) == hostile
+    assert title_of(home) == "Home · " + hostile[:80]
