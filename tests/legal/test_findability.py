@@ -159,3 +159,16 @@ def test_json_ld_cannot_be_broken_out_of(app, dbsession):
     data = json.loads(scripts[0].string)
     assert data["name"] == HOSTILE_NAME  # the text survives, escaped
     assert data["offers"][0]["price"] == "9.90"
+
+
+def test_product_json_ld_names_the_first_picture(app, shop, dbsession):
+    from helpers.tax import png
+
+    from cmsshop.services.store import media
+
+    media.add_image(dbsession, shop["site-guard"], png(1600, 900), "The dashboard")
+    dbsession.commit()
+    data = json_ld(page_client(app).get("/products/site-guard"))
+    assert data["image"] and all(url.startswith("http://localhost/media/") for url in data["image"])
+    for url in data["image"]:
+        page_client(app).get(url.removeprefix("http://localhost"), status=200)
