@@ -429,3 +429,17 @@ def test_brand_text_is_shown_as_text(admin_app, app):
     assert not home.html.find_all(onerror=True)
     assert h1_of(home) == hostile
     assert title_of(home) == "Home · " + hostile[:80]
+
+
+def test_each_change_is_in_the_audit_log_and_listed_on_the_page(console, admin_app, admin):
+    admin_app.put_json("/api/admin/settings/brand", {"shopName": "Pixel Works", "intro": "Hi"})
+    admin_app.put_json("/api/admin/settings/brand", {"shopName": "Pixel Works"})  # no change
+    admin_app.put_json("/api/admin/settings/brand", {"accent": "#0b5d3b"})
+    page = console.get("/admin/brand")
+    listed = [
+        " ".join(li.get_text(" ", strip=True).split())
+        for li in page.html.select(".brand-changes li")
+    ]
+    assert len(listed) == 2
+    assert listed[0].endswith(f"accent colour (user:{admin.id})")
+    assert listed[1].endswith(f"shop name, introduction (user:{admin.id})")

@@ -21,7 +21,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cmsshop.models import Product, ProductImage, ShopFile, ShopSetting
+from cmsshop.models import Product, ProductImage, ShopFile, ShopSetting, User
+from cmsshop.services.audit.entries import entries_for, record_change
 from cmsshop.services.store.products import CARD_COLUMNS, ProductCard, load_cards
 from cmsshop.services.tax.logo import LOGO_NAME, logo_url
 from cmsshop.util import utcnow
@@ -32,6 +33,8 @@ TEXT_FIELDS = {"shopName": (80, False), "headline": (120, False), "intro": (600,
 FIELDS = (*TEXT_FIELDS, "accent", "featured")
 MAX_FEATURED = 12
 MIN_CONTRAST = 4.5
+# Where the audit log keeps the brand's changes (one object: the shop's brand).
+AUDIT_TYPE, AUDIT_ID = "brand", "shop"
 ACCENT = re.compile(r"#[0-9a-f]{6}")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -190,24 +193,56 @@ def current_values(session: Session) -> dict[str, Any]:
     return {name: saved.get(name) or ([] if name == "featured" else "") for name in FIELDS}
 
 
-def save_brand(session: Session, values: Mapping[str, Any], admin_id: int | None) -> None:
-    """Save ``clean``'s output; an empty value removes its row (back to the default)."""
+def save_brand(
+    session: Session,
+    values: Mapping[str, Any],
+    actor: User | None = None,
+    *,
+    ip: str | None = None,
+) -> list[str]:
+    """Save ``clean``'s output; an empty value removes its row (back to the default).
+    The fields that changed (none: nothing written) are recorded in the audit log."""
     now = utcnow()
     existing = {
         row.key: row
         for row in session.scalars(select(ShopSetting).where(ShopSetting.key.like(PREFIX + "%")))
     }
+    changed = []
     for name in FIELDS:
         key, value = PREFIX + name, values[name]
         row = existing.get(key)
+        if (row.value if row is not None else None) == (value or None):
+            continue
+        changed.append(name)
         if not value:
-            if row is not None:
-                session.delete(row)
+            session.delete(row)
         elif row is None:
-            session.add(ShopSetting(key=key, value=value, updated_at=now, updated_by=admin_id))
+            session.add(
+                ShopSetting(key=key, value=value, updated_at=now, updated_by=actor_id(actor))
+            )
         else:
-            row.value, row.updated_at, row.updated_by = value, now, admin_id
+            row.value, row.updated_at, row.updated_by = value, now, actor_id(actor)
+    if changed:
+        record_change(
+            session,
+            action="brand.update",
+            object_type=AUDIT_TYPE,
+            object_id=AUDIT_ID,
+            actor=actor,
+            summary={"changed": changed},
+            ip=ip,
+        )
     session.flush()
+    return changed
+
+
+def actor_id(actor: User | None) -> int | None:
+    return actor.id if actor is not None else None
+
+
+def recent_changes(session: Session, limit: int = 5):
+    """The newest changes of the brand, newest first (the console lists them)."""
+    return entries_for(session, AUDIT_TYPE, AUDIT_ID, limit=limit)
 
 
 MOVES = ("add", "up", "down", "remove")

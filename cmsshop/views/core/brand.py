@@ -25,6 +25,14 @@ NOTICES = {
     "brand_featured_changed": "The featured products are saved.",
 }
 BRAND_KEY = "cmsshop.brand"
+# The fields as the console names them (its list of recent changes).
+LABELS = {
+    "shopName": "shop name",
+    "accent": "accent colour",
+    "headline": "headline",
+    "intro": "introduction",
+    "featured": "featured products",
+}
 PAGE = "/admin/brand"
 
 
@@ -105,6 +113,8 @@ def _page(request, form: dict, errors: dict, *, logo_errors=None, featured_error
         ],
         "logo_url": current_brand(request).logo_url,
         "max_featured": brands.MAX_FEATURED,
+        "changes": brands.recent_changes(request.db),
+        "labels": LABELS,
         "default_name": request.registry.settings.get("cmsshop.site_name") or "cmsshop",
     }
 
@@ -139,7 +149,7 @@ def brand_submit(request):
     except brands.BrandInvalid as exc:
         request.response.status = 422
         return _page(request, typed, exc.errors)
-    brands.save_brand(request.db, values, request.user.id)
+    brands.save_brand(request.db, values, request.user, ip=request.client_addr)
     return see_other(request, PAGE, notice="brand_saved")
 
 
@@ -187,7 +197,7 @@ def brand_featured(request):
         except brands.BrandInvalid as exc:
             errors = {"product": exc.errors.get("featured", "could not be saved")}
         else:
-            brands.save_brand(request.db, values, request.user.id)
+            brands.save_brand(request.db, values, request.user, ip=request.client_addr)
             return see_other(request, PAGE + "#featured", notice="brand_featured_changed")
     request.response.status = 422
     return _page(request, _saved_form(request), {}, featured_errors=errors)
@@ -230,5 +240,5 @@ def put_brand(request):
         values = brands.clean(request.db, {**current, **update})
     except brands.BrandInvalid as exc:
         raise ValidationFailed(exc.errors) from None
-    brands.save_brand(request.db, values, request.user.id)
+    brands.save_brand(request.db, values, request.user, ip=request.client_addr)
     return brands.read_brand(request.db, request.registry.settings).as_json()
