@@ -172,3 +172,12 @@ def test_product_json_ld_names_the_first_picture(app, shop, dbsession):
     assert data["image"] and all(url.startswith("http://localhost/media/") for url in data["image"])
     for url in data["image"]:
         page_client(app).get(url.removeprefix("http://localhost"), status=200)
+
+
+def test_the_home_page_describes_the_shop_with_the_brand_intro(app, admin_app):
+    before = head_meta(page_client(app).get("/"), "description")
+    assert before.endswith("software, license keys and downloads.")
+    intro = "Plugins for careful site owners.\n\nMade in Berlin."
+    admin_app.put_json("/api/admin/settings/brand", {"intro": intro}, status=200)
+    after = head_meta(page_client(app).get("/"), "description")
+    assert after == "Plugins for careful site owners. Made in Berlin."

@@ -170,3 +170,21 @@ def test_api_unknown_kind(admin_app):
             admin_app, method, "/api/admin/legal/cookies", {"title": "x", "body": "y"}, status=404
         )
         assert answer.json["code"] == "legal_page_not_found"
+
+
+def test_the_demo_data_publishes_every_legal_page_once(dbsession):
+    from cmsshop.services.legal.demo import seed_demo_legal
+
+    assert len(seed_demo_legal(dbsession)) == 4
+    assert seed_demo_legal(dbsession) == []
+    dbsession.commit()
+    from cmsshop.services.legal import documents
+
+    links = documents.published_links(dbsession)
+    assert [link.url for link in links] == [
+        "/legal/terms",
+        "/legal/privacy",
+        "/legal/imprint",
+        "/legal/refunds",
+    ]
+    assert "placeholder" in documents.latest(dbsession, "terms").body_html
