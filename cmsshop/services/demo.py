@@ -17,6 +17,7 @@ from cmsshop.services.accounts import users as accounts
 from cmsshop.services.docs import articles
 from cmsshop.services.legal.demo import seed_demo_legal
 from cmsshop.services.store import currencies, products
+from cmsshop.services.storefront.demo import seed_demo_brand
 
 DEMO_PASSWORD = "demo-password"
 
@@ -176,6 +177,7 @@ def seed_demo(session: Session, settings: dict, hasher: accounts.PasswordHasher)
     session.flush()
     report.extend(seed_demo_coupon(session))
     report.extend(seed_demo_legal(session))
+    report.extend(seed_demo_brand(session))
     report.extend(seed_demo_order(session))
     return report
 

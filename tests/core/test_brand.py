@@ -9,14 +9,17 @@ import io
 
 import pytest
 from fakes.shop import make_catalogue
+from helpers.app import HASHER
 from helpers.clients import logged_in, page_client
 from helpers.html import errors_of, h1_of, title_of
 from PIL import Image
 from sqlalchemy import select
 
 from cmsshop.models import ProductImage, ShopFile, ShopSetting
+from cmsshop.services import demo
 from cmsshop.services.legal import documents
 from cmsshop.services.storefront import brand
+from cmsshop.services.storefront.demo import seed_demo_brand
 
 
 def png() -> bytes:
@@ -443,3 +446,19 @@ def test_each_change_is_in_the_audit_log_and_listed_on_the_page(console, admin_a
     assert len(listed) == 2
     assert listed[0].endswith(f"accent colour (user:{admin.id})")
     assert listed[1].endswith(f"shop name, introduction (user:{admin.id})")
+
+
+def test_the_demo_shop_has_a_brand_and_a_second_seed_keeps_the_seller_s(
+    app, dbsession, storage_dir
+):
+    report = demo.seed_demo(dbsession, {"cmsshop.storage_dir": str(storage_dir)}, HASHER)
+    dbsession.commit()
+    assert "brand: headline, introduction, 3 featured products" in report
+    home = page_client(app).get("/")
+    assert h1_of(home) == "Software that keeps your websites safe and fast"
+    names = [a.get_text(strip=True) for a in home.html.select(".product-card h3 a")]
+    assert names == ["SiteGuard Pro", "PixelForge Desktop", "Theme Pack"]
+    brand.save_brand(dbsession, {**brand.current_values(dbsession), "headline": "Mine"})
+    dbsession.commit()
+    assert seed_demo_brand(dbsession) == []
+    assert saved(dbsession)["brand.headline"] == "Mine"
