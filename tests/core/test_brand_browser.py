@@ -11,7 +11,20 @@ from helpers.browser import check_page, log_in
 from helpers.notices import wait_for_notice
 from PIL import Image
 
+from cmsshop.services.store import media
+
 PHONE_375 = {"width": 375, "height": 812}
+DESKTOP = {"width": 1280, "height": 800}
+
+
+def assert_fits_a_375_px_phone(page) -> None:
+    """check_page looks at 390 px; the narrowest phone we promise is 375 px."""
+    page.set_viewport_size(PHONE_375)
+    overflow = page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    page.set_viewport_size(DESKTOP)
+    assert overflow <= 1, f"{page.url} is {overflow}px wider than a 375 px phone"
 
 
 def png_file(tmp_path):
@@ -23,8 +36,16 @@ def png_file(tmp_path):
     return path
 
 
+def photo() -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (1200, 800), (40, 120, 200)).save(out, "JPEG")
+    return out.getvalue()
+
+
 def test_the_seller_brands_the_shop_and_sees_the_home_page(page, admin, dbsession, tmp_path):
-    make_catalogue(dbsession)
+    products = make_catalogue(dbsession)
+    media.add_image(dbsession, products["themes"], photo(), "Colour swatches of the theme pack")
+    dbsession.commit()
     log_in(page, admin.email, "/admin/brand")
     check_page(page, "brand-console")
 
@@ -57,17 +78,21 @@ def test_the_seller_brands_the_shop_and_sees_the_home_page(page, admin, dbsessio
     assert page.locator("header img.brand-logo").get_attribute("alt") == "Pixel Works"
     cards = page.locator(".product-card h3").all_inner_texts()
     assert cards == ["SiteGuard", "Theme Pack"]
+    # Theme Pack's first image, through the media macro, actually loaded.
+    picture = page.locator(".product-card picture img")
+    assert picture.count() == 1
+    picture.scroll_into_view_if_needed()
+    page.wait_for_function("() => document.querySelector('.product-card picture img').complete")
+    assert picture.evaluate("img => img.naturalWidth") > 0
     # The accent reached the buttons (rgb of #0b5d3b).
     colour = page.locator(".hero a.button").first.evaluate(
         "e => getComputedStyle(e).backgroundColor"
     )
     assert colour == "rgb(11, 93, 59)"
     check_page(page, "brand-home")
-    page.set_viewport_size(PHONE_375)
-    overflow = page.evaluate(
-        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-    )
-    assert overflow <= 1, f"the home page is {overflow}px wider than a 375 px phone"
+    assert_fits_a_375_px_phone(page)
 
-    page.goto("/products/site-guard")
-    check_page(page, "brand-product")
+    for path, name in (("/products", "brand-products"), ("/products/site-guard", "brand-product")):
+        page.goto(path)
+        check_page(page, name)
+        assert_fits_a_375_px_phone(page)

@@ -21,8 +21,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cmsshop.models import Product, ProductImage, ShopFile, ShopSetting, User
+from cmsshop.models import Product, ShopFile, ShopSetting, User
 from cmsshop.services.audit.entries import entries_for, record_change
+from cmsshop.services.store import media
 from cmsshop.services.store.products import CARD_COLUMNS, ProductCard, load_cards
 from cmsshop.services.tax.logo import LOGO_NAME, logo_url
 from cmsshop.util import utcnow
@@ -300,22 +301,8 @@ def featured_cards(session: Session, featured: Sequence[int]) -> list[FeaturedCa
 
 def with_images(session: Session, cards: Sequence[ProductCard]) -> list[FeaturedCard]:
     """``cards`` with each product's first image."""
-    images = first_images(session, [card.product.id for card in cards])
+    images = media.first_images(session, [card.product.id for card in cards])
     return [FeaturedCard(card, images.get(card.product.id)) for card in cards]
-
-
-def first_images(session: Session, ids: Sequence[int]) -> dict[int, ProductImage]:
-    """Each product's first image (lowest position), one statement for all of them."""
-    if not ids:
-        return {}
-    found: dict[int, ProductImage] = {}
-    for image in session.scalars(
-        select(ProductImage)
-        .where(ProductImage.product_id.in_(list(ids)))
-        .order_by(ProductImage.product_id, ProductImage.position)
-    ):
-        found.setdefault(image.product_id, image)
-    return found
 
 
 def product_choices(session: Session) -> list[tuple[int, str]]:
