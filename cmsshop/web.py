@@ -173,6 +173,8 @@ FLASH_COOKIE = "cmsshop_notice"
 # turns up on a page opened much later.
 FLASH_MAX_AGE = 60
 NOTICE_LEVELS = ("success", "info", "error")
+# Sent by a script that follows a redirect itself before loading the page (upload.js).
+KEEP_NOTICE_HEADER = "X-Keep-Notice"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +245,10 @@ def current_notice(request) -> Notice | None:
     so a reload or the back button does not show it again."""
     key = request.cookies.get(FLASH_COOKIE)
     if not key:
+        return None
+    if request.headers.get(KEEP_NOTICE_HEADER):
+        # A script's request (upload.js follows the 303 itself, then loads the page):
+        # the page the browser shows next takes the notice, not this one.
         return None
     if FLASH_COOKIE in request.environ:  # a second template of the same answer
         return request.environ[FLASH_COOKIE]

@@ -23,6 +23,9 @@
       var xhr = new XMLHttpRequest();
       xhr.open("POST", form.action);
       xhr.setRequestHeader("X-CSRF-Token", token ? token.value : "");
+      // Kept on the redirect the request follows: that page leaves the one-time notice
+      // for the page loaded below (cmsshop.web.current_notice).
+      xhr.setRequestHeader("X-Keep-Notice", "1");
       xhr.upload.addEventListener("progress", function (progress) {
         if (progress.lengthComputable) {
           bar.max = progress.total;

@@ -12,7 +12,14 @@ from helpers.notices import flashed
 from pyramid import testing
 
 from cmsshop.views.shared.forms import see_other
-from cmsshop.web import FLASH_COOKIE, NOTICES_KEY, Notice, add_page_notices, error
+from cmsshop.web import (
+    FLASH_COOKIE,
+    KEEP_NOTICE_HEADER,
+    NOTICES_KEY,
+    Notice,
+    add_page_notices,
+    error,
+)
 
 
 def set_cookie_headers(response, name: str) -> list[str]:
@@ -95,6 +102,15 @@ def test_a_json_answer_leaves_the_notice_for_the_page(app):
     answer = client.get("/api/health")
     assert not set_cookie_headers(answer, FLASH_COOKIE)
     assert notice_of(client.get("/")).get_text(strip=True) == "You are logged out."
+
+
+def test_a_script_following_the_redirect_leaves_the_notice_for_the_page(app):
+    """upload.js follows the 303 itself, then loads the page: that page shows it."""
+    client = page_client(app)
+    client.set_cookie(FLASH_COOKIE, "release_uploaded")
+    followed = client.get("/", headers={KEEP_NOTICE_HEADER: "1"})
+    assert notice_of(followed) is None and not set_cookie_headers(followed, FLASH_COOKIE)
+    assert notice_of(client.get("/"))["data-notice"] == "release_uploaded"
 
 
 def test_a_redirect_keeps_its_fragment_and_query_without_a_notice(app):
