@@ -188,3 +188,16 @@ def test_the_demo_data_publishes_every_legal_page_once(dbsession):
         "/legal/refunds",
     ]
     assert "placeholder" in documents.latest(dbsession, "terms").body_html
+
+
+def test_publishing_the_same_text_again_is_refused(app, admin, admin_app, dbsession):
+    publish_legal(dbsession, "refunds", title="Refund policy", body="Within 14 days.")
+    client = logged_in(app, admin)
+    form = form_to(client.get("/admin/legal/refunds"), "/admin/legal/refunds")
+    refused = form.submit("action", value="publish", status=422)
+    assert "version 1" in refused.html.find(class_="form-errors").get_text()
+    same = {"title": "Refund policy", "body": "Within 14 days."}
+    answer = admin_app.post_json("/api/admin/legal/refunds", same, status=422).json
+    assert "version 1" in answer["errors"]["body"]
+    dbsession.commit()
+    assert [d.version for d in dbsession.scalars(select(LegalDocument))] == [1]

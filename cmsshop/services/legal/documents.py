@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from cmsshop.errors import NotFound
+from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.models import LEGAL_KINDS, LegalDocument, User
 from cmsshop.services.audit.entries import record_change
 from cmsshop.services.docs.markdown import render_markdown
@@ -134,14 +134,17 @@ def publish(
 ) -> LegalDocument:
     """Publish ``body`` (Markdown) as the next version of ``kind``; recorded in the audit
     log. Two admins publishing at once: the unique (kind, version) settles it and the
-    loser's request is retried (pyramid_retry), becoming the next version."""
-    check_kind(kind)
-    current = session.scalar(
-        select(func.max(LegalDocument.version)).where(LegalDocument.kind == kind)
-    )
+    loser's request is retried (pyramid_retry), becoming the next version. The same
+    title and text as the published version is refused (422): a version that changes
+    nothing would only make orders' accepted versions harder to read."""
+    current = latest(session, check_kind(kind))
+    if current is not None and (current.title, current.body) == (title, body):
+        raise ValidationFailed(
+            {"body": f"the same as version {current.version}: change something to publish"}
+        )
     document = LegalDocument(
         kind=kind,
-        version=(current or 0) + 1,
+        version=(current.version if current is not None else 0) + 1,
         title=title,
         body=body,
         body_html=render_markdown(body),

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 from pyramid.view import view_config
 
-from cmsshop.errors import NotFound
+from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.models import LEGAL_KINDS
 from cmsshop.security import ADMIN
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.legal import documents
 from cmsshop.views.legal.admin_api import LegalDocumentSchema
 from cmsshop.views.shared.caching import no_store
-from cmsshop.views.shared.forms import FormInvalid, posted_fields, read_form, see_other
+from cmsshop.views.shared.forms import (
+    FormInvalid,
+    field_errors,
+    posted_fields,
+    read_form,
+    see_other,
+)
 from cmsshop.views.shared.json import parse_path_id
 
 NOTICES = {"legal_published": "The new version is published."}
@@ -72,14 +78,17 @@ def publish_submit(request):
         return editor(request, kind, form=exc.form, errors=exc.errors, status=422)
     if request.POST.get("action") == "preview":
         return editor(request, kind, form=typed, preview_html=render_markdown(data["body"]))
-    documents.publish(
-        request.db,
-        kind,
-        title=data["title"],
-        body=data["body"],
-        actor=request.user,
-        ip=request.client_addr,
-    )
+    try:
+        documents.publish(
+            request.db,
+            kind,
+            title=data["title"],
+            body=data["body"],
+            actor=request.user,
+            ip=request.client_addr,
+        )
+    except ValidationFailed as exc:
+        return editor(request, kind, form=typed, errors=field_errors(exc), status=422)
     return see_other(request, f"/admin/legal/{kind}", notice="legal_published")
 
 
