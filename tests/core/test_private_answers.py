@@ -70,6 +70,7 @@ def real_parameters(account, customer_app, dbsession) -> dict[str, str]:
         "slug": account.licensed.product.slug,
         "support_code": record.support_code,
         "number": account.order.number,
+        "kind": "terms",
     }
 
 

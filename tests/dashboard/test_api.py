@@ -113,6 +113,9 @@ def test_orders_are_the_customers_own_newest_first(
         "provider": "cardprovider",
         "createdAt": first["createdAt"],
         "paidAt": first["paidAt"],
+        # No terms of sale were published: none were accepted.
+        "termsVersion": None,
+        "termsAcceptedAt": None,
     }
     assert first["createdAt"].endswith("Z") and first["paidAt"].endswith("Z")
     openapi_validator(customer_app, "/api/dashboard/orders", "get", "200").validate(body)
