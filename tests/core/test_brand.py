@@ -6,10 +6,11 @@ of it (header logo and name, footer legal links, the home page's hero and cards)
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 from fakes.shop import make_catalogue
-from helpers.app import HASHER
+from helpers.app import HASHER, ROOT
 from helpers.clients import logged_in, page_client
 from helpers.html import errors_of, h1_of, title_of
 from PIL import Image
@@ -132,6 +133,7 @@ def test_the_console_saves_the_name_accent_and_home_text(console, app, dbsession
     assert home.html.find("a", class_="brand").get_text(strip=True) == "Pixel Works"
     sheet = home.html.find("link", href="/theme/0b5d3b.css")
     assert sheet is not None and sheet["rel"] == ["stylesheet"]
+    assert home.html.find("meta", attrs={"name": "theme-color"})["content"] == "#0b5d3b"
     # Emptied again: back to the defaults (the configured site name, the default accent).
     form = form_to(console.get("/admin/brand"), "/admin/brand")
     for name in ("shopName", "accent", "headline", "intro"):
@@ -141,6 +143,7 @@ def test_the_console_saves_the_name_accent_and_home_text(console, app, dbsession
     home = page_client(app).get("/")
     assert h1_of(home) == "cmsshop" and title_of(home) == "Home · cmsshop"
     assert not [link for link in home.html.find_all("link") if "/theme/" in link["href"]]
+    assert home.html.find("meta", attrs={"name": "theme-color"})["content"] == "#1f5fbf"
 
 
 def test_a_too_light_accent_is_refused_at_its_field_and_nothing_is_saved(console, dbsession):
@@ -462,3 +465,8 @@ def test_the_demo_shop_has_a_brand_and_a_second_seed_keeps_the_seller_s(
     dbsession.commit()
     assert seed_demo_brand(dbsession) == []
     assert saved(dbsession)["brand.headline"] == "Mine"
+
+
+def test_the_default_accent_is_the_stylesheet_s():
+    with open(os.path.join(ROOT, "cmsshop", "static", "site.css"), encoding="utf-8") as sheet:
+        assert f"--accent: {brand.DEFAULT_ACCENT};" in sheet.read()

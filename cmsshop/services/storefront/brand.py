@@ -34,6 +34,8 @@ TEXT_FIELDS = {"shopName": (80, False), "headline": (120, False), "intro": (600,
 FIELDS = (*TEXT_FIELDS, "accent", "featured")
 MAX_FEATURED = 12
 MIN_CONTRAST = 4.5
+# site.css's own --accent, what a shop without a saved accent shows.
+DEFAULT_ACCENT = "#1f5fbf"
 # Where the audit log keeps the brand's changes (one object: the shop's brand).
 AUDIT_TYPE, AUDIT_ID = "brand", "shop"
 ACCENT = re.compile(r"#[0-9a-f]{6}")
@@ -51,6 +53,10 @@ class Brand:
     featured: tuple[int, ...]
     logo_url: str | None
     sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def shown_accent(self) -> str:
+        return self.accent or DEFAULT_ACCENT
 
     def as_json(self) -> dict[str, Any]:
         return {
