@@ -13,6 +13,7 @@ than silently darkened, because the seller should see the colour they chose.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -127,7 +128,8 @@ def contrast_with_white(colour: str) -> float:
 
 
 def clean_accent(raw: Any) -> str:
-    """``#rrggbb`` (lower case) or "" (the default); BrandInvalid's message otherwise."""
+    """``#rrggbb`` (lower case) or "" (the default); ValueError, with the message for the
+    seller, otherwise."""
     text = str(raw or "").strip().lower()
     if not text:
         return ""
@@ -135,8 +137,10 @@ def clean_accent(raw: Any) -> str:
         raise ValueError("a colour written #rrggbb, e.g. #1f5fbf")
     ratio = contrast_with_white(text)
     if ratio < MIN_CONTRAST:
+        # Rounded down, so that a refused 4.497 never reads as an acceptable "4.50".
+        shown = math.floor(ratio * 100) / 100
         raise ValueError(
-            f"too light: white text on it has a contrast of {ratio:.2f}:1, and at least "
+            f"too light: white text on it has a contrast of {shown:.2f}:1, and at least "
             f"{MIN_CONTRAST}:1 is needed to be readable (WCAG AA); choose a darker shade"
         )
     return text
