@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from cmsshop.db import take_write_lock
 from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.models import LEGAL_KINDS, LegalDocument, User
 from cmsshop.services.audit.entries import record_change
@@ -137,7 +138,9 @@ def publish(
     loser's request is retried (pyramid_retry), becoming the next version. The same
     title and text as the published version is refused (422): a version that changes
     nothing would only make orders' accepted versions harder to read."""
-    current = latest(session, check_kind(kind))
+    check_kind(kind)
+    take_write_lock(session)  # SQLite: read the newest version as a writer, not a snapshot
+    current = latest(session, kind)
     if current is not None and (current.title, current.body) == (title, body):
         raise ValidationFailed(
             {"body": f"the same as version {current.version}: change something to publish"}
