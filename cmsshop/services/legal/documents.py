@@ -132,14 +132,20 @@ def publish(
     actor: User | None = None,
     actor_name: str | None = None,
     ip: str | None = None,
+    write_lock: bool = True,
 ) -> LegalDocument:
     """Publish ``body`` (Markdown) as the next version of ``kind``; recorded in the audit
     log. Two admins publishing at once: the unique (kind, version) settles it and the
     loser's request is retried (pyramid_retry), becoming the next version. The same
     title and text as the published version is refused (422): a version that changes
-    nothing would only make orders' accepted versions harder to read."""
+    nothing would only make orders' accepted versions harder to read.
+
+    On SQLite the newest version is read as the writer (take_write_lock), not from a
+    snapshot. That step commits what the transaction wrote before it, so a caller that
+    has written already (the demo seed, in one transaction) passes ``write_lock=False``."""
     check_kind(kind)
-    take_write_lock(session)  # SQLite: read the newest version as a writer, not a snapshot
+    if write_lock:
+        take_write_lock(session)
     current = latest(session, kind)
     if current is not None and (current.title, current.body) == (title, body):
         raise ValidationFailed(
