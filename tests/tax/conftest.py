@@ -64,6 +64,8 @@ def place(client, billing, items, *, status=201, **extra):
     body = {
         "billing": billing,
         "items": [{"product": slug, "quantity": n} for slug, n in items.items()],
+        # Needed only where a test published terms of sale (docs/legal.md).
+        "acceptTerms": True,
         **extra,
     }
     response = client.post_json("/api/store/checkout", body, headers=headers, status=status)
