@@ -16,6 +16,36 @@ down_revision = "0025"
 branch_labels = None
 depends_on = None
 
+# Product images are public content: their writes bump the content version like those of
+# the other catalogue tables (the triggers of migration 0017, made the same way).
+BUMP = (
+    "INSERT INTO content_versions (name, version) VALUES ('public', 1) "
+    "ON CONFLICT (name) DO UPDATE SET version = content_versions.version + 1"
+)
+TRIGGER_EVENTS = ("insert", "update", "delete")
+
+
+def image_trigger_events() -> tuple[str, ...]:
+    postgresql = op.get_bind().dialect.name == "postgresql"
+    return (*TRIGGER_EVENTS, "truncate") if postgresql else TRIGGER_EVENTS
+
+
+def create_image_triggers() -> None:
+    postgresql = op.get_bind().dialect.name == "postgresql"
+    for event in image_trigger_events():
+        name = f"product_images_{event}_bumps_content_version"
+        if postgresql:
+            op.execute(
+                f"CREATE TRIGGER {name} AFTER {event.upper()} ON product_images "
+                "FOR EACH STATEMENT EXECUTE FUNCTION cmsshop_bump_content_version()"
+            )
+        else:
+            op.execute(
+                f"CREATE TRIGGER {name} AFTER {event.upper()} ON product_images "
+                f"FOR EACH ROW BEGIN {BUMP}; END"
+            )
+
+
 OLD_PURPOSES = "purpose IN ('password_reset', 'verify_email')"
 NEW_PURPOSES = "purpose IN ('password_reset', 'verify_email', 'change_email')"
 
@@ -90,6 +120,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_product_images")),
     )
     op.create_index(op.f("ix_product_images_product_id"), "product_images", ["product_id"])
+    create_image_triggers()
     op.create_table(
         "media_files",
         sa.Column("key", sa.String(length=80), nullable=False),
@@ -139,7 +170,7 @@ def downgrade() -> None:
     op.drop_index(op.f("ix_media_files_image_id"), table_name="media_files")
     op.drop_table("media_files")
     op.drop_index(op.f("ix_product_images_product_id"), table_name="product_images")
-    op.drop_table("product_images")
+    op.drop_table("product_images")  # its triggers go with it
     op.drop_table("legal_documents")
     op.drop_index("ix_audit_entries_object", table_name="audit_entries")
     op.drop_index("ix_audit_entries_created_at", table_name="audit_entries")
