@@ -6,6 +6,8 @@ Revision ID: 0026
 Revises: 0025
 """
 
+import re
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -43,6 +45,34 @@ def create_image_triggers() -> None:
             op.execute(
                 f"CREATE TRIGGER {name} AFTER {event.upper()} ON product_images "
                 f"FOR EACH ROW BEGIN {BUMP}; END"
+            )
+
+
+# A product page's <h1> is the product's name: the headings of its description (rendered
+# and sanitised, so its tags are lower-case) move one level down, capped at <h6>, as
+# services.docs.markdown renders them from now on (heading_shift=1).
+HEADING_TAG = re.compile(r"<(/?)h([1-6])\b")
+
+
+def shift_headings(html: str) -> str:
+    return HEADING_TAG.sub(lambda m: f"<{m[1]}h{min(int(m[2]) + 1, 6)}", html)
+
+
+def shift_description_headings() -> None:
+    products = sa.table("products", sa.column("id"), sa.column("description_html"))
+    bind = op.get_bind()
+    rows = bind.execute(
+        sa.select(products.c.id, products.c.description_html).where(
+            products.c.description_html.like("%<h%")
+        )
+    ).all()
+    for product_id, html in rows:
+        shifted = shift_headings(html)
+        if shifted != html:
+            bind.execute(
+                products.update()
+                .where(products.c.id == product_id)
+                .values(description_html=shifted)
             )
 
 
@@ -121,6 +151,7 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_product_images_product_id"), "product_images", ["product_id"])
     create_image_triggers()
+    shift_description_headings()
     op.create_table(
         "media_files",
         sa.Column("key", sa.String(length=80), nullable=False),
