@@ -177,3 +177,16 @@ def test_no_renewal_after_the_grace(client, account, dbsession):
 def test_the_window_is_a_setting_checked_at_start_up():
     with pytest.raises(ConfigurationError, match="license_renewal_window_days"):
         load_settings({"cmsshop.license_renewal_window_days": "-1"}, environ={})
+
+
+def test_a_ticket_form_links_its_refused_field(client):
+    new = client.get("/account/tickets/new")
+    form = next(f for f in new.forms.values() if "subject" in f.fields)
+    form["subject"] = "x"
+    form["body"] = "The download link expired."
+    page = form.submit(status=422)
+    summary = page.html.find(class_="form-errors")
+    [link] = summary.find_all("a")
+    assert link["href"] == "#f-subject" and page.html.find(id="f-subject") is not None
+    assert link.get_text(strip=True) == page.html.find(id="f-subject-error").get_text(strip=True)
+    assert "marked below" not in summary.get_text()
