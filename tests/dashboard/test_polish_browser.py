@@ -72,3 +72,14 @@ def test_an_error_notice_reads_as_an_error(page, site, admin):
     assert colour == "rgb(164, 22, 26)"  # --danger, not the success green
     page.reload()
     assert page.locator("#page-notice").count() == 0
+
+
+def test_a_form_error_summary_passes_the_checks(page):
+    page.goto("/register")
+    page.get_by_label("Email").fill("not-an-address")
+    page.get_by_label("Password").fill("long enough password")
+    page.get_by_role("button", name="Create account").click()
+    summary = page.get_by_role("alert")
+    summary.get_by_role("link").click()  # jumps to the refused field
+    assert page.evaluate("document.activeElement.id") == "f-email" or page.url.endswith("#f-email")
+    check_page(page, "register-error-summary")
