@@ -28,3 +28,23 @@ def readable_token(groups: int, size: int, prefix: str = "") -> str:
     """Random groups of readable characters, e.g. ``CS-7KQ2-M9XD``."""
     parts = ["".join(secrets.choice(READABLE_ALPHABET) for _ in range(size)) for _ in range(groups)]
     return "-".join(([prefix] if prefix else []) + parts)
+
+
+FILE_SIZE_UNITS = ("kB", "MB", "GB", "TB")
+
+
+def format_filesize(size: int | None) -> str:
+    """``2.4 MB``: decimal units (1 kB = 1000 bytes), as the buyer's file manager on
+    macOS and most phones counts them, and as a download speed is quoted; bytes as a
+    whole number below 1 kB. One decimal below 100 of a unit, none above."""
+    if size is None:
+        return ""
+    if size < 1000:
+        return "1 byte" if size == 1 else f"{size} bytes"
+    value = float(size)
+    for unit in FILE_SIZE_UNITS:
+        value /= 1000
+        if round(value) < 1000 or unit == FILE_SIZE_UNITS[-1]:
+            break
+    text = f"{value:.1f}" if value < 100 else f"{value:.0f}"
+    return f"{text.removesuffix('.0')} {unit}"

@@ -133,26 +133,6 @@ def format_date(value: dt.datetime | None, with_time: bool = False) -> str:
     return value.strftime("%Y-%m-%d %H:%M UTC") if with_time else value.strftime("%Y-%m-%d")
 
 
-FILE_SIZE_UNITS = ("kB", "MB", "GB", "TB")
-
-
-def format_filesize(size: int | None) -> str:
-    """``2.4 MB``: decimal units (1 kB = 1000 bytes), as the buyer's file manager on
-    macOS and most phones counts them, and as a download speed is quoted; bytes as a
-    whole number below 1 kB. One decimal below 100 of a unit, none above."""
-    if size is None:
-        return ""
-    if size < 1000:
-        return "1 byte" if size == 1 else f"{size} bytes"
-    value = float(size)
-    for unit in FILE_SIZE_UNITS:
-        value /= 1000
-        if round(value) < 1000 or unit == FILE_SIZE_UNITS[-1]:
-            break
-    text = f"{value:.1f}" if value < 100 else f"{value:.0f}"
-    return f"{text.removesuffix('.0')} {unit}"
-
-
 def page_url(request, **changes) -> str:
     """This page's URL with some query parameters changed (None removes one)."""
     params = {key: value for key, value in request.GET.items()}
@@ -298,7 +278,7 @@ def includeme(config) -> None:
         "jinja2.filters",
         "money = cmsshop.web.format_money\ndate = cmsshop.web.format_date\n"
         # File sizes in decimal units (format_filesize says why).
-        "filesize = cmsshop.web.format_filesize\n"
+        "filesize = cmsshop.util.format_filesize\n"
         # An order's provider as the seller knows it ("Card payments (Stripe)"), never
         # the plugin name; the admin order pages are always on, so is this name table.
         "provider = cmsshop.services.payments.connect.seller_name\n"

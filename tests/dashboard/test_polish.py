@@ -16,7 +16,7 @@ from sqlalchemy import update
 
 from cmsshop.models import License, Product
 from cmsshop.settings import load_settings
-from cmsshop.web import format_filesize
+from cmsshop.util import format_filesize
 
 
 @pytest.fixture

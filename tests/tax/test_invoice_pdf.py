@@ -204,7 +204,7 @@ def test_a_logo_is_kept_by_hash_served_for_good_and_drawn_in_the_pdf(
         (b"<svg xmlns='http://www.w3.org/2000/svg'/>", "only PNG and JPEG"),
         (png()[:60], "not a readable"),  # truncated
         (png(64, 64, "JPEG")[:-40], "not a readable"),
-        (b"\x89PNG\r\n\x1a\n" + b"\x00" * (600 * 1024), "at most 512 KB"),
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * (600 * 1024), "at most 500 kB"),
         (png(5000, 4000), "at most 4096"),  # a small file of twenty million pixels
     ],
 )

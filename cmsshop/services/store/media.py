@@ -27,8 +27,9 @@ from sqlalchemy.orm import Session
 
 from cmsshop.errors import NotFound, PayloadTooLarge, ValidationFailed
 from cmsshop.models import MediaFile, Product, ProductImage
+from cmsshop.util import format_filesize
 
-MAX_BYTES = 10 * 1024 * 1024
+MAX_BYTES = 10_000_000  # 10 MB, in the decimal units the pages show sizes in
 MAX_SIDE = 6000
 MAX_PIXELS = 24_000_000
 MAX_ALT = 300
@@ -90,7 +91,7 @@ def check_image(
     if not data:
         raise ImageInvalid(f"choose a {' or '.join(shown)} file")
     if len(data) > max_bytes:
-        raise ImageInvalid(f"at most {max_bytes // 1024} KB")
+        raise ImageInvalid(f"at most {format_filesize(max_bytes)}")
     sniffed = sniff_format(data, formats)
     if sniffed is None:
         raise ImageInvalid(f"only {names} images")
@@ -236,7 +237,7 @@ def add_image(session: Session, product: Product, data: bytes, alt: str) -> Prod
     alt = check_alt(alt)
     if len(data) > MAX_BYTES:
         raise PayloadTooLarge(
-            f"An image may be at most {MAX_BYTES // (1024 * 1024)} MB.",
+            f"An image may be at most {format_filesize(MAX_BYTES)}.",
             hints=["Export it smaller: 2400 pixels wide is plenty for the shop's pages."],
         )
     try:

@@ -19,7 +19,7 @@ from cmsshop.services.store import media
 from cmsshop.util import utcnow
 
 LOGO_NAME = "logo"
-MAX_BYTES = 512 * 1024
+MAX_BYTES = 500_000  # 500 kB, in the decimal units the pages show sizes in
 MAX_PIXELS = 4096 * 4096
 MAX_SIDE = 4096
 FORMATS = {"PNG": ("image/png", "png"), "JPEG": ("image/jpeg", "jpg")}

@@ -7,6 +7,7 @@ from __future__ import annotations
 from cmsshop import openapi as oa
 from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES
 from cmsshop.services.store import currencies, media, releases, text
+from cmsshop.util import format_filesize
 from cmsshop.views.shared.bodies import RELEASE_SCHEMA
 from cmsshop.views.shared.caching import IF_NONE_MATCH, cached_ok
 from cmsshop.views.shared.schema import DATE_TIME, MAX_MARKDOWN, SLUG, body_schema, text_schema
@@ -475,7 +476,7 @@ ADMIN_IMAGE_PATHS = {
         ),
         "post": oa.operation(
             "Add an image (admin): PNG, JPEG or WebP, recognised from its bytes, at most "
-            f"{media.MAX_BYTES // (1024 * 1024)} MB and {media.MAX_SIDE} pixels a side; "
+            f"{format_filesize(media.MAX_BYTES)} and {media.MAX_SIDE} pixels a side; "
             "stored re-encoded without metadata, in the sizes the pages use",
             {
                 **oa.ok(oa.ref("AdminImage"), "Created", 201),
