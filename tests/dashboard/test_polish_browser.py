@@ -7,20 +7,10 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from helpers.app import serve
-from helpers.browser import check_page, log_in
+from helpers.browser import PHONE, assert_fits_phone, check_page, log_in
 from sqlalchemy import update
 
 from cmsshop.models import License, Product
-
-PHONE_375 = {"width": 375, "height": 740}
-SIDEWAYS = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-
-
-@pytest.fixture
-def site(app):
-    with serve(app) as url:
-        yield url
 
 
 @pytest.fixture
@@ -39,8 +29,8 @@ def test_the_licenses_page_on_a_phone_copies_the_key(page, site, customer, expir
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site)
     log_in(page, customer.email, "/account/licenses")
     check_page(page, "account-licenses-polish")
-    page.set_viewport_size(PHONE_375)
-    assert page.evaluate(SIDEWAYS) <= 1
+    page.set_viewport_size(PHONE)
+    assert_fits_phone(page, "account-licenses-polish")
     key = page.locator("code.license-key")
     # One line: as tall as one line of text, however long the key.
     height, line = key.evaluate(
@@ -57,7 +47,7 @@ def test_the_licenses_page_on_a_phone_copies_the_key(page, site, customer, expir
     assert copied == expiring_account.license.key
     renew = page.get_by_role("button", name="Renew until")
     assert "49.00" in renew.inner_text()
-    assert page.evaluate(SIDEWAYS) <= 1
+    assert_fits_phone(page, "account-licenses-polish")
 
 
 def test_an_error_notice_reads_as_an_error(page, site, admin):

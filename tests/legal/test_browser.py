@@ -1,32 +1,13 @@
 """The legal pages and the terms box in a real Chromium: an admin publishes the terms
 in the console, a visitor reads them from the footer, and a customer pays from the cart
-only once the terms box is ticked. Every page passes check_page, axe finds nothing at
-all on the legal page and the cart, and neither scrolls sideways on a 375 px phone."""
+only once the terms box is ticked. Every page passes check_page (no axe violation of
+any impact, no sideways scroll on a phone)."""
 
 from __future__ import annotations
 
-from axe_playwright_python.sync_playwright import Axe
 from fakes.shop import make_catalogue
-from helpers.browser import DESKTOP, check_page, log_in
+from helpers.browser import check_page, log_in
 from helpers.legal import publish_legal
-
-SMALL_PHONE = {"width": 375, "height": 740}
-
-
-def no_axe_violations(page, name: str) -> None:
-    found = [v["id"] for v in Axe().run(page).response["violations"]]
-    assert found == [], f"{name}: {found}"
-
-
-def fits_a_small_phone(page, name: str) -> None:
-    page.set_viewport_size(SMALL_PHONE)
-    try:
-        overflow = page.evaluate(
-            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-        )
-        assert overflow <= 1, f"{name}: {overflow}px wider than a 375 px phone"
-    finally:
-        page.set_viewport_size(DESKTOP)
 
 
 def test_admin_publishes_the_terms_and_a_visitor_reads_them(page, admin):
@@ -49,8 +30,6 @@ def test_admin_publishes_the_terms_and_a_visitor_reads_them(page, admin):
     page.wait_for_url("**/legal/terms")
     assert page.locator("h1").inner_text() == "Terms of sale"
     check_page(page, "legal-terms")
-    no_axe_violations(page, "legal-terms")
-    fits_a_small_phone(page, "legal-terms")
 
 
 def test_the_cart_asks_for_the_terms(page, customer, dbsession):
@@ -63,8 +42,6 @@ def test_the_cart_asks_for_the_terms(page, customer, dbsession):
     box = page.get_by_label("I accept the terms of sale")
     assert box.is_visible() and not box.is_checked()
     check_page(page, "cart-terms")
-    no_axe_violations(page, "cart-terms")
-    fits_a_small_phone(page, "cart-terms")
     page.get_by_role("button", name="Pay").click()
     error = page.locator("#f-acceptTerms-error")
     error.wait_for()
