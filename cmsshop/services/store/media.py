@@ -3,10 +3,11 @@
 An upload is recognised from its bytes (PNG, JPEG or WebP; never from its name or the
 browser's content type), held to ``MAX_BYTES`` and ``MAX_PIXELS``, and decoded in full
 by Pillow before anything is kept, so a truncated file or a decompression bomb is
-refused. What is kept is never the upload: every rendition is drawn again from the
-decoded pixels (orientation applied, then EXIF, colour profiles, comments and anything
-appended after the image dropped), so a polyglot (an image that is also HTML, a ZIP or a
-script) leaves nothing but pixels behind.
+refused. So is a file that is more than a picture: bytes after the image's end (a
+polyglot: an image that is also HTML, a ZIP or a script) or metadata over
+``MAX_METADATA``. What is kept is never the upload: every rendition is drawn again from
+the decoded pixels (orientation applied; EXIF, colour profiles and comments dropped), so
+whatever an accepted file carried besides its pixels is not served either.
 
 Each image gets the sizes the pages use (``SIZES``): a WebP and a fallback for browsers
 without WebP (JPEG, or PNG when the image has transparency). A rendition's key is
@@ -32,6 +33,9 @@ from cmsshop.util import format_filesize
 MAX_BYTES = 10_000_000  # 10 MB, in the decimal units the pages show sizes in
 MAX_SIDE = 6000
 MAX_PIXELS = 24_000_000
+# Camera metadata (EXIF with its thumbnail, a colour profile, XMP) rarely passes 100 KB;
+# more is a file made to carry something else, and is refused rather than stripped.
+MAX_METADATA = 256 * 1024
 MAX_ALT = 300
 MAX_IMAGES = 20
 # What a real PNG, JPEG or WebP starts with (WebP: RIFF, a size, then WEBP).
@@ -60,17 +64,42 @@ def sniff_format(data: bytes, accepted: Iterable[str]) -> str | None:
     return found if found in set(accepted) else None
 
 
-def _complete(data: bytes, fmt: str, image: Image.Image) -> bool:
-    """Whether the file is whole. WeasyPrint sets Pillow's process-wide
-    LOAD_TRUNCATED_IMAGES when it is imported, after which ``load()`` pads a truncated
-    file instead of failing, so completeness is checked without it."""
+PNG_END = b"\x00\x00\x00\x00IEND\xaeB`\x82"
+
+
+def _truncated(data: bytes, fmt: str, image: Image.Image) -> bool:
+    """Whether the file stops before its image does. WeasyPrint sets Pillow's
+    process-wide LOAD_TRUNCATED_IMAGES when it is imported, after which ``load()`` pads a
+    truncated file instead of failing, so completeness is checked without it."""
     if fmt == "PNG":
-        image.verify()  # every chunk's CRC up to IEND
-        return True
+        image.verify()  # every chunk's CRC up to IEND; raises when one is missing
+        return False
     if fmt == "JPEG":
-        return data.rstrip(b"\x00").endswith(b"\xff\xd9")
+        return b"\xff\xd9" not in data[-1024:]
     # WebP: the RIFF header states the size of what follows it.
-    return int.from_bytes(data[4:8], "little") + 8 <= len(data)
+    return int.from_bytes(data[4:8], "little") + 8 > len(data)
+
+
+def _carries_more(data: bytes, fmt: str) -> bool:
+    """Whether bytes follow the image's own end (a polyglot: an image that is also an
+    HTML page, a script or a ZIP archive). A picture from a camera or an editor never
+    has any, so such a file is refused, not trimmed."""
+    if fmt == "PNG":
+        return not data.endswith(PNG_END)
+    if fmt == "JPEG":
+        return not data.rstrip(b"\x00").endswith(b"\xff\xd9")
+    return int.from_bytes(data[4:8], "little") + 8 != len(data)
+
+
+def _metadata_size(image: Image.Image) -> int:
+    """Bytes of metadata: a JPEG's APPn segments and comment, or the text, EXIF, XMP and
+    colour-profile chunks of a PNG or WebP."""
+    applist = getattr(image, "applist", None)
+    if applist is not None:
+        return sum(len(payload) for _marker, payload in applist) + len(
+            image.info.get("comment", b"")
+        )
+    return sum(len(value) for value in image.info.values() if isinstance(value, bytes | str))
 
 
 def check_image(
@@ -109,8 +138,15 @@ def check_image(
                     raise ImageInvalid(too_big)
                 if getattr(image, "n_frames", 1) > 1:
                     raise ImageInvalid("a still image, not an animation")
-                if not _complete(data, sniffed, image):
+                if _metadata_size(image) > MAX_METADATA:
+                    raise ImageInvalid(
+                        f"its metadata is over {format_filesize(MAX_METADATA)}: "
+                        "export the picture without it"
+                    )
+                if _truncated(data, sniffed, image):
                     raise ImageInvalid(unreadable)
+                if _carries_more(data, sniffed):
+                    raise ImageInvalid("the file holds more than a picture")
             with Image.open(io.BytesIO(data)) as image:
                 image.load()  # decodes it all: a corrupt file fails here
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
