@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import delete, update
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from cmsshop.db import take_write_lock
@@ -179,16 +179,7 @@ def confirm_email_change(session: Session, settings, token: object, ip: str | No
     # The new address just proved it receives mail.
     user.email_verified_at = user.email_verified_at or utcnow()
     # Other change links (to any address) stop working: one change per request.
-    session.execute(
-        update(AccountToken)
-        .where(
-            AccountToken.user_id == user.id,
-            AccountToken.purpose == tokens.CHANGE_EMAIL,
-            AccountToken.used_at.is_(None),
-        )
-        .values(used_at=utcnow())
-        .execution_options(synchronize_session=False)
-    )
+    tokens.void_unused_tokens(session, user.id, tokens.CHANGE_EMAIL)
     record_change(
         session,
         action="account.email_changed",
@@ -236,16 +227,7 @@ def change_password(
     if keep_session_id is not None:
         others = others.where(UserSession.id != keep_session_id)
     ended = session.execute(others.execution_options(synchronize_session=False)).rowcount
-    session.execute(
-        update(AccountToken)
-        .where(
-            AccountToken.user_id == user.id,
-            AccountToken.purpose == tokens.PASSWORD_RESET,
-            AccountToken.used_at.is_(None),
-        )
-        .values(used_at=utcnow())
-        .execution_options(synchronize_session=False)
-    )
+    tokens.void_unused_tokens(session, user.id, tokens.PASSWORD_RESET)
     record_change(
         session,
         action="account.password_changed",

@@ -385,17 +385,22 @@ def _set_password(session: Session, user: User, password_hash: str) -> None:
         .execution_options(synchronize_session=False)
     )
     # Other reset links mailed before stop working too.
+    void_unused_tokens(session, user.id, PASSWORD_RESET)
+    session.flush()
+
+
+def void_unused_tokens(session: Session, user_id: int, purpose: str) -> None:
+    """Every ``purpose`` link mailed to ``user_id`` and not opened yet stops working."""
     session.execute(
         update(AccountToken)
         .where(
-            AccountToken.user_id == user.id,
-            AccountToken.purpose == PASSWORD_RESET,
+            AccountToken.user_id == user_id,
+            AccountToken.purpose == purpose,
             AccountToken.used_at.is_(None),
         )
-        .values(used_at=now)
+        .values(used_at=utcnow())
         .execution_options(synchronize_session=False)
     )
-    session.flush()
 
 
 def verify_email(session: Session, token: object) -> User:
