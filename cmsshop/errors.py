@@ -33,6 +33,15 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "registration_closed": ErrorCode(
         403, "Registration closed", "cmsshop.registration_open is off."
     ),
+    "invalid_api_token": ErrorCode(
+        401,
+        "Invalid API token",
+        "The Bearer token is malformed, unknown, revoked or expired, or its creator is no "
+        "longer an admin.",
+    ),
+    "insufficient_scope": ErrorCode(
+        403, "Missing scope", "The API token lacks the scope this route needs (named in scope)."
+    ),
     # --- accounts: mailed links (password reset, email verification) ---------------------
     "invalid_token": ErrorCode(
         400, "Invalid link", "The password-reset or verification token is unknown or malformed."
@@ -90,6 +99,11 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "product_not_found": ErrorCode(404, "Not found", "No product has this slug."),
     "image_not_found": ErrorCode(404, "Not found", "The product has no image with this id."),
     "article_not_found": ErrorCode(404, "Not found", "No article has this slug."),
+    "api_token_not_found": ErrorCode(404, "Not found", "No API token has this id."),
+    "webhook_endpoint_not_found": ErrorCode(404, "Not found", "No webhook endpoint has this id."),
+    "webhook_delivery_not_found": ErrorCode(
+        404, "Not found", "The endpoint has no delivery with this id."
+    ),
     "legal_page_not_found": ErrorCode(
         404, "Not found", "No legal page of this kind (or version) is published."
     ),
@@ -358,6 +372,34 @@ class NotAuthenticated(ApiError):
 class Forbidden(ApiError):
     code = "forbidden"
     message = "Your account is not allowed to do this."
+
+
+class InvalidApiToken(ApiError):
+    code = "invalid_api_token"
+    message = "The API token is malformed, unknown, revoked or expired."
+    hints = ("Send Authorization: Bearer <token> with a live token made under /admin/api-tokens.",)
+
+    def __init__(self, message: str | None = None, **kwargs):
+        kwargs.setdefault("headers", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        super().__init__(message, **kwargs)
+
+
+class InsufficientScope(ApiError):
+    code = "insufficient_scope"
+
+    def __init__(self, scope: str):
+        if scope == "session":
+            message = "API tokens cannot call this route: it needs an admin's browser session."
+            hints = ["Sign in to the console as an admin to manage API tokens."]
+        else:
+            message = f"The API token lacks the scope '{scope}' this route needs."
+            hints = [f"Use a token with the '{scope}' or 'all' scope (GET routes: 'read')."]
+        super().__init__(
+            message,
+            hints=hints,
+            extra={"scope": scope},
+            headers={"WWW-Authenticate": f'Bearer error="insufficient_scope", scope="{scope}"'},
+        )
 
 
 class CsrfFailed(ApiError):

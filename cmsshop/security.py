@@ -5,6 +5,11 @@ token of that session. Anonymous visitors get a token too (no database row): the
 token is an HMAC of it under the server secret, so login and registration are protected
 without writing a row for every visitor. Processes share nothing but the database, so
 any number of them can run behind a load balancer.
+
+The admin JSON API (``/api/admin/*``) also takes ``Authorization: Bearer <API token>``
+(services/apitokens). A request that sends one is the token's and nothing else: its
+cookie is ignored, it needs no CSRF token (a header a browser never adds by itself is
+not an ambient credential), and the token's scopes must cover the route.
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ from sqlalchemy import delete, select
 from webob.cookies import RequestCookies
 from zope.interface import implementer
 
-from cmsshop.models import User, UserSession
+from cmsshop.errors import InvalidApiToken
+from cmsshop.models import ApiToken, User, UserSession
+from cmsshop.services.apitokens import scopes as token_scopes
+from cmsshop.services.apitokens.tokens import find_usable_token, note_use
 from cmsshop.util import utcnow
 
 COOKIE_NAME = "cmsshop_session"
@@ -67,8 +75,38 @@ def session_role(registry, environ) -> str | None:
     return row.role
 
 
+def bearer_value(request) -> str | None:
+    """The token of an ``Authorization: Bearer`` header sent to the admin API, else None
+    (elsewhere the header means nothing to cmsshop)."""
+    if not request.path_info.startswith(token_scopes.ADMIN_API_PREFIX):
+        return None
+    header = request.headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise InvalidApiToken("The Authorization header is not 'Bearer <token>'.")
+    return value.strip()
+
+
+def get_api_token(request) -> ApiToken | None:
+    """``request.api_token``: the live API token the request authenticates with, or None
+    when it sends none; InvalidApiToken (401) when it sends a bad one."""
+    value = bearer_value(request)
+    if value is None:
+        return None
+    token = find_usable_token(request.db, value)
+    if token is None:
+        raise InvalidApiToken()
+    note_use(token, request.client_addr)
+    return token
+
+
 def get_user_session(request) -> UserSession | None:
-    """``request.user_session``: the live session of the cookie, or None."""
+    """``request.user_session``: the live session of the cookie, or None (always None
+    for a request that authenticates with an API token)."""
+    if request.api_token is not None:
+        return None
     token = _cookie_token(request)
     if token is None:
         return None
@@ -79,8 +117,21 @@ def get_user_session(request) -> UserSession | None:
 
 
 def get_user(request) -> User | None:
+    token = request.api_token
+    if token is not None:
+        return token.created_by
     session = request.user_session
     return session.user if session is not None else None
+
+
+class ScopeDenied(Denied):
+    """Denied for an API token whose scopes do not cover the route: ``scope`` names the
+    one to ask for (the forbidden view answers 403 insufficient_scope with it)."""
+
+    def __new__(cls, scope: str):
+        denied = super().__new__(cls, "the API token lacks the scope %s", scope)
+        denied.scope = scope
+        return denied
 
 
 def answer_depends_on_session(request, anonymous_too: bool) -> bool:
@@ -219,6 +270,14 @@ class SessionSecurityPolicy:
             return Denied("not logged in")
         if permission == ADMIN and not user.is_admin:
             return Denied("admin role required")
+        token = request.api_token
+        if token is not None:
+            route = request.matched_route
+            if route is None or not route.pattern.startswith(token_scopes.ADMIN_API_PREFIX):
+                return ScopeDenied("session")
+            missing = token_scopes.missing_scope(token.scopes, route.pattern, request.method)
+            if missing is not None:
+                return ScopeDenied(missing)
         if permission in (CUSTOMER, ADMIN):
             return Allowed("ok")
         return Denied(f"unknown permission {permission}")
@@ -230,7 +289,13 @@ class SessionSecurityPolicy:
         return []
 
 
+def csrf_applies(request) -> bool:
+    """CSRF protects ambient credentials (the session cookie); a Bearer token is not one."""
+    return request.api_token is None
+
+
 def includeme(config) -> None:
+    config.add_request_method(get_api_token, "api_token", reify=True)
     config.add_request_method(get_user_session, "user_session", reify=True)
     config.add_request_method(get_user, "user", reify=True)
     config.set_security_policy(SessionSecurityPolicy())
@@ -238,5 +303,8 @@ def includeme(config) -> None:
     # Every unsafe method needs the token unless the view opts out (require_csrf=False:
     # licensing and webhooks authenticate by key or signature). The JSON API sends it in
     # the header; the web pages' forms in the csrf_token field (read only when the header
-    # is absent, and only from a form body: a JSON body has no POST fields).
-    config.set_default_csrf_options(require_csrf=True, token=CSRF_FIELD, header=CSRF_HEADER)
+    # is absent, and only from a form body: a JSON body has no POST fields). A request
+    # authenticated by an API token needs none (csrf_applies).
+    config.set_default_csrf_options(
+        require_csrf=True, token=CSRF_FIELD, header=CSRF_HEADER, callback=csrf_applies
+    )

@@ -2,6 +2,7 @@
 whichever feature modules are switched on. One module per feature, as in services/:
 
     accounts   User, UserSession, AccountToken, AuditEntry
+    apitokens  ApiToken (scoped tokens of the admin API)
     catalogue  Currency, Product, ProductPrice, ProductImage, MediaFile, Release, Article,
                ContentVersion
     legal      LegalDocument (terms, privacy policy, legal notice, refund policy)
@@ -13,6 +14,7 @@ whichever feature modules are switched on. One module per feature, as in service
     dashboard  DownloadLog
     support    SupportTicket, TicketMessage, ErrorRecord
     mail       OutboxMessage (the transactional outbox)
+    webhooks   WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt (outgoing)
     ratelimit  RateCounter
     tax        ShopSetting, ShopFile, BillingProfile, CreditNote, CreditNoteCounter
 
@@ -28,6 +30,7 @@ from cmsshop.models.accounts import (
     User,
     UserSession,
 )
+from cmsshop.models.apitokens import API_TOKEN_SCOPES, ApiToken
 from cmsshop.models.checkout import (
     COUPON_KINDS,
     REDEMPTION_STATUSES,
@@ -88,8 +91,28 @@ from cmsshop.models.tax import (
     ShopFile,
     ShopSetting,
 )
+from cmsshop.models.webhooks import (
+    ATTEMPT_OUTCOMES,
+    DELIVERY_STATUSES,
+    TEST_EVENT_TYPE,
+    WEBHOOK_EVENT_TYPES,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
 
 __all__ = [
+    "API_TOKEN_SCOPES",
+    "ATTEMPT_OUTCOMES",
+    "DELIVERY_STATUSES",
+    "TEST_EVENT_TYPE",
+    "WEBHOOK_EVENT_TYPES",
+    "ApiToken",
+    "WebhookAttempt",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEvent",
     "COUPON_KINDS",
     "FREE_PROVIDER",
     "REDEMPTION_STATUSES",

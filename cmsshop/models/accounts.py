@@ -92,13 +92,23 @@ class AuditEntry(Base):
     __table_args__ = (
         Index("ix_audit_entries_object", "object_type", "object_id", "id"),
         Index("ix_audit_entries_created_at", "created_at"),
+        Index("ix_audit_entries_actor", "actor", "id"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     actor_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
-    # Who, in words that outlive the user row: "user:42", "cli", "system".
+    # Who, in words that outlive the user row: "user:42", "token:7", "cli", "system".
     actor: Mapped[str] = mapped_column(String(120))
+    # The API token the change was made with (its owner is actor_id).
+    actor_token_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_tokens.id", ondelete="SET NULL")
+    )
+    # How: "console" (a page's form), "api" (the JSON API, session or token), "cli"
+    # (cmsshop-admin), "account" (a customer's own change), "system".
+    channel: Mapped[str | None] = mapped_column(String(16))
+    # Which route or command made it: "PATCH /api/admin/products/{slug}".
+    via: Mapped[str | None] = mapped_column(String(120))
     action: Mapped[str] = mapped_column(String(64))  # e.g. account.email_changed
     object_type: Mapped[str] = mapped_column(String(32))
     object_id: Mapped[str] = mapped_column(String(64))

@@ -17,7 +17,8 @@ from pyramid.exceptions import ConfigurationError
 from cmsshop.errors import ApiError
 
 # Always on, in this order: the core, accounts, the mail outbox, the admin order pages,
-# taxes and legal invoices, the shop's legal pages.
+# taxes and legal invoices, the shop's legal pages, then the integrations: API tokens,
+# outgoing webhooks and the audit log.
 ALWAYS_ON = (
     "cmsshop.modules.core",
     "cmsshop.modules.accounts",
@@ -25,6 +26,9 @@ ALWAYS_ON = (
     "cmsshop.modules.payments.orders",
     "cmsshop.modules.tax",
     "cmsshop.modules.legal",
+    "cmsshop.modules.apitokens",
+    "cmsshop.modules.webhooks",
+    "cmsshop.modules.audit",
 )
 
 # name -> URL prefixes it owns (its admin routes and its web pages included).

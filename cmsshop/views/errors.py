@@ -34,6 +34,7 @@ from sqlalchemy.exc import OperationalError
 
 from cmsshop import errors as E
 from cmsshop.db import is_database_unavailable, is_nul_refused, is_retryable_db_error
+from cmsshop.security import ScopeDenied
 from cmsshop.services.support.codes import new_support_code, record_server_error
 from cmsshop.views.shared.forms import see_other
 from cmsshop.web import is_api_path
@@ -93,6 +94,9 @@ def to_api_error(request, exc: BaseException) -> E.ApiError:
     if isinstance(exc, BadCSRFToken | BadCSRFOrigin):
         return E.CsrfFailed()
     if isinstance(exc, HTTPForbidden):
+        denied = getattr(exc, "result", None)
+        if isinstance(denied, ScopeDenied):
+            return E.InsufficientScope(denied.scope)
         return E.NotAuthenticated() if request.user is None else E.Forbidden()
     if isinstance(exc, PredicateMismatch):
         allowed = _allowed_methods(request)

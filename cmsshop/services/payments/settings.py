@@ -6,8 +6,8 @@ names) from the admin's saved value or else the ini default, the ini-only extra 
 the plugin declared, and ``signatureTolerance`` (seconds; 0 = no age check, used only when
 an admin reprocesses a stored delivery).
 
-Secrets are encrypted at rest with Fernet (AES-128-CBC + HMAC-SHA256, from
-``cryptography``) under a key derived by HKDF-SHA256 from ``cmsshop.secret``. Changing the
+Secrets are encrypted at rest (cmsshop.crypto: Fernet under a key derived from
+``cmsshop.secret`` for this purpose). Changing the
 server secret makes saved secrets unreadable: they are then treated as unset (the ini
 default applies) and logged, and an admin saves them again.
 
@@ -20,9 +20,7 @@ the change when their entry expires. Admin views always read afresh (they pass a
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import functools
 import json
 import logging
 import re
@@ -32,12 +30,11 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from cryptography.fernet import Fernet, InvalidToken
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from cryptography.fernet import InvalidToken
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
+from cmsshop import crypto
 from cmsshop.db import own_transaction
 from cmsshop.models import PaymentSetting
 from cmsshop.services.payments.registry import PaymentProviders, ProviderSpec
@@ -66,24 +63,17 @@ def env_name(provider: str, field: str) -> str:
 # --- encryption --------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=8)
-def _fernet(server_secret: str) -> Fernet:
-    key = HKDF(
-        algorithm=hashes.SHA256(),
-        length=32,
-        salt=b"cmsshop payment settings",
-        info=b"fernet key v1",
-    ).derive(server_secret.encode())
-    return Fernet(base64.urlsafe_b64encode(key))
+# The key's HKDF salt: what these values are (cmsshop.crypto).
+PURPOSE = b"cmsshop payment settings"
 
 
 def encrypt_value(server_secret: str, value: Any) -> str:
-    return _fernet(server_secret).encrypt(json.dumps(value).encode()).decode()
+    return crypto.encrypt_value(server_secret, value, PURPOSE)
 
 
 def decrypt_value(server_secret: str, token: str) -> Any:
     """Raise InvalidToken when the token was made under another server secret."""
-    return json.loads(_fernet(server_secret).decrypt(token.encode()))
+    return crypto.decrypt_value(server_secret, token, PURPOSE)
 
 
 def mask_secret(value: str) -> str:

@@ -1,0 +1,1 @@
+"""Scoped API tokens: tokens (create, find, revoke), scopes (which routes each covers)."""

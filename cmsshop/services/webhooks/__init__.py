@@ -1,0 +1,1 @@
+"""Outgoing webhooks: events (the outbox), signing, endpoints, delivery."""
