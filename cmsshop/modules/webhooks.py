@@ -3,7 +3,7 @@ written by the features that cause them and delivered by the worker."""
 
 from __future__ import annotations
 
-from cmsshop.settings import as_bool, as_float, as_int, declare
+from cmsshop.settings import as_bool, as_float, as_int, as_list, declare
 
 ROUTES: dict[str, str] = {}
 SETTINGS = {
@@ -25,6 +25,9 @@ SETTINGS = {
     "cmsshop.webhooks.retry_for": (as_int, 259200, "CMSSHOP_WEBHOOKS_RETRY_FOR"),
     # Seconds between the worker's passes over due deliveries.
     "cmsshop.webhooks.worker_interval": (as_float, 2.0, "CMSSHOP_WEBHOOKS_WORKER_INTERVAL"),
+    # The DNS servers endpoint names are resolved with at delivery ("10.0.0.53",
+    # "[2001:db8::53]:5353", separated by spaces); empty: the system resolver.
+    "cmsshop.webhooks.nameservers": (as_list, [], "CMSSHOP_WEBHOOKS_NAMESERVERS"),
 }
 
 
