@@ -439,6 +439,11 @@ def includeme(config) -> None:
     config.registry["cmsshop.health_probe"] = HealthProbe(engine, settings["cmsshop.health_fresh"])
     config.registry["cmsshop.session_factory"] = make_session_factory(engine)
     config.registry["cmsshop.request_session_factory"] = make_request_session_factory(engine)
+    # The audit log's listeners: an admin change is recorded whichever session makes it.
+    from cmsshop.services.audit import capture
+
+    capture.register(config.registry["cmsshop.session_factory"])
+    capture.register(config.registry["cmsshop.request_session_factory"])
     config.add_request_method(request_db, "db", reify=True)
 
 

@@ -32,6 +32,13 @@ COMMAND_MODULES = (
 )
 
 
+# Commands an operator runs to change the shop by hand: their changes are recorded in
+# the audit log as the operating-system user's (channel "cli"). The worker, the
+# scheduled passes (expiry reminders, sending mail) and the read-only reports act as the
+# system and are not an admin's changes.
+AUDITED_COMMANDS = frozenset({"create-user", "seed-demo", "simulate-payment"})
+
+
 def alembic_config(ini: str) -> Config:
     return Config(ini)
 
@@ -160,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(None, args)
     try:
         with bootstrap(args.ini) as env:
+            if args.command in AUDITED_COMMANDS:
+                from cmsshop.services.audit import capture
+
+                request = env["request"]
+                request.db.info[capture.CONTEXT_KEY] = capture.cli_context(args.command)
             return args.handler(env, args)
     except ConfigurationError as exc:
         # A setting that cannot work (validated at start-up): say which, without a traceback.

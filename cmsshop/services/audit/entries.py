@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import AuditEntry, User
+from cmsshop.services.audit import capture
 
 
 def actor_label(user: User | None, fallback: str = "system") -> str:
@@ -43,6 +44,7 @@ def record_change(
         summary=dict(summary or {}),
         ip=ip,
     )
+    capture.fill_from_context(session, entry)
     session.add(entry)
     return entry
 

@@ -11,7 +11,9 @@ from pyramid.view import view_config
 
 from cmsshop.models.meta import MAX_ID
 from cmsshop.security import ADMIN
+from cmsshop.services.audit import queries
 from cmsshop.services.licensing import admin as license_admin
+from cmsshop.views.audit.admin_pages import audit_values
 from cmsshop.views.licensing.admin_api import (
     acting_admin,
     license_change_schema,
@@ -141,6 +143,7 @@ def _detail_page(request, key: str, errors: dict | None = None, form: dict | Non
     return {
         "admin_section": "licenses",
         "detail": detail,
+        **audit_values(request.db, queries.license_entries(request.db, detail.license)),
         "license_url": license_path(key),
         "errors": errors or {},
         "form": form or {},

@@ -12,7 +12,9 @@ from pyramid.view import view_config
 from cmsshop.errors import ApiError, NotFound, ValidationFailed
 from cmsshop.models import ORDER_STATUSES
 from cmsshop.security import ADMIN
+from cmsshop.services.audit import queries
 from cmsshop.services.payments import orders_admin, timeline
+from cmsshop.views.audit.admin_pages import audit_values
 from cmsshop.views.payments.admin_api import ManualFulfilSchema, fulfil_by_hand
 from cmsshop.views.shared.forms import FormInvalid, field_errors, read_form, see_other
 from cmsshop.views.shared.json import (
@@ -114,6 +116,7 @@ def _order_page(request, number: str, errors: dict | None = None, form: dict | N
         "admin_section": "orders",
         "detail": detail,
         "timeline": timeline.order_timeline(request.db, detail.order),
+        **audit_values(request.db, queries.order_entries(request.db, detail.order)),
         "order_url": order_path(number),
         "errors": errors or {},
         "form": form or {},

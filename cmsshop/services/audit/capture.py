@@ -1,0 +1,298 @@
+"""Admin changes recorded at the ORM level: no route, form or command can forget them.
+
+Whoever makes a change as an admin (a view with the ADMIN permission and an unsafe
+method, a ``cmsshop-admin`` command) sets an :class:`AuditContext` on the session
+first (:func:`set_context`). While one is set, :func:`record_flushed_changes` (a
+session ``after_flush`` listener) writes one audit entry per inserted, updated or
+deleted row of the audited models, in the flush's own transaction: a change that rolls
+back takes its entries with it. Without a context the listener returns at once, so the
+hot paths (licence validation, provider webhooks, fulfilment) pay nothing.
+
+The entries are written with a Core insert on the flush's connection: no ORM object is
+added during the flush, so nothing recurses and the session's state is untouched.
+Entries are never edited or deleted: :func:`refuse_entry_changes` (``before_flush``)
+refuses a dirty or deleted :class:`AuditEntry`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import getpass
+import json
+from typing import Any
+
+from sqlalchemy import event, insert, inspect
+from sqlalchemy.orm import Session
+
+from cmsshop import models
+from cmsshop.models import AuditEntry
+from cmsshop.util import utcnow
+
+CONTEXT_KEY = "cmsshop.audit_context"
+
+# Mapped class -> (object_type, the attribute naming the row in the console and in the
+# entries' object_id). A natural key where the console addresses the row by one.
+AUDITED: dict[type, tuple[str, str]] = {
+    models.Product: ("product", "slug"),
+    models.ProductPrice: ("product_price", "id"),
+    models.ProductImage: ("product_image", "id"),
+    models.Release: ("release", "id"),
+    models.Article: ("article", "slug"),
+    models.Currency: ("currency", "code"),
+    models.Coupon: ("coupon", "code"),
+    models.CouponAmount: ("coupon_amount", "id"),
+    models.CouponProduct: ("coupon_product", "id"),
+    models.Order: ("order", "number"),
+    models.OrderNote: ("order_note", "id"),
+    models.Refund: ("refund", "id"),
+    models.CreditNote: ("credit_note", "id"),
+    models.License: ("license", "key"),
+    models.Activation: ("activation", "id"),
+    models.LicenseChange: ("license_change", "id"),
+    models.SupportTicket: ("ticket", "id"),
+    models.TicketMessage: ("ticket_message", "id"),
+    models.ShopSetting: ("shop_setting", "key"),
+    models.ShopFile: ("shop_file", "id"),
+    models.PaymentSetting: ("payment_setting", "id"),
+    models.LegalDocument: ("legal_document", "id"),
+    models.User: ("user", "id"),
+    models.OutboxMessage: ("outbox_message", "id"),
+    models.PaymentEvent: ("payment_event", "id"),
+    models.Entitlement: ("entitlement", "id"),
+    models.ApiToken: ("api_token", "id"),
+    models.WebhookEndpoint: ("webhook_endpoint", "id"),
+}
+
+# Columns whose change alone is bookkeeping, not an admin's change.
+IGNORED_COLUMNS = frozenset({"updated_at", "last_used_at", "last_used_ip"})
+REDACTED = "[redacted]"
+SECRET_COLUMNS = frozenset(
+    {"password_hash", "token_hash", "secret_encrypted", "previous_secret_encrypted"}
+)
+MAX_TEXT = 120
+MAX_KEYS = 20
+VIA_LENGTH = 120
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditContext:
+    """Who is changing things, through which channel and route or command."""
+
+    actor: str  # "user:<id>", "token:<id>", "cli:<os user>"
+    channel: str  # "console", "api", "cli"
+    via: str | None = None  # "PATCH /api/admin/products/{slug}", "cmsshop-admin create-user"
+    ip: str | None = None
+    actor_id: int | None = None
+    actor_token_id: int | None = None
+
+
+def request_context(request) -> AuditContext:
+    """The context of an admin request: its user, its API token if any, its route."""
+    user, token = request.user, request.api_token
+    route = request.matched_route
+    path = route.pattern if route is not None else request.path_info
+    if token is not None:
+        actor = f"token:{token.id}"
+    else:
+        actor = f"user:{user.id}" if user is not None else "anonymous"
+    return AuditContext(
+        actor=actor,
+        channel="api" if request.path_info.startswith("/api/") else "console",
+        via=f"{request.method} {path}"[:VIA_LENGTH],
+        ip=request.client_addr,
+        actor_id=user.id if user is not None else None,
+        actor_token_id=token.id if token is not None else None,
+    )
+
+
+def cli_context(command: str) -> AuditContext:
+    """The context of a ``cmsshop-admin`` command run by the operating-system user."""
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):  # no name for the uid (a bare container)
+        who = "unknown"
+    return AuditContext(actor=f"cli:{who}", channel="cli", via=f"cmsshop-admin {command}")
+
+
+def set_context(session: Session, context: AuditContext) -> None:
+    """Record the session's changes from now on as ``context``'s. Changes already made
+    and not flushed are flushed first: they are not the admin's (a token's last use)."""
+    session.flush()
+    session.info[CONTEXT_KEY] = context
+
+
+def current_context(session: Session) -> AuditContext | None:
+    return session.info.get(CONTEXT_KEY)
+
+
+def clear_context(session: Session) -> None:
+    session.info.pop(CONTEXT_KEY, None)
+
+
+def _is_secret(name: str) -> bool:
+    return name in SECRET_COLUMNS or "secret" in name or "password" in name or "token_hash" in name
+
+
+def _shown(value: Any) -> Any:
+    """A value as an entry shows it: short, JSON-safe, never raw bytes."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value.isoformat(timespec="seconds") + "Z"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, str):
+        return value if len(value) <= MAX_TEXT else value[: MAX_TEXT - 1] + "…"
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = str(value) if not isinstance(value, dict | list) else _json_text(value)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _json_text(value) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+def _value(obj, name: str, value: Any) -> Any:
+    if _is_secret(name):
+        return REDACTED if value is not None else None
+    if isinstance(obj, models.PaymentSetting) and name == "value" and obj.encrypted:
+        return REDACTED
+    return _shown(value)
+
+
+def _bounded(values: dict[str, Any]) -> dict[str, Any]:
+    if len(values) <= MAX_KEYS:
+        return values
+    kept = dict(list(values.items())[:MAX_KEYS])
+    kept["…"] = f"{len(values) - MAX_KEYS} more"
+    return kept
+
+
+def _columns(obj):
+    return inspect(obj).mapper.column_attrs
+
+
+def _created(obj) -> dict:
+    loaded = inspect(obj).dict
+    after = {
+        attr.key: _value(obj, attr.key, loaded[attr.key])
+        for attr in _columns(obj)
+        if attr.key in loaded and attr.key not in IGNORED_COLUMNS and loaded[attr.key] is not None
+    }
+    return {"after": _bounded(after)}
+
+
+def _deleted(obj) -> dict:
+    loaded = inspect(obj).dict
+    before = {
+        attr.key: _value(obj, attr.key, loaded[attr.key])
+        for attr in _columns(obj)
+        if attr.key in loaded and attr.key not in IGNORED_COLUMNS
+    }
+    return {"before": _bounded(before)}
+
+
+def _updated(obj) -> dict | None:
+    state = inspect(obj)
+    before, after = {}, {}
+    for attr in _columns(obj):
+        if attr.key in IGNORED_COLUMNS:
+            continue
+        history = state.attrs[attr.key].history
+        if not history.added and not history.deleted:
+            continue
+        old = history.deleted[0] if history.deleted else None
+        new = history.added[0] if history.added else None
+        if old == new and history.deleted:
+            continue
+        before[attr.key] = _value(obj, attr.key, old)
+        after[attr.key] = _value(obj, attr.key, new)
+    if not after:
+        return None
+    return {"before": _bounded(before), "after": _bounded(after)}
+
+
+def _object_id(obj, key_attr: str) -> str:
+    value = inspect(obj).dict.get(key_attr)
+    if value is None:
+        value = inspect(obj).identity[0] if inspect(obj).identity else "?"
+    return str(value)[:64]
+
+
+def record_flushed_changes(session: Session, flush_context) -> None:
+    """``after_flush``: one entry per audited row this flush inserted, updated or
+    deleted, when the session carries an :class:`AuditContext`."""
+    context = session.info.get(CONTEXT_KEY)
+    if context is None:
+        return
+    rows = []
+    for objects, action, describe in (
+        (session.new, "created", _created),
+        (session.dirty, "updated", _updated),
+        (session.deleted, "deleted", _deleted),
+    ):
+        for obj in objects:
+            audited = AUDITED.get(type(obj))
+            if audited is None:
+                continue
+            summary = describe(obj)
+            if summary is None:
+                continue
+            object_type, key_attr = audited
+            rows.append(
+                {
+                    "created_at": utcnow(),
+                    "actor_id": context.actor_id,
+                    "actor": context.actor,
+                    "actor_token_id": context.actor_token_id,
+                    "channel": context.channel,
+                    "via": context.via,
+                    "action": f"{object_type}.{action}",
+                    "object_type": object_type,
+                    "object_id": _object_id(obj, key_attr),
+                    "summary": summary,
+                    "ip": context.ip,
+                }
+            )
+    if rows:
+        session.connection().execute(insert(AuditEntry.__table__), rows)
+
+
+class AuditEntryImmutable(RuntimeError):
+    """Something tried to change or delete an audit entry through the ORM."""
+
+
+def refuse_entry_changes(session: Session, flush_context, instances) -> None:
+    """``before_flush``: audit entries are written once, never edited or deleted."""
+    for obj in session.deleted:
+        if isinstance(obj, AuditEntry):
+            raise AuditEntryImmutable("audit entries cannot be deleted")
+    for obj in session.dirty:
+        if isinstance(obj, AuditEntry) and session.is_modified(obj, include_collections=False):
+            raise AuditEntryImmutable("audit entries cannot be edited")
+
+
+def fill_from_context(session: Session, entry: AuditEntry) -> None:
+    """Give an explicitly recorded entry the channel, route and token of the session's
+    context when its caller did not say."""
+    context = session.info.get(CONTEXT_KEY)
+    if context is None:
+        return
+    if entry.channel is None:
+        entry.channel = context.channel
+    if entry.via is None:
+        entry.via = context.via
+    if entry.actor_token_id is None:
+        entry.actor_token_id = context.actor_token_id
+    if entry.ip is None:
+        entry.ip = context.ip
+
+
+def register(target) -> None:
+    """Attach the listeners to a sessionmaker (or Session class)."""
+    event.listen(target, "before_flush", refuse_entry_changes)
+    event.listen(target, "after_flush", record_flushed_changes)
