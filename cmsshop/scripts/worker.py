@@ -10,13 +10,17 @@ back first, so stopping never leaves either to be done twice). It
 - delivers the mail outbox every ``cmsshop.mail.worker_interval`` seconds (5), in
   slices of MAIL_SLICE messages: a backlog is sent slice after slice while no payment
   event is due, and a slice per interval while payments keep it busy;
+- delivers outgoing webhooks (services/webhooks/delivery.py) every
+  ``cmsshop.webhooks.worker_interval`` seconds (2), and again at once after a pass that
+  attempted any;
 - cancels unpaid orders older than ``cmsshop.checkout.order_ttl`` seconds and gives
   their coupon redemptions back (services/checkout/expiry.py), every EXPIRY_INTERVAL
   seconds, whatever modules are on (orders exist whenever the shop ever sold).
 
 Run it as a service next to the web server, as many as you like (they share the work
 through the database). ``process-payments`` makes one pass over the due payment events
-and prints the outcomes; ``expire-orders`` one pass over the unpaid orders.
+and prints the outcomes; ``deliver-webhooks`` one pass over the due webhook deliveries;
+``expire-orders`` one pass over the unpaid orders.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from cmsshop.services.mail.delivery import make_mail_backend
 from cmsshop.services.mail.sender import send_due
 from cmsshop.services.payments.events.queue import process_due_events
 from cmsshop.services.payments.registry import PaymentProviders
+from cmsshop.services.webhooks.delivery import deliver_due
 from cmsshop.settings import declare
 
 log = logging.getLogger("cmsshop.worker")
@@ -40,6 +45,9 @@ log = logging.getLogger("cmsshop.worker")
 # Payments first: mail goes out in slices of this many messages when no payment event is
 # due, and one slice every mail interval however busy the payments are.
 MAIL_SLICE = 20
+# Webhook deliveries attempted a pass (each may take up to cmsshop.webhooks.timeout):
+# payments and mail get their turn between slices.
+WEBHOOK_SLICE = 20
 # Seconds between passes over the unpaid orders (they expire after a day: a minute late
 # is on time).
 EXPIRY_INTERVAL = 60.0
@@ -77,6 +85,12 @@ def cmd_process_payments(env, args) -> int:
     return 0
 
 
+def cmd_deliver_webhooks(env, args) -> int:
+    report = deliver_due(env["registry"], limit=args.limit)
+    print(f"webhooks: {report}")
+    return 0
+
+
 def cmd_worker(env, args) -> int:
     registry = env["registry"]
     settings = registry.settings
@@ -104,6 +118,8 @@ def cmd_worker(env, args) -> int:
     log.info("worker: unpaid orders expire after %s s", ttl)
     last_mail, more_mail = -mail_interval, False
     last_expiry = -EXPIRY_INTERVAL
+    webhook_interval = settings["cmsshop.webhooks.worker_interval"]
+    last_webhooks, more_webhooks = -webhook_interval, False
     while not stopping.is_set():
         busy = False
         if providers is not None:
@@ -131,6 +147,16 @@ def cmd_worker(env, args) -> int:
             except Exception:
                 # A full disk...: the next pass tries again; the messages are still queued.
                 log.exception("worker: a pass over the outbox failed")
+        if (more_webhooks or now >= last_webhooks + webhook_interval) and not stopping.is_set():
+            last_webhooks, more_webhooks = now, False
+            try:
+                deliveries = deliver_due(registry, limit=WEBHOOK_SLICE, stop=stopping.is_set)
+                more_webhooks = deliveries.attempted > 0
+                if deliveries.attempted or deliveries.abandoned:
+                    log.info("worker: webhooks %s", deliveries)
+            except Exception:
+                # The database restarting...: the deliveries stay due; the next pass.
+                log.exception("worker: a pass over webhook deliveries failed")
         if now >= last_expiry + EXPIRY_INTERVAL and not stopping.is_set():
             last_expiry = now
             try:
@@ -140,8 +166,12 @@ def cmd_worker(env, args) -> int:
             except Exception:
                 # The database restarting...: the orders are still pending; the next pass.
                 log.exception("worker: a pass over unpaid orders failed")
-        if not busy and not more_mail:
-            wait = min(poll, last_mail + mail_interval - time.monotonic())
+        if not busy and not more_mail and not more_webhooks:
+            wait = min(
+                poll,
+                last_mail + mail_interval - time.monotonic(),
+                last_webhooks + webhook_interval - time.monotonic(),
+            )
             stopping.wait(max(0.0, wait))
     log.info("worker: stopped")
     return 0
@@ -150,9 +180,14 @@ def cmd_worker(env, args) -> int:
 def register(sub) -> None:
     p = sub.add_parser(
         "worker",
-        help="act on queued payment events and deliver mail continuously (stops on SIGTERM)",
+        help="act on queued payment events, deliver mail and webhooks continuously "
+        "(stops on SIGTERM)",
     )
     p.set_defaults(handler=cmd_worker)
+
+    p = sub.add_parser("deliver-webhooks", help="attempt the due outgoing webhooks once")
+    p.add_argument("--limit", type=int, default=100, help="at most this many deliveries")
+    p.set_defaults(handler=cmd_deliver_webhooks)
 
     p = sub.add_parser(
         "expire-orders", help="cancel the unpaid orders past cmsshop.checkout.order_ttl once"
