@@ -169,6 +169,14 @@ def host_and_port(url: str) -> tuple[str, int]:
     return parts.hostname or "", port
 
 
+def _legacy_ipv4(host: str) -> bool:
+    try:
+        socket.inet_aton(host)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def literal_ip(host: str) -> IPAddress | None:
     try:
         return ipaddress.ip_address(host)
@@ -209,6 +217,9 @@ def url_problem(url: str, *, allow_private: bool, resolver: Resolver | None = No
     if ip is not None:
         problem = address_problem(ip)
         return f"not allowed: {problem}" if problem else None
+    if _legacy_ipv4(host):
+        # "2130706433", "0x7f.1", "017700000001": C resolvers read them as 127.0.0.1.
+        return f"not allowed: {host} is an IPv4 address in a legacy form"
     if host.rstrip(".").lower() == "localhost" or host.rstrip(".").lower().endswith(".localhost"):
         return "not allowed: localhost is a loopback name"
     if resolver is None:
