@@ -167,12 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(None, args)
     try:
         with bootstrap(args.ini) as env:
-            if args.command in AUDITED_COMMANDS:
-                from cmsshop.services.audit import capture
+            if args.command not in AUDITED_COMMANDS:
+                return args.handler(env, args)
+            from cmsshop.services.audit import capture
 
-                request = env["request"]
-                request.db.info[capture.CONTEXT_KEY] = capture.cli_context(args.command)
-            return args.handler(env, args)
+            with capture.acting_as(capture.cli_context(args.command)):
+                return args.handler(env, args)
     except ConfigurationError as exc:
         # A setting that cannot work (validated at start-up): say which, without a traceback.
         print(f"configuration error: {exc}", file=sys.stderr)

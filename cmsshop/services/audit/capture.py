@@ -8,6 +8,11 @@ deleted row of the audited models, in the flush's own transaction: a change that
 back takes its entries with it. Without a context the listener returns at once, so the
 hot paths (licence validation, provider webhooks, fulfilment) pay nothing.
 
+The context is also held in a context variable while the admin's view or command runs
+(:func:`acting_as`), so changes it makes in sessions of their own (a payment event
+reprocessed in its own transactions) are recorded as the admin's too, each in the
+transaction that commits it.
+
 The entries are written with a Core insert on the flush's connection: no ORM object is
 added during the flush, so nothing recurses and the session's state is untouched.
 Entries are never edited or deleted: :func:`refuse_entry_changes` (``before_flush``)
@@ -16,6 +21,8 @@ refuses a dirty or deleted :class:`AuditEntry`.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import datetime as dt
 import getpass
@@ -30,6 +37,9 @@ from cmsshop.models import AuditEntry
 from cmsshop.util import utcnow
 
 CONTEXT_KEY = "cmsshop.audit_context"
+ACTIVE: contextvars.ContextVar[AuditContext | None] = contextvars.ContextVar(
+    "cmsshop_audit_context", default=None
+)
 
 # Mapped class -> (object_type, the attribute naming the row in the console and in the
 # entries' object_id). A natural key where the console addresses the row by one.
@@ -123,7 +133,18 @@ def set_context(session: Session, context: AuditContext) -> None:
 
 
 def current_context(session: Session) -> AuditContext | None:
-    return session.info.get(CONTEXT_KEY)
+    """The session's own context, else the one of the view or command running."""
+    return session.info.get(CONTEXT_KEY) or ACTIVE.get()
+
+
+@contextlib.contextmanager
+def acting_as(context: AuditContext):
+    """Changes made in any session while the block runs are ``context``'s."""
+    token = ACTIVE.set(context)
+    try:
+        yield context
+    finally:
+        ACTIVE.reset(token)
 
 
 def clear_context(session: Session) -> None:
@@ -226,7 +247,7 @@ def _object_id(obj, key_attr: str) -> str:
 def record_flushed_changes(session: Session, flush_context) -> None:
     """``after_flush``: one entry per audited row this flush inserted, updated or
     deleted, when the session carries an :class:`AuditContext`."""
-    context = session.info.get(CONTEXT_KEY)
+    context = session.info.get(CONTEXT_KEY) or ACTIVE.get()
     if context is None:
         return
     rows = []
@@ -286,8 +307,12 @@ def fill_from_context(session: Session, entry: AuditEntry) -> None:
         entry.channel = context.channel
     if entry.via is None:
         entry.via = context.via
-    if entry.actor_token_id is None:
+    if entry.actor_token_id is None and entry.actor_id == context.actor_id:
+        # The admin acting through one of their API tokens: named as the token, as
+        # the captured entries of the same request are.
         entry.actor_token_id = context.actor_token_id
+        if context.actor_token_id is not None:
+            entry.actor = context.actor
     if entry.ip is None:
         entry.ip = context.ip
 
