@@ -356,6 +356,8 @@ def walk(world, client, dbsession, *, actor: str, ip: str, token_id: int | None,
             assert (entry.actor, entry.channel, entry.ip) == (actor, "api", ip), via
             assert (entry.actor_id, entry.actor_token_id) == (user_id, token_id), via
         assert {entry.via for entry in entries} == {via}, via
+        # A token's use (last used at, from) is bookkeeping, not the admin's change.
+        assert "api_token.updated" not in {entry.action for entry in entries}, via
         if not {entry.object_type for entry in entries} & set(call.objects):
             problems.append(f"{via}: entries about {[e.action for e in entries]}")
     for (_method, template), arrange in READ_ONLY.items():

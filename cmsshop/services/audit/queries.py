@@ -29,7 +29,7 @@ class AuditFilters:
 
 
 def _start_of(day: dt.date) -> dt.datetime:
-    return dt.datetime.combine(day, dt.time.min)
+    return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
 
 
 def filtered(filters: AuditFilters) -> Select:
