@@ -5,9 +5,11 @@ attempt, and takes the next, until none is due (or ``limit``/``stop``). Any numb
 workers may run at once; each delivery is kept to one of them by a claim:
 
 1. a short transaction sets ``locked_until`` (now plus a lease longer than an attempt
-   can last) on one due delivery whose claim is free -- ``UPDATE ... WHERE id IN
-   (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING`` on PostgreSQL, the same
-   statement as SQLite's only writer there -- and reads what the attempt needs;
+   can last) on one due delivery whose claim is free: on PostgreSQL the delivery is
+   chosen with ``SELECT ... FOR UPDATE SKIP LOCKED LIMIT 1`` (two workers choose
+   different ones); on SQLite (one writer) a conditional ``UPDATE ... WHERE
+   locked_until IS NULL OR locked_until < now`` that changed no row means another
+   worker won it. What the attempt needs is read right after;
 2. the HTTP attempt runs outside any transaction (a slow endpoint holds no lock);
 3. a second short transaction writes the WebhookAttempt and the delivery's new state,
    and only if the claim is still this worker's (a redelivery asked for meanwhile wins).
@@ -202,24 +204,55 @@ def _signing_secrets(endpoint: WebhookEndpoint, settings, now) -> tuple[str, ...
     return tuple(found)
 
 
+def _claim_id(factory, now: dt.datetime, claim: dt.datetime) -> int | None:
+    """Set ``locked_until`` on one due delivery; its id, or None when none is due."""
+    with factory() as session:
+        postgresql = session.get_bind().dialect.name == "postgresql"
+    if postgresql:
+        with factory() as session, session.begin():
+            delivery_id = session.scalar(
+                _due_query(now).limit(1).with_for_update(skip_locked=True, of=WebhookDelivery)
+            )
+            if delivery_id is not None:
+                session.execute(
+                    update(WebhookDelivery)
+                    .where(WebhookDelivery.id == delivery_id)
+                    .values(locked_until=claim)
+                    .execution_options(synchronize_session=False)
+                )
+            return delivery_id
+    while True:
+        with factory() as session, session.begin():
+            delivery_id = session.scalar(_due_query(now).limit(1))
+        if delivery_id is None:
+            return None
+        with factory() as session, session.begin():
+            # The first statement of its transaction is this write, so SQLite gives it
+            # the write lock (waiting on the busy timeout) instead of failing to upgrade
+            # a read snapshot; the claim is checked again under that lock.
+            won = session.execute(
+                update(WebhookDelivery)
+                .where(
+                    WebhookDelivery.id == delivery_id,
+                    WebhookDelivery.status == "pending",
+                    WebhookDelivery.next_attempt_at <= now,
+                    _unclaimed(now),
+                )
+                .values(locked_until=claim)
+                .execution_options(synchronize_session=False)
+            ).rowcount
+        if won == 1:
+            return delivery_id
+        # Another worker won this one: take the next.
+
+
 def claim_next(factory, settings, now: dt.datetime) -> Job | None:
     """Claim one due delivery for this worker (see the module's docstring)."""
     claim = now + lease(settings)
+    delivery_id = _claim_id(factory, now, claim)
+    if delivery_id is None:
+        return None
     with factory() as session, session.begin():
-        due = _due_query(now).limit(1).with_for_update(skip_locked=True, of=WebhookDelivery)
-        delivery_id = session.execute(
-            update(WebhookDelivery)
-            .where(
-                WebhookDelivery.id.in_(due.scalar_subquery()),
-                WebhookDelivery.status == "pending",
-                _unclaimed(now),
-            )
-            .values(locked_until=claim)
-            .returning(WebhookDelivery.id)
-            .execution_options(synchronize_session=False)
-        ).scalar()
-        if delivery_id is None:
-            return None
         delivery = session.get(WebhookDelivery, delivery_id)
         endpoint = session.get(WebhookEndpoint, delivery.endpoint_id)
         return Job(
@@ -459,15 +492,25 @@ def record(
     new state (only if the claim is still ours). The delivery's state afterwards."""
     with factory() as session, session.begin():
         take_write_lock(session)
-        delivery = session.get(WebhookDelivery, job.delivery_id)
-        if delivery is None:
+        endpoint_id = session.scalar(
+            select(WebhookDelivery.endpoint_id).where(WebhookDelivery.id == job.delivery_id)
+        )
+        if endpoint_id is None:
             return "gone"  # the endpoint was deleted meanwhile
-        endpoint_query = select(WebhookEndpoint).where(WebhookEndpoint.id == delivery.endpoint_id)
-        if session.get_bind().dialect.name == "postgresql":
-            # Two workers recording for one endpoint: one decides its health at a time.
-            endpoint_query = endpoint_query.with_for_update()
-            session.refresh(delivery, with_for_update=True)
-        endpoint = session.scalars(endpoint_query).one()
+        # PostgreSQL: one worker at a time decides an endpoint's health. The endpoint is
+        # locked before the delivery, as disable_endpoint then updates its deliveries:
+        # the other order could deadlock two workers recording for one endpoint.
+        endpoint = session.scalars(
+            select(WebhookEndpoint).where(WebhookEndpoint.id == endpoint_id).with_for_update()
+        ).one()
+        session.execute(
+            select(WebhookDelivery.id)
+            .where(WebhookDelivery.id == job.delivery_id)
+            .with_for_update()
+        )
+        delivery = session.get(WebhookDelivery, job.delivery_id, populate_existing=True)
+        if delivery is None:
+            return "gone"
         session.add(
             WebhookAttempt(
                 delivery_id=delivery.id,

@@ -1,0 +1,79 @@
+"""Several workers on the same due deliveries (threads of one process, and cmsshop-admin
+processes): each delivery reaches the receiver exactly once."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from fakes.webhook_receiver import Answer, WebhookReceiver
+from helpers.cli import start_admin
+from helpers.webhook_delivery import add_endpoint, deliveries, emit
+
+from cmsshop.services.webhooks.delivery import deliver_due
+
+COUNT = 24
+
+
+@pytest.fixture
+def receiver():
+    receiver = WebhookReceiver().start()
+    # A little time per answer, so the workers' claims interleave.
+    receiver.answers = [Answer(200, sleep=0.02)]
+    yield receiver
+    receiver.stop()
+
+
+def emit_many(dbsession, receiver) -> set[str]:
+    _, secret = add_endpoint(dbsession, receiver.url())
+    receiver.secrets = [secret]
+    return {emit(dbsession, subject=f"order:CS-{i}", i=i).public_id for i in range(COUNT)}
+
+
+def assert_each_delivered_once(dbsession, receiver, expected: set[str]) -> None:
+    seen = Counter(r.headers["Cmsshop-Event-Id"] for r in receiver.received)
+    assert set(seen) == expected
+    assert set(seen.values()) == {1}
+    assert all(r.verified_with == receiver.secrets for r in receiver.received)
+    assert {d.status for d in deliveries(dbsession)} == {"succeeded"}
+
+
+def test_two_worker_threads_deliver_each_event_once(app, dbsession, receiver):
+    expected = emit_many(dbsession, receiver)
+    reports, errors = [], []
+    start = threading.Barrier(2)
+
+    def work() -> None:
+        try:
+            start.wait()
+            reports.append(deliver_due(app.registry))
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert errors == []
+    assert sum(r.succeeded for r in reports) == COUNT
+    assert_each_delivered_once(dbsession, receiver, expected)
+
+
+def test_two_worker_processes_deliver_each_event_once(ini, dbsession, receiver):
+    with open(ini) as file:
+        text = file.read()
+    with open(ini, "w") as file:
+        file.write(
+            text.replace(
+                "[app:main]\n", "[app:main]\ncmsshop.webhooks.allow_private_addresses = true\n"
+            )
+        )
+    expected = emit_many(dbsession, receiver)
+    processes = [start_admin(ini, "deliver-webhooks") for _ in range(2)]
+    outputs = [process.communicate(timeout=120) for process in processes]
+    for process, (stdout, stderr) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, stderr
+        assert "webhooks:" in stdout
+    assert_each_delivered_once(dbsession, receiver, expected)
