@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
+import ipaddress
 import json
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import stripe
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 SIGNATURE_HEADER = "Cmsshop-Signature"
 TOLERANCE = 300
@@ -45,9 +52,41 @@ class Received:
         return json.loads(self.body)
 
 
+def make_certificate(folder, name: str) -> tuple[str, str]:
+    """A self-signed certificate for ``name`` (its own trust anchor): (cert, key) paths."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / f"{name}.pem", folder / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
 class WebhookReceiver:
-    def __init__(self, host: str = "127.0.0.1"):
+    def __init__(self, host: str = "127.0.0.1", tls: tuple[str, str] | None = None):
+        """``tls``: (certificate, key) files to answer HTTPS with."""
         self.host = host
+        self.tls = tls
+        self.server_names: list[str | None] = []
         self.answers: list[Answer] = []
         self.secrets: list[str] = []
         self.received: list[Received] = []
@@ -60,7 +99,11 @@ class WebhookReceiver:
         return self._server.server_address[1]
 
     def url(self, path: str = "/hook", host: str | None = None) -> str:
-        return f"http://{host or self.host}:{self.port}{path}"
+        scheme = "https" if self.tls else "http"
+        host = host or self.host
+        if ":" in host and ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{self.port}{path}"
 
     def verify(self, body: bytes, header: str | None) -> list[str]:
         verified = []
@@ -130,6 +173,11 @@ class WebhookReceiver:
     def start(self) -> WebhookReceiver:
         self._server = ThreadingHTTPServer((self.host, 0), self._handler())
         self._server.daemon_threads = True
+        if self.tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            context.sni_callback = lambda sock, name, ctx: self.server_names.append(name)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

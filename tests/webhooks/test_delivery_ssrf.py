@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 from fakes.dns import FakeDns
-from fakes.webhook_receiver import WebhookReceiver
+from fakes.webhook_receiver import WebhookReceiver, make_certificate
 from helpers.webhook_delivery import add_endpoint, attempts, deliveries, emit
+from sqlalchemy import delete
 
+from cmsshop.models import WebhookEndpoint
 from cmsshop.services.webhooks import addresses
 from cmsshop.services.webhooks.delivery import deliver_due
 
@@ -170,3 +172,38 @@ def test_every_answer_of_a_name_is_checked(fake_dns):
     resolver = addresses.NameserverResolver([fake_dns.nameserver])
     problem = addresses.url_problem("https://mixed.test/", allow_private=False, resolver=resolver)
     assert "::1" in problem
+
+
+@pytest.fixture
+def tls_receiver(tmp_path, monkeypatch):
+    cert, key = make_certificate(tmp_path, "hook.test")
+    # The worker trusts the system's CAs: make this self-signed one of them.
+    monkeypatch.setenv("SSL_CERT_FILE", cert)
+    receiver = WebhookReceiver(tls=(cert, key)).start()
+    yield receiver
+    receiver.stop()
+
+
+def test_https_to_a_pinned_address_verifies_the_certificate_of_the_name(
+    make_app, dbsession, tls_receiver, fake_dns
+):
+    app = make_app(**{"cmsshop.webhooks.nameservers": fake_dns.nameserver})
+    fake_dns.names["hook.test"] = [["127.0.0.1"]]
+    fake_dns.names["other.test"] = [["127.0.0.1"]]
+    _, secret = add_endpoint(dbsession, tls_receiver.url(host="hook.test"))
+    tls_receiver.secrets = [secret]
+    emit(dbsession)
+    assert deliver_due(app.registry).succeeded == 1
+    assert tls_receiver.server_names == ["hook.test"]
+    assert tls_receiver.received[0].verified_with == [secret]
+
+    # The same address under a name the certificate is not for: no request.
+    dbsession.execute(delete(WebhookEndpoint))
+    dbsession.commit()
+    add_endpoint(dbsession, tls_receiver.url(host="other.test"))
+    emit(dbsession)
+    assert deliver_due(app.registry).retried == 1
+    [logged] = [a for a in attempts(dbsession) if a.outcome != "succeeded"]
+    assert logged.outcome == "network_error"
+    assert "certificate" in logged.error.lower() or "ssl" in logged.error.lower()
+    assert len(tls_receiver.received) == 1
