@@ -3,7 +3,9 @@ processes): each delivery reaches the receiver exactly once."""
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -61,15 +63,56 @@ def test_two_worker_threads_deliver_each_event_once(app, dbsession, receiver):
     assert_each_delivered_once(dbsession, receiver, expected)
 
 
-def test_two_worker_processes_deliver_each_event_once(ini, dbsession, receiver):
+@pytest.fixture
+def webhook_ini(ini):
+    """The cmsshop-admin ini, with loopback receivers allowed and quick worker passes."""
     with open(ini) as file:
         text = file.read()
     with open(ini, "w") as file:
         file.write(
             text.replace(
-                "[app:main]\n", "[app:main]\ncmsshop.webhooks.allow_private_addresses = true\n"
+                "[app:main]\n",
+                "[app:main]\ncmsshop.webhooks.allow_private_addresses = true\n"
+                "cmsshop.webhooks.worker_interval = 0.2\n",
             )
         )
+    return ini
+
+
+def wait_for(condition, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def test_the_worker_delivers_and_stops_on_sigterm_after_the_attempt_in_flight(
+    webhook_ini, dbsession, receiver
+):
+    receiver.answers = [Answer(200), Answer(200, sleep=1.0)]
+    _, secret = add_endpoint(dbsession, receiver.url())
+    receiver.secrets = [secret]
+    first = emit(dbsession, subject="order:CS-1").public_id
+    process = start_admin(webhook_ini, "worker")
+    try:
+        wait_for(lambda: len(receiver.received) == 1)
+        second = emit(dbsession, subject="order:CS-2").public_id
+        wait_for(lambda: len(receiver.received) == 2)  # answered after a second
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        _, stderr = process.communicate()
+    assert code == 0, stderr
+    assert [r.headers["Cmsshop-Event-Id"] for r in receiver.received] == [first, second]
+    # The attempt in flight was recorded before the worker stopped.
+    assert {d.status for d in deliveries(dbsession)} == {"succeeded"}
+    assert secret not in stderr
+
+
+def test_two_worker_processes_deliver_each_event_once(webhook_ini, dbsession, receiver):
+    ini = webhook_ini
     expected = emit_many(dbsession, receiver)
     processes = [start_admin(ini, "deliver-webhooks") for _ in range(2)]
     outputs = [process.communicate(timeout=120) for process in processes]
