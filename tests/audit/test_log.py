@@ -14,10 +14,19 @@ from helpers.cli import run_admin
 from helpers.clients import new_client
 from sqlalchemy import select
 
-from cmsshop.models import AuditEntry, License, OrderItem, Product, User, WebhookEndpoint
+from cmsshop.models import (
+    Activation,
+    AuditEntry,
+    License,
+    OrderItem,
+    Product,
+    User,
+    WebhookEndpoint,
+)
 from cmsshop.services.apitokens.tokens import create_token
 from cmsshop.services.audit import capture
 from cmsshop.services.audit.entries import record_change
+from cmsshop.services.licensing.records import fingerprint_hash
 
 
 @pytest.fixture
@@ -342,3 +351,34 @@ def test_record_change_without_a_context_is_left_as_given(app, dbsession, admin)
     session.close()
     (entry,) = all_entries(dbsession)
     assert (entry.channel, entry.via, entry.actor) == (None, None, f"user:{admin.id}")
+
+
+def test_bulk_updates_are_recorded_row_by_row(admin_app, admin, dbsession, shop, customer):
+    key = license_key_of(dbsession, customer)
+    license = dbsession.scalar(select(License).where(License.key == key))
+    for domain in ("a.example", "b.example"):
+        dbsession.add(
+            Activation(
+                license_id=license.id,
+                fingerprint=f"install-{domain}",
+                fingerprint_sha256=fingerprint_hash(f"install-{domain}"),
+                domain=domain,
+                environment="production",
+                active=True,
+            )
+        )
+    dbsession.commit()
+    mark = last_entry_id(dbsession)
+    admin_app.post_json(f"/api/admin/licenses/{key}/reset", {})
+    admin_app.patch_json("/api/admin/currencies/USD", {"default": True})
+    entries = entries_since(dbsession, mark)
+    reset = [e for e in entries if e.action == "activation.updated"]
+    assert len(reset) == 2
+    assert {e.via for e in reset} == {"POST /api/admin/licenses/{key}/{action}"}
+    assert reset[0].summary["before"]["active"] is True
+    assert reset[0].summary["after"]["active"] is False
+    currencies = {e.object_id: e.summary for e in entries if e.action == "currency.updated"}
+    assert currencies["EUR"] == {"before": {"is_default": True}, "after": {"is_default": False}}
+    assert currencies["USD"]["after"]["is_default"] is True
+    page = admin_app.get(f"/admin/licenses/{key}")  # the licence page lists its activations'
+    assert page.text.count("activation.updated") == 2

@@ -11,14 +11,21 @@ from cmsshop.services.apitokens.tokens import create_token
 
 def last_entry_id(dbsession) -> int:
     dbsession.rollback()  # a fresh snapshot: the app committed in its own transactions
-    return dbsession.scalar(select(func.max(AuditEntry.id))) or 0
+    mark = dbsession.scalar(select(func.max(AuditEntry.id))) or 0
+    dbsession.rollback()  # and no snapshot held (SQLite: the next write would conflict)
+    return mark
 
 
 def entries_since(dbsession, mark: int) -> list[AuditEntry]:
+    """The entries written after ``mark``, oldest first (detached, fully loaded)."""
     dbsession.rollback()
-    return list(
+    entries = list(
         dbsession.scalars(select(AuditEntry).where(AuditEntry.id > mark).order_by(AuditEntry.id))
     )
+    for entry in entries:
+        dbsession.expunge(entry)
+    dbsession.rollback()
+    return entries
 
 
 def all_entries(dbsession) -> list[AuditEntry]:

@@ -29,7 +29,7 @@ import getpass
 import json
 from typing import Any
 
-from sqlalchemy import event, insert, inspect
+from sqlalchemy import ColumnElement, event, insert, inspect, select
 from sqlalchemy.orm import Session
 
 from cmsshop import models
@@ -126,9 +126,10 @@ def cli_context(command: str) -> AuditContext:
 
 
 def set_context(session: Session, context: AuditContext) -> None:
-    """Record the session's changes from now on as ``context``'s. Changes already made
-    and not flushed are flushed first: they are not the admin's (a token's last use)."""
-    session.flush()
+    """Record the session's changes from now on as ``context``'s. Nothing is flushed
+    here: on SQLite a write now, before the view takes the write lock, could conflict
+    with the read snapshot. Bookkeeping already pending (a token's last use) is in
+    IGNORED_COLUMNS, so it makes no entry when it is flushed later."""
     session.info[CONTEXT_KEY] = context
 
 
@@ -265,22 +266,101 @@ def record_flushed_changes(session: Session, flush_context) -> None:
                 continue
             object_type, key_attr = audited
             rows.append(
-                {
-                    "created_at": utcnow(),
-                    "actor_id": context.actor_id,
-                    "actor": context.actor,
-                    "actor_token_id": context.actor_token_id,
-                    "channel": context.channel,
-                    "via": context.via,
-                    "action": f"{object_type}.{action}",
-                    "object_type": object_type,
-                    "object_id": _object_id(obj, key_attr),
-                    "summary": summary,
-                    "ip": context.ip,
-                }
+                _entry_row(context, object_type, action, _object_id(obj, key_attr), summary)
             )
     if rows:
         session.connection().execute(insert(AuditEntry.__table__), rows)
+
+
+BULK_ROWS = 1000
+
+
+def _entry_row(context: AuditContext, object_type: str, action: str, object_id, summary) -> dict:
+    return {
+        "created_at": utcnow(),
+        "actor_id": context.actor_id,
+        "actor": context.actor,
+        "actor_token_id": context.actor_token_id,
+        "channel": context.channel,
+        "via": context.via,
+        "action": f"{object_type}.{action}",
+        "object_type": object_type,
+        "object_id": str(object_id)[:64],
+        "summary": summary,
+        "ip": context.ip,
+    }
+
+
+def _bulk_values(statement) -> dict[str, Any]:
+    """An ORM UPDATE's SET clause as column name -> value (an expression, such as
+    ``used + 1``, is shown as ``(computed)``)."""
+    values = {}
+    for key, value in (getattr(statement, "_values", None) or {}).items():
+        name = getattr(key, "key", None) or getattr(key, "name", None) or str(key)
+        literal = getattr(value, "value", value) if hasattr(value, "value") else value
+        values[name] = "(computed)" if isinstance(literal, ColumnElement) else literal
+    return values
+
+
+def record_bulk_changes(orm_state):
+    """``do_orm_execute``: an ORM bulk UPDATE or DELETE of audited rows (``update(Model)
+    .where(...)``) under a context records one entry per row it touches, read just before
+    it runs in the same transaction."""
+    if not (orm_state.is_update or orm_state.is_delete) or not orm_state.is_orm_statement:
+        return None
+    session = orm_state.session
+    context = session.info.get(CONTEXT_KEY) or ACTIVE.get()
+    if context is None:
+        return None
+    mapper = orm_state.bind_mapper
+    audited = AUDITED.get(mapper.class_) if mapper is not None else None
+    if audited is None:
+        return None
+    object_type, key_attr = audited
+    statement = orm_state.statement
+    table = mapper.local_table
+    key_column = mapper.columns[key_attr]
+    if orm_state.is_update:
+        changed = {
+            name: value
+            for name, value in _bulk_values(statement).items()
+            if name not in IGNORED_COLUMNS and name in mapper.columns
+        }
+        columns = [mapper.columns[name] for name in changed]
+    else:
+        changed = {}
+        columns = [c for c in table.columns if c.key not in IGNORED_COLUMNS]
+    query = select(key_column.label("_key"), *columns).select_from(table)
+    if statement.whereclause is not None:
+        query = query.where(statement.whereclause)
+    before_rows = session.connection().execute(query.limit(BULK_ROWS)).mappings().all()
+    result = orm_state.invoke_statement()
+    rows = []
+    for row in before_rows:
+        if orm_state.is_update:
+            before = {name: _value_of(object_type, name, row[name]) for name in changed}
+            after = {name: _value_of(object_type, name, value) for name, value in changed.items()}
+            differing = [name for name in changed if before[name] != after[name]]
+            if not differing:
+                continue
+            summary = {
+                "before": _bounded({name: before[name] for name in differing}),
+                "after": _bounded({name: after[name] for name in differing}),
+            }
+            rows.append(_entry_row(context, object_type, "updated", row["_key"], summary))
+        else:
+            before = {c.key: _value_of(object_type, c.key, row[c.key]) for c in columns}
+            summary = {"before": _bounded(before)}
+            rows.append(_entry_row(context, object_type, "deleted", row["_key"], summary))
+    if rows:
+        session.connection().execute(insert(AuditEntry.__table__), rows)
+    return result
+
+
+def _value_of(object_type: str, name: str, value: Any) -> Any:
+    if _is_secret(name) or (object_type == "payment_setting" and name == "value"):
+        return REDACTED if value is not None else None
+    return _shown(value)
 
 
 class AuditEntryImmutable(RuntimeError):
@@ -321,3 +401,4 @@ def register(target) -> None:
     """Attach the listeners to a sessionmaker (or Session class)."""
     event.listen(target, "before_flush", refuse_entry_changes)
     event.listen(target, "after_flush", record_flushed_changes)
+    event.listen(target, "do_orm_execute", record_bulk_changes)
