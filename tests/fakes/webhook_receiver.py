@@ -3,10 +3,12 @@ with the stripe package's verifier, as our docs tell them to.
 
 ``WebhookReceiver`` answers each POST with the next of ``answers`` (the last one
 repeats; 200 when none): ``Answer(status, body)``, ``Answer(sleep=s)`` (wait before
-answering, past the sender's deadline), ``Answer(endless=True)`` (a 200 whose body never
-ends), ``Answer(status=302, location=...)``. ``received`` lists each request: the raw
-body, its headers, the Host header, and which of ``secrets`` verified its signature.
-Written apart from production code: it must not share the sender's bugs.
+answering, past the sender's deadline), ``Answer(endless=True)`` (a 200 whose body
+never ends; with ``drip=s``, one byte every s seconds), ``Answer(status=302,
+location=...)``. ``received`` lists each request: the path, the raw body, its headers,
+and which of ``secrets`` verified its signature. With ``tls``, it answers HTTPS and
+notes the SNI names asked for. Written apart from production code: it must not share
+the sender's bugs.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Answer:
     body: bytes = b'{"ok":true}'
     sleep: float = 0.0
     endless: bool = False
+    drip: float = 0.0  # seconds between the bytes of an endless body
     location: str | None = None
 
 
@@ -152,10 +155,12 @@ class WebhookReceiver:
                 if answer.endless:
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
-                    chunk = b"x" * 65536
+                    chunk = b"x" if answer.drip else b"x" * 65536
                     try:
                         while True:
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                            self.wfile.flush()
+                            time.sleep(answer.drip)
                     except OSError:
                         pass  # the sender stopped reading and hung up, as it should
                     self.close_connection = True

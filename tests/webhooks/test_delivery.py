@@ -151,6 +151,17 @@ def test_an_endless_answer_is_read_up_to_the_cap_only(make_app, dbsession, recei
     assert logged.response_excerpt == "x" * 1000
 
 
+def test_an_answer_dripping_past_the_deadline_is_a_timeout(make_app, dbsession, receiver, endpoint):
+    # Each byte comes well within any read timeout; the whole answer never ends.
+    app = make_app(**{"cmsshop.webhooks.timeout": 1})
+    receiver.answers = [Answer(endless=True, drip=0.05)]
+    emit(dbsession)
+    assert deliver_due(app.registry).retried == 1
+    [logged] = attempts(dbsession)
+    assert (logged.outcome, logged.status_code) == ("timeout", 200)
+    assert logged.error == "the answer took too long"
+
+
 def test_a_redirect_is_a_failure_and_not_followed(app, dbsession, receiver, endpoint):
     receiver.answers = [Answer(302, b"", location=receiver.url("/elsewhere"))]
     emit(dbsession)

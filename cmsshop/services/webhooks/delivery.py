@@ -342,9 +342,8 @@ def attempt(
         return result("refused_address", error=str(exc)[:300])
     except addresses.ResolutionFailed as exc:
         return result("network_error", error=str(exc)[:300])
-    scheme = urllib3.util.parse_url(job.url.strip()).scheme.lower()
     parts = urllib3.util.parse_url(job.url.strip())
-    path = parts.request_uri or "/"
+    scheme, path = parts.scheme.lower(), parts.request_uri or "/"
     timestamp = int(time.time()) if timestamp is None else timestamp
     headers = {
         "Host": _host_header(scheme, host, port),
