@@ -22,6 +22,15 @@ SECRET_PARAMS = re.compile(
     r"api_?key|access_token|client_secret|smtp_password)=)[^&;\s#\"']*",
     re.IGNORECASE,
 )
+# API tokens (services/apitokens: "cms_" and 43 URL-safe characters), wherever they
+# appear: a header echoed in a message, a token pasted into a query string by mistake.
+API_TOKENS = re.compile(r"cms_[A-Za-z0-9_-]{20,}")
+# The value of an Authorization header (a Bearer token, Basic credentials) written out
+# as "Authorization: ..." or as a dict item "'Authorization': '...'" / "HTTP_AUTHORIZATION".
+AUTHORIZATION = re.compile(
+    r"((?:HTTP_)?authorization['\"]?\s*[:=]\s*['\"]?)(?:(?:bearer|basic|token)\s+)?[^\s'\",;}]+",
+    re.IGNORECASE,
+)
 # C0 and C1 controls, DEL, the Unicode line/paragraph separators, and lone surrogates.
 UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
@@ -49,8 +58,11 @@ def escape_control(text: str) -> str:
 
 
 def redact(text: str) -> str:
-    """``text`` with download tokens and secret-looking parameters replaced."""
+    """``text`` with download tokens, API tokens, Authorization values and
+    secret-looking parameters replaced."""
     text = SECRET_PATHS.sub(lambda m: m.group(1) + REDACTED, text)
+    text = API_TOKENS.sub(REDACTED, text)
+    text = AUTHORIZATION.sub(lambda m: m.group(1) + REDACTED, text)
     for value in _SECRET_VALUES:
         text = text.replace(value, REDACTED)
     return SECRET_PARAMS.sub(lambda m: m.group(1) + REDACTED, text)

@@ -136,9 +136,56 @@ def add_openapi(config, paths: dict | None = None, schemas: dict | None = None) 
     spec["schemas"].update(schemas or {})
 
 
+ADMIN_PREFIX = "/api/admin/"
+SECURITY_SCHEMES = {
+    "session": {"type": "apiKey", "in": "cookie", "name": "cmsshop_session"},
+    "apiToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API token (cms_...) made by an admin under /admin/api-tokens, "
+        "for /api/admin routes its scopes cover (x-required-scope; 'read' covers every "
+        "GET, 'all' everything); no CSRF token needed. docs/api-tokens.md.",
+    },
+}
+SCOPE_ERRORS = {
+    401: "Not logged in, or invalid_api_token (malformed, unknown, revoked or expired)",
+    403: "Not an admin, csrf_failed (session), or insufficient_scope (token; names the scope)",
+}
+
+
+def mark_admin_security(paths: dict) -> None:
+    """Every /api/admin operation: who may call it (a session, and a token with the
+    scope of its area unless the area is session only) and the refusals that go with it."""
+    from cmsshop.services.apitokens.scopes import area_scope  # models, loaded late
+
+    for path, operations in paths.items():
+        if not path.startswith(ADMIN_PREFIX):
+            continue
+        try:
+            scope = area_scope(path)
+        except KeyError:  # a group the scope table lacks: tests/apitokens walks for these
+            continue
+        for op in operations.values():
+            if scope is None:
+                op["security"] = [{"session": []}]
+                op["x-required-scope"] = "session"
+            else:
+                op["security"] = [{"session": []}, {"apiToken": []}]
+                op["x-required-scope"] = scope
+            responses = op.setdefault("responses", {})
+            for status, description in SCOPE_ERRORS.items():
+                responses.setdefault(
+                    str(status),
+                    {"description": description, "content": json_content(ref("Error"))},
+                )
+                responses[str(status)]["description"] = description
+
+
 def build_document(registry) -> dict:
     settings = registry.settings
     spec = registry.get("cmsshop.openapi", {"paths": {}, "schemas": {}})
+    paths = copy.deepcopy(dict(sorted(spec["paths"].items())))
+    mark_admin_security(paths)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -148,12 +195,10 @@ def build_document(registry) -> dict:
             "money is integer minor units with a currency code.",
         },
         "servers": [{"url": settings["cmsshop.base_url"]}],
-        "paths": copy.deepcopy(dict(sorted(spec["paths"].items()))),
+        "paths": paths,
         "components": {
             "schemas": {"Error": ERROR_SCHEMA, **copy.deepcopy(spec["schemas"])},
-            "securitySchemes": {
-                "session": {"type": "apiKey", "in": "cookie", "name": "cmsshop_session"}
-            },
+            "securitySchemes": copy.deepcopy(SECURITY_SCHEMES),
         },
     }
 

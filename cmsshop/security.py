@@ -25,10 +25,17 @@ from sqlalchemy import delete, select
 from webob.cookies import RequestCookies
 from zope.interface import implementer
 
-from cmsshop.errors import InvalidApiToken
+from cmsshop.errors import InvalidApiToken, RateLimited
 from cmsshop.models import ApiToken, User, UserSession
 from cmsshop.services.apitokens import scopes as token_scopes
-from cmsshop.services.apitokens.tokens import find_usable_token, note_use
+from cmsshop.services.apitokens.tokens import (
+    RATE_POLICY,
+    find_usable_token,
+    looks_like_token,
+    note_use,
+    rate_subject,
+)
+from cmsshop.services.ratelimit import RateLimiter
 from cmsshop.util import utcnow
 
 COOKIE_NAME = "cmsshop_session"
@@ -91,13 +98,35 @@ def bearer_value(request) -> str | None:
 
 def get_api_token(request) -> ApiToken | None:
     """``request.api_token``: the live API token the request authenticates with, or None
-    when it sends none; InvalidApiToken (401) when it sends a bad one."""
-    value = bearer_value(request)
-    if value is None:
-        return None
-    token = find_usable_token(request.db, value)
-    if token is None:
-        raise InvalidApiToken()
+    when it sends none; InvalidApiToken (401) when it sends a bad one, RateLimited (429)
+    when the token made too many calls this minute."""
+    refusal = request.environ.get("cmsshop.api_token_refusal")
+    if refusal is not None:
+        # Looked up again (the error views ask who the user is): refuse again, without
+        # counting the call twice.
+        raise refusal
+    try:
+        value = bearer_value(request)
+        if value is None:
+            return None
+        if not looks_like_token(value):
+            raise InvalidApiToken()
+        # Counted before the request's session reads anything: on SQLite a read snapshot
+        # older than the counter's write could not become a writer later (note_use), and
+        # every retry of the request would count again (RateLimiter.count).
+        limiter = request.find_service(RateLimiter)
+        decision = limiter.count([(RATE_POLICY, rate_subject(value))])
+        if decision is not None:
+            raise RateLimited(
+                decision.retry_after,
+                f"This API token made more than {decision.limit} calls in a minute.",
+            )
+        token = find_usable_token(request.db, value)
+        if token is None:
+            raise InvalidApiToken()
+    except (InvalidApiToken, RateLimited) as exc:
+        request.environ["cmsshop.api_token_refusal"] = exc
+        raise
     note_use(token, request.client_addr)
     return token
 

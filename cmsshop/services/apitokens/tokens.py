@@ -25,6 +25,10 @@ SHOWN_PREFIX = 8
 # last_used_at and last_used_ip are written at most once a minute per token (unless the
 # address changes): a busy integration does not rewrite its token row on every call.
 LAST_USED_EVERY = dt.timedelta(seconds=60)
+# Every token's calls are counted under this policy, per token, per minute (the limit is
+# the setting cmsshop.api_tokens.rate_limit; modules/apitokens declares the policy).
+RATE_POLICY = "api_tokens.token"
+RATE_WINDOW = 60
 
 
 def hash_api_token(token: str) -> str:
@@ -65,10 +69,21 @@ def usable(token: ApiToken, now: dt.datetime) -> bool:
     )
 
 
+def looks_like_token(value: str) -> bool:
+    """Whether ``value`` has a token's shape (nothing else is looked up or counted)."""
+    return value.startswith(TOKEN_PREFIX) and 20 <= len(value) <= 100 and value.isascii()
+
+
+def rate_subject(value: str) -> str:
+    """What a token's calls are counted under: its hash (the same for every call with
+    it, known before the database is read, and no use to anyone who reads the table)."""
+    return hash_api_token(value)
+
+
 def find_usable_token(session: Session, value: str) -> ApiToken | None:
     """The live token whose value is ``value``, or None (unknown, revoked, expired, or its
     creator is no longer an admin)."""
-    if not value.startswith(TOKEN_PREFIX) or not 20 <= len(value) <= 100 or not value.isascii():
+    if not looks_like_token(value):
         return None
     token = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_api_token(value)))
     if token is None or not usable(token, utcnow()):
@@ -94,3 +109,25 @@ def revoke_token(token: ApiToken, now: dt.datetime | None = None) -> bool:
         return False
     token.revoked_at = now or utcnow()
     return True
+
+
+def list_tokens(session: Session) -> list[ApiToken]:
+    """Every token, newest first (revoked and expired ones too: the console shows them)."""
+    return list(session.scalars(select(ApiToken).order_by(ApiToken.id.desc())))
+
+
+def find_token(session: Session, token_id: int | None) -> ApiToken | None:
+    return session.get(ApiToken, token_id) if token_id is not None else None
+
+
+def token_status(token: ApiToken, now: dt.datetime | None = None) -> str:
+    """``active``, ``revoked``, ``expired`` or ``suspended`` (its creator is no longer
+    an admin), as the console and the admin API show it."""
+    now = now or utcnow()
+    if token.revoked_at is not None:
+        return "revoked"
+    if token.expires_at is not None and token.expires_at <= now:
+        return "expired"
+    if not usable(token, now):
+        return "suspended"
+    return "active"
