@@ -269,16 +269,22 @@ def claim_next(factory, settings, now: dt.datetime) -> Job | None:
 
 def abandon_disabled(factory, now: dt.datetime) -> int:
     """Fail the pending deliveries of disabled endpoints; how many."""
+    abandoned = (
+        WebhookDelivery.status == "pending",
+        WebhookDelivery.endpoint_id.in_(
+            select(WebhookEndpoint.id).where(WebhookEndpoint.enabled.is_(False))
+        ),
+        _unclaimed(now),
+    )
+    with factory() as session, session.begin():
+        # Read first: an UPDATE would take SQLite's write lock every pass, for nothing
+        # almost always.
+        if session.scalar(select(WebhookDelivery.id).where(*abandoned).limit(1)) is None:
+            return 0
     with factory() as session, session.begin():
         return session.execute(
             update(WebhookDelivery)
-            .where(
-                WebhookDelivery.status == "pending",
-                WebhookDelivery.endpoint_id.in_(
-                    select(WebhookEndpoint.id).where(WebhookEndpoint.enabled.is_(False))
-                ),
-                _unclaimed(now),
-            )
+            .where(*abandoned)
             .values(status="failed", locked_until=None)
             .execution_options(synchronize_session=False)
         ).rowcount
