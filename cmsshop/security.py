@@ -62,12 +62,22 @@ def _valid_token(token: str | None) -> str | None:
 
 
 def session_role(registry, environ) -> str | None:
-    """The role of the live session the request's Cookie header names, or None.
+    """The role of the live session the request's Cookie header names (of the live API
+    token, for an admin API call that sends one), or None.
 
     Read from the headers alone, in a short session of its own: the body limit of a
     release upload depends on it, and is decided before the body is read (by the WSGI
     server, before the app sees the request; see cmsshop/server.py).
     """
+    value = _environ_bearer(environ)
+    if value is not None:
+        # The token's, as for every other admin API call that sends one (its scopes are
+        # checked once the app sees the request; the cookie is ignored).
+        if not looks_like_token(value):
+            return None
+        with registry["cmsshop.session_factory"]() as db:
+            api_token = find_usable_token(db, value)
+            return api_token.created_by.role if api_token is not None else None
     token = _valid_token(RequestCookies(environ).get(COOKIE_NAME))
     if token is None:
         return None
@@ -80,6 +90,17 @@ def session_role(registry, environ) -> str | None:
     if row is None or row.expires_at <= utcnow():
         return None
     return row.role
+
+
+def _environ_bearer(environ) -> str | None:
+    """The value of a Bearer header sent to the admin API ("" for a malformed one)."""
+    if not environ.get("PATH_INFO", "").startswith(token_scopes.ADMIN_API_PREFIX):
+        return None
+    header = environ.get("HTTP_AUTHORIZATION")
+    if header is None:
+        return None
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
 
 
 def bearer_value(request) -> str | None:

@@ -269,3 +269,15 @@ def test_each_token_is_rate_limited(make_app, admin, dbsession):
     assert int(refused.headers["Retry-After"]) >= 1
     # Another token has its own allowance.
     client.get("/api/admin/legal", headers=bearer(other), status=200)
+
+
+def test_uploads_take_a_token_in_place_of_a_session(app, admin, dbsession):
+    _, catalogue = make_token(dbsession, admin, ["catalogue"])
+    _, reader = make_token(dbsession, admin, ["read"], name="reader")
+    client = new_client(app)
+    url = "/api/admin/products/no-such-product/images"
+    # The body limit of an upload is decided from the headers, before the body is read.
+    assert client.post(url, b"x", headers=bearer(catalogue), status=404).json["code"]
+    refused = client.post(url, b"x", headers=bearer(reader), status=403)
+    assert refused.json["scope"] == "catalogue"
+    client.post(url, b"x", headers=bearer("cms_" + "z" * 43), status=401)
