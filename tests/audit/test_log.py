@@ -337,7 +337,7 @@ def test_explicit_entries_get_the_channel_and_route(admin_app, admin, dbsession)
     assert published[0].via == "POST /api/admin/legal/{kind}"
 
 
-def test_record_change_without_a_context_is_left_as_given(app, dbsession, admin):
+def test_an_account_owners_own_change_is_on_the_account_channel(app, dbsession, admin):
     session = app.registry["cmsshop.session_factory"]()
     with session.begin():
         record_change(
@@ -350,7 +350,7 @@ def test_record_change_without_a_context_is_left_as_given(app, dbsession, admin)
         )
     session.close()
     (entry,) = all_entries(dbsession)
-    assert (entry.channel, entry.via, entry.actor) == (None, None, f"user:{admin.id}")
+    assert (entry.channel, entry.via, entry.actor) == ("account", None, f"user:{admin.id}")
 
 
 def test_bulk_updates_are_recorded_row_by_row(admin_app, admin, dbsession, shop, customer):

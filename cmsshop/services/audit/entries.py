@@ -44,7 +44,10 @@ def record_change(
         summary=dict(summary or {}),
         ip=ip,
     )
-    capture.fill_from_context(session, entry)
+    if capture.current_context(session) is not None:
+        capture.fill_from_context(session, entry)
+    elif actor is not None and object_type == "user" and str(object_id) == str(actor.id):
+        entry.channel = "account"  # a customer's (or an admin's) change to their own account
     session.add(entry)
     return entry
 
