@@ -10,7 +10,7 @@ from helpers.apitokens import bearer, future, iso, make_token
 from helpers.clients import new_client
 from sqlalchemy import select
 
-from cmsshop.models import ApiToken, User
+from cmsshop.models import ApiToken, AuditEntry, User
 
 LIST_FIELDS = {
     "id",
@@ -281,3 +281,19 @@ def test_uploads_take_a_token_in_place_of_a_session(app, admin, dbsession):
     refused = client.post(url, b"x", headers=bearer(reader), status=403)
     assert refused.json["scope"] == "catalogue"
     client.post(url, b"x", headers=bearer("cms_" + "z" * 43), status=401)
+
+
+def test_creating_and_revoking_are_audited_without_the_token(admin_app, dbsession):
+    value = admin_app.post_json(
+        "/api/admin/api-tokens", {"name": "Audited", "scopes": ["read"]}, status=201
+    ).json["token"]
+    (row,) = stored_rows(dbsession)
+    admin_app.delete(f"/api/admin/api-tokens/{row.id}", status=200)
+    dbsession.rollback()
+    entries = list(
+        dbsession.scalars(select(AuditEntry).where(AuditEntry.object_type == "api_token"))
+    )
+    assert len(entries) >= 2, [(e.action, e.object_type) for e in entries]
+    for entry in entries:
+        assert entry.object_id == str(row.id)
+        assert value not in str(entry.summary) and row.token_hash not in str(entry.summary)
