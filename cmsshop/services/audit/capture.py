@@ -148,10 +148,6 @@ def acting_as(context: AuditContext):
         ACTIVE.reset(token)
 
 
-def clear_context(session: Session) -> None:
-    session.info.pop(CONTEXT_KEY, None)
-
-
 def _is_secret(name: str) -> bool:
     return name in SECRET_COLUMNS or "secret" in name or "password" in name or "token_hash" in name
 
