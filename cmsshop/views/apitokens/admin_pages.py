@@ -47,7 +47,6 @@ def index_values(request, *, form=None, errors=None, status=200) -> dict:
         "scopes": [(scope, SCOPE_DESCRIPTIONS[scope]) for scope in API_TOKEN_SCOPES],
         "form": form or {"name": "", "scopes": [], "expires": ""},
         "errors": errors or {},
-        "today": dt.datetime.now(dt.UTC).date(),
     }
 
 
