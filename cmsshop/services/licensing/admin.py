@@ -41,6 +41,8 @@ from cmsshop.models import (
 )
 from cmsshop.services.licensing.steps import seats_used
 from cmsshop.services.paging import Page, PageRequest, fetch_page
+from cmsshop.services.webhooks import payloads
+from cmsshop.services.webhooks.events import emit_event
 from cmsshop.util import utcnow
 
 ACTIONS = ("suspend", "reinstate", "revoke", "extend", "seats", "reset", "features", "resolve")
@@ -264,6 +266,8 @@ def revoke(session: Session, key: str, admin: Admin) -> License:
     before = license.status
     license.status = "revoked"
     _audit(session, license, admin, "revoke", f"status {before} -> revoked (final)")
+    subject, data = payloads.license_event(session, license)
+    emit_event(session, "license.revoked", subject=subject, data=data)
     return license
 
 
@@ -342,13 +346,19 @@ def reset_activations(session: Session, key: str, admin: Admin) -> License:
     """Deactivate every active installation (each runtime must activate again)."""
     license = _lock(session, key)
     now = utcnow()
-    result = session.execute(
-        update(Activation)
-        .where(Activation.license_id == license.id, Activation.active.is_(True))
-        .values(active=False, deactivated_at=now)
-        .execution_options(synchronize_session=False)
+    reset = list(
+        session.scalars(
+            select(Activation).where(
+                Activation.license_id == license.id, Activation.active.is_(True)
+            )
+        )
     )
-    count = result.rowcount or 0
+    for activation in reset:
+        activation.active = False
+        activation.deactivated_at = now
+        subject, data = payloads.activation_event(session, activation, license.key)
+        emit_event(session, "activation.deleted", subject=subject, data=data)
+    count = len(reset)
     _audit(session, license, admin, "reset", f"{count} active activation(s) deactivated")
     return license
 
@@ -371,6 +381,8 @@ def deactivate_activation(session: Session, key: str, admin: Admin, activation_i
         raise ActionRefused("This installation is not active; there is nothing to deactivate.")
     activation.active = False
     activation.deactivated_at = utcnow()
+    subject, data = payloads.activation_event(session, activation, license.key)
+    emit_event(session, "activation.deleted", subject=subject, data=data)
     _audit(
         session,
         license,

@@ -10,6 +10,8 @@ from sqlalchemy.orm import Session
 
 from cmsshop.models import License, OrderItem, Product
 from cmsshop.services.licensing.features import features_of_product
+from cmsshop.services.webhooks import payloads
+from cmsshop.services.webhooks.events import emit_event
 from cmsshop.util import READABLE_ALPHABET, utcnow
 
 DEFAULT_MAX_ACTIVATIONS = 1
@@ -58,6 +60,10 @@ def issue_license(session: Session, order_item: OrderItem, user_id: int) -> Lice
     )
     session.add(license)
     session.flush()
+    subject, data = payloads.license_event(
+        session, license, orderNumber=order_item.order.number if order_item.order else None
+    )
+    emit_event(session, "license.created", subject=subject, data=data)
     return license
 
 

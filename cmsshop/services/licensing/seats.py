@@ -42,6 +42,8 @@ from cmsshop.services.licensing.steps import (
     seats_used,
     sign_and_commit,
 )
+from cmsshop.services.webhooks.events import emit_event
+from cmsshop.services.webhooks.payloads import activation_event
 from cmsshop.util import utcnow
 
 
@@ -182,15 +184,18 @@ def plan_deactivation(
 
 
 def _write(session: Session, plan: Plan, data: LicenseRequest) -> None:
-    """Make the activation row say what the plan says."""
+    """Make the activation row say what the plan says; an activation that starts or
+    stops holding a seat is an outgoing webhook event (a validate-like repeat is not)."""
     facts = plan.activation
     if plan.insert:
         activation = Activation(
             id=facts.id, license_id=plan.license.id, fingerprint=data.fingerprint
         )
         session.add(activation)
+        was_active = False
     else:
         activation = session.get(Activation, facts.id)
+        was_active = activation.active
     activation.fingerprint_sha256 = facts.fingerprint_sha256
     activation.domain = facts.domain
     activation.environment = facts.environment
@@ -203,6 +208,15 @@ def _write(session: Session, plan: Plan, data: LicenseRequest) -> None:
         expires = dt.datetime.fromtimestamp(plan.claims["exp"], dt.UTC)
         held = activation.seat_held_until
         activation.seat_held_until = expires if held is None or held < expires else held
+    if was_active != bool(facts.active):
+        session.flush()
+        _emit_activation(session, activation, data.license_key, bool(facts.active))
+
+
+def _emit_activation(session: Session, activation: Activation, key: str | None, active: bool):
+    subject, payload = activation_event(session, activation, key)
+    event_type = "activation.created" if active else "activation.deleted"
+    emit_event(session, event_type, subject=subject, data=payload)
 
 
 def _change_seat(planner, licensing: Licensing, data: LicenseRequest, audit: AuditRecord):
@@ -375,6 +389,7 @@ def deactivate_for_owner(
             activation.active = False
             activation.deactivated_at = utcnow()
             session.flush()
+            _emit_activation(session, activation, license.key, False)
         else:
             outcome = "already_inactive"
         used_production, _ = seats_used(session, license.id)

@@ -66,6 +66,8 @@ from cmsshop.services.payments.fulfilment import (
 from cmsshop.services.payments.receipts import build_receipt, receipt_message
 from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax import invoice_pdf
+from cmsshop.services.webhooks import payloads
+from cmsshop.services.webhooks.events import emit_events, subscribers
 from cmsshop.util import utcnow
 
 log = logging.getLogger(__name__)
@@ -225,6 +227,7 @@ def _write_fulfilments(
         user.id: user
         for user in session.scalars(select(User).where(User.id.in_({o.user_id for _, o in plain})))
     }
+    _emit_webhook_events(session, plain, licenses, users)
     currencies = {
         currency.code: currency
         for currency in session.scalars(
@@ -264,3 +267,49 @@ def _write_fulfilments(
             for receipt, invoice in zip(receipts, invoices, strict=True)
         ],
     )
+
+
+def _emit_webhook_events(
+    session: Session,
+    plain: list[tuple[Confirmed, Order]],
+    licenses: list[dict],
+    users: dict[int, User],
+) -> None:
+    """The batch's order.paid and license.created events, as fulfil_order and
+    issue_license write them, in executemany inserts: one SELECT when no endpoint
+    subscribes, four statements for the whole batch when one does."""
+    targets = subscribers(session)
+    if not (targets.get("order.paid") or targets.get("license.created")):
+        return
+    events = []
+    for _, order in plain:
+        email = users[order.user_id].email if order.user_id in users else None
+        events.append(
+            ("order.paid", payloads.order_subject(order.number), payloads.order_data(order, email))
+        )
+    if licenses and targets.get("license.created"):
+        ids = dict(
+            session.execute(
+                select(License.key, License.id).where(
+                    License.key.in_([values["key"] for values in licenses])
+                )
+            ).all()
+        )
+        orders_by_item = {item.id: order for _, order in plain for item in order.items}
+        slugs = {item.id: item.product_slug for _, order in plain for item in order.items}
+        for values in licenses:
+            order = orders_by_item[values["order_item_id"]]
+            license_id = ids[values["key"]]
+            data = payloads.license_data(
+                license_id,
+                key=values["key"],
+                product_slug=slugs[values["order_item_id"]],
+                status=values["status"],
+                expires_at=values["expires_at"],
+                max_activations=values["max_activations"],
+                features=values["features"],
+                email=users[order.user_id].email if order.user_id in users else None,
+                order_number=order.number,
+            )
+            events.append(("license.created", payloads.license_subject(license_id), data))
+    emit_events(session, events, targets)

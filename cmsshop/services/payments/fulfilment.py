@@ -48,6 +48,8 @@ from cmsshop.services.payments.lines import invoice_lines
 from cmsshop.services.payments.receipts import prepare_receipt, queue_receipt
 from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax import invoice_pdf
+from cmsshop.services.webhooks import payloads
+from cmsshop.services.webhooks.events import emit_event
 from cmsshop.util import utcnow
 
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -337,6 +339,8 @@ def fulfil_order(
     grant_items(session, order)
     license_changes.apply_license_changes(session, order, settings)
     session.flush()
+    subject, data = payloads.order_event(session, order)
+    emit_event(session, "order.paid", subject=subject, data=data)
     receipt = prepare_receipt(session, order)
     invoice = write_invoice(session, order, settings)
     queue_receipt(session, settings, receipt, invoice.number)
@@ -402,14 +406,20 @@ def _set_grants(session: Session, order: Order, entitlement: str, license: str |
         .values(status=entitlement, updated_at=now)
     )
     if license is not None:
-        session.execute(
+        changed = session.scalars(
             update(License)
             .where(
                 License.order_item_id.in_(item_ids),
                 License.status.in_(("active", "suspended")),
             )
             .values(status=license, updated_at=now)
-        )
+            .returning(License)
+            .execution_options(synchronize_session="fetch")
+        ).all()
+        if license == "revoked":
+            for row in changed:
+                subject, data = payloads.license_event(session, row, orderNumber=order.number)
+                emit_event(session, "license.revoked", subject=subject, data=data)
 
 
 def close_order(session: Session, order: Order, status: str) -> Result:
@@ -431,6 +441,8 @@ def _money_back(
     renewals and upgrades did to licenses taken back (license_changes)."""
     move(order, "refunded")
     _set_grants(session, order, "revoked", "revoked")
+    subject, data = payloads.order_event(session, order)
+    emit_event(session, "order.refunded", subject=subject, data={**data, "reason": reversal})
     if order.coupon_code:
         # Refunded while held for review, never delivered: its coupon was never used.
         # (A delivered order's redemption is redeemed and stays so.)

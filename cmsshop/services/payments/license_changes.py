@@ -63,6 +63,8 @@ from cmsshop.services.licensing.features import features_of_product
 from cmsshop.services.licensing.issuing import seats_of
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.store.currencies import format_amount
+from cmsshop.services.webhooks import payloads
+from cmsshop.services.webhooks.events import emit_event
 from cmsshop.util import utcnow
 
 DEFAULT_GRACE_DAYS = 30
@@ -381,6 +383,9 @@ def apply_license_changes(session: Session, order: Order, settings: Mapping[str,
         change.new_max_activations = license.max_activations
         session.add(change)
         _audit(session, license, item.kind, detail, order)
+        subject, data = payloads.license_event(session, license, orderNumber=order.number)
+        event_type = "license.renewed" if item.kind == "renewal" else "license.upgraded"
+        emit_event(session, event_type, subject=subject, data=data)
     session.flush()
 
 

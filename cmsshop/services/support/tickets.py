@@ -15,6 +15,8 @@ from cmsshop.models import TICKET_STATUSES, Order, SupportTicket, TicketMessage,
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.services.ratelimit import RateDecision, RateLimiter
+from cmsshop.services.webhooks import payloads
+from cmsshop.services.webhooks.events import emit_event
 from cmsshop.util import readable_token, utcnow
 
 TICKET_WINDOW = 3600  # the limit is "tickets per hour"
@@ -106,6 +108,8 @@ def open_ticket(
     take_write_lock(session)
     session.add(ticket)
     session.flush()
+    subject, data = payloads.ticket_event(session, ticket)
+    emit_event(session, "ticket.created", subject=subject, data=data)
     return ticket
 
 

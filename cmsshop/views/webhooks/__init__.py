@@ -1,0 +1,1 @@
+"""Outgoing webhook endpoints: the admin API and the console."""
