@@ -526,6 +526,8 @@ def _trim_seats(session: Session, license: License, now: dt.datetime) -> list[st
     for activation in over:
         activation.active = False
         activation.deactivated_at = now
+        subject, data = payloads.activation_event(session, activation, license.key)
+        emit_event(session, "activation.deleted", subject=subject, data=data)
     return [activation.domain for activation in over]
 
 
