@@ -207,3 +207,21 @@ def test_https_to_a_pinned_address_verifies_the_certificate_of_the_name(
     assert logged.outcome == "network_error"
     assert "certificate" in logged.error.lower() or "ssl" in logged.error.lower()
     assert len(tls_receiver.received) == 1
+
+
+@pytest.mark.parametrize(
+    ("entry", "parsed"),
+    [
+        ("9.9.9.9", ("9.9.9.9", 53)),
+        ("127.0.0.1:5353", ("127.0.0.1", 5353)),
+        ("2620:fe::fe", ("2620:fe::fe", 53)),
+        ("[2620:fe::fe]:5353", ("2620:fe::fe", 5353)),
+    ],
+)
+def test_nameserver_entries(entry, parsed):
+    assert addresses.parse_nameserver(entry) == parsed
+
+
+def test_a_nameserver_must_be_an_address():
+    with pytest.raises(ValueError):
+        addresses.parse_nameserver("dns.example")
