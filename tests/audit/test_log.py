@@ -21,6 +21,7 @@ from cmsshop.models import (
     OrderItem,
     Product,
     User,
+    WebhookDelivery,
     WebhookEndpoint,
 )
 from cmsshop.services.apitokens.tokens import create_token
@@ -382,3 +383,36 @@ def test_bulk_updates_are_recorded_row_by_row(admin_app, admin, dbsession, shop,
     assert currencies["USD"]["after"]["is_default"] is True
     page = admin_app.get(f"/admin/licenses/{key}")  # the licence page lists its activations'
     assert page.text.count("activation.updated") == 2
+
+
+def test_webhook_endpoints_are_recorded_without_their_secret(admin_app, dbsession):
+    created = admin_app.post_json(
+        "/api/admin/webhooks",
+        {"url": "http://127.0.0.1:9/hook", "eventTypes": ["order.paid"], "description": "CRM"},
+        status=201,
+    ).json
+    endpoint_id = created["id"]
+    rotated = admin_app.post_json(f"/api/admin/webhooks/{endpoint_id}/rotate-secret", {}).json
+    admin_app.post_json(f"/api/admin/webhooks/{endpoint_id}/test", {}, status=202)
+    delivery = dbsession.scalar(
+        select(WebhookDelivery).where(WebhookDelivery.endpoint_id == endpoint_id)
+    )
+    delivery.status = "failed"
+    dbsession.commit()
+    admin_app.post_json(
+        f"/api/admin/webhooks/{endpoint_id}/deliveries/{delivery.id}/redeliver", {}, status=202
+    )
+    entries = [e for e in all_entries(dbsession) if e.object_type == "webhook_endpoint"]
+    assert {e.object_id for e in entries} == {str(endpoint_id)}
+    assert [e.action for e in entries] == [
+        "webhook_endpoint.created",
+        "webhook_endpoint.updated",
+        "webhook_endpoint.test_sent",
+        "webhook_endpoint.redelivered",
+    ]
+    assert entries[0].summary["after"]["secret_encrypted"] == "[redacted]"
+    assert entries[1].summary["after"]["previous_secret_encrypted"] == "[redacted]"
+    assert entries[3].summary["after"] == {"delivery": delivery.id, "status": "pending"}
+    text = summaries(dbsession)
+    for secret in (created["secret"], rotated["secret"]):
+        assert secret not in text

@@ -27,7 +27,7 @@ from helpers.tax import SELLER_DE_FIELDS
 from PIL import Image
 from sqlalchemy import select, update
 
-from cmsshop.models import Article, License, OrderItem, OutboxMessage
+from cmsshop.models import Article, License, OrderItem, OutboxMessage, WebhookDelivery
 from cmsshop.services.apitokens.scopes import ALL, missing_scope
 from cmsshop.util import utcnow
 
@@ -141,6 +141,27 @@ def spare_token(world: World) -> int:
     """An API token of the admin's, to revoke."""
     token, _ = token_for(world.dbsession, world.admin, name=f"spare {world.next()}")
     return token.id
+
+
+def webhook_endpoint(world: World) -> int:
+    """An endpoint on loopback (allowed in tests), created through the admin API."""
+    return world.admin_client.post_json(
+        "/api/admin/webhooks",
+        {"url": f"http://127.0.0.1:9/hook/{world.next()}", "eventTypes": ["order.paid"]},
+        status=201,
+    ).json["id"]
+
+
+def failed_delivery(world: World) -> tuple[int, int]:
+    """(endpoint id, delivery id) of a test event's delivery that failed."""
+    endpoint_id = webhook_endpoint(world)
+    world.admin_client.post_json(f"/api/admin/webhooks/{endpoint_id}/test", {}, status=202)
+    delivery = world.dbsession.scalar(
+        select(WebhookDelivery).where(WebhookDelivery.endpoint_id == endpoint_id)
+    )
+    delivery.status = "failed"
+    world.dbsession.commit()
+    return endpoint_id, delivery.id
 
 
 CASES: dict[tuple[str, str], Callable[[World], Call]] = {
@@ -290,6 +311,36 @@ CASES: dict[tuple[str, str], Callable[[World], Call]] = {
     ),
     ("delete", "/api/admin/api-tokens/{id}"): lambda w: Call(
         "delete", f"/api/admin/api-tokens/{spare_token(w)}", objects=("api_token",)
+    ),
+    # Outgoing webhooks: the endpoints, and the two deliveries only an admin starts.
+    ("post", "/api/admin/webhooks"): lambda w: Call(
+        "post",
+        "/api/admin/webhooks",
+        {"url": f"http://127.0.0.1:9/hook/{w.next()}", "eventTypes": ["order.paid"]},
+        objects=("webhook_endpoint",),
+    ),
+    ("patch", "/api/admin/webhooks/{id}"): lambda w: Call(
+        "patch",
+        f"/api/admin/webhooks/{webhook_endpoint(w)}",
+        {"description": "The CRM"},
+        objects=("webhook_endpoint",),
+    ),
+    ("delete", "/api/admin/webhooks/{id}"): lambda w: Call(
+        "delete", f"/api/admin/webhooks/{webhook_endpoint(w)}", objects=("webhook_endpoint",)
+    ),
+    ("post", "/api/admin/webhooks/{id}/rotate-secret"): lambda w: Call(
+        "post",
+        f"/api/admin/webhooks/{webhook_endpoint(w)}/rotate-secret",
+        {"overlapHours": 1},
+        objects=("webhook_endpoint",),
+    ),
+    ("post", "/api/admin/webhooks/{id}/test"): lambda w: Call(
+        "post", f"/api/admin/webhooks/{webhook_endpoint(w)}/test", objects=("webhook_endpoint",)
+    ),
+    ("post", "/api/admin/webhooks/{id}/deliveries/{delivery_id}/redeliver"): lambda w: Call(
+        "post",
+        "/api/admin/webhooks/{}/deliveries/{}/redeliver".format(*failed_delivery(w)),
+        objects=("webhook_endpoint",),
     ),
 }
 

@@ -234,6 +234,34 @@ def _updated(obj) -> dict | None:
     return {"before": _bounded(before), "after": _bounded(after)}
 
 
+def _admin_delivery_entries(context: AuditContext, session: Session) -> list[dict]:
+    """Outgoing webhook events and deliveries are the system's outbox and not recorded
+    as rows, but two of them only an admin starts: a test event sent to an endpoint, and
+    a delivery queued again. Each is an entry about its endpoint."""
+    rows = []
+    for obj in session.new:
+        if isinstance(obj, models.WebhookEvent) and obj.type == models.TEST_EVENT_TYPE:
+            endpoint_id = (obj.data or {}).get("endpointId")
+            if endpoint_id is not None:
+                summary = {"after": {"event": obj.public_id}}
+                rows.append(
+                    _entry_row(context, "webhook_endpoint", "test_sent", endpoint_id, summary)
+                )
+    for obj in session.dirty:
+        if not isinstance(obj, models.WebhookDelivery):
+            continue
+        history = inspect(obj).attrs["status"].history
+        if history.added == ["pending"] and history.deleted and history.deleted[0] != "pending":
+            summary = {
+                "before": {"delivery": obj.id, "status": history.deleted[0]},
+                "after": {"delivery": obj.id, "status": "pending"},
+            }
+            rows.append(
+                _entry_row(context, "webhook_endpoint", "redelivered", obj.endpoint_id, summary)
+            )
+    return rows
+
+
 def _object_id(obj, key_attr: str) -> str:
     value = inspect(obj).dict.get(key_attr)
     if value is None:
@@ -264,6 +292,7 @@ def record_flushed_changes(session: Session, flush_context) -> None:
             rows.append(
                 _entry_row(context, object_type, action, _object_id(obj, key_attr), summary)
             )
+    rows.extend(_admin_delivery_entries(context, session))
     if rows:
         session.connection().execute(insert(AuditEntry.__table__), rows)
 
