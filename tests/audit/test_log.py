@@ -8,10 +8,11 @@ import io
 
 import pytest
 from fakes.shop import make_catalogue, make_order
-from helpers.account_data import paid_order
+from helpers.account_data import activate, paid_order
 from helpers.audit import all_entries, entries_since, last_entry_id, token_for
 from helpers.cli import run_admin
 from helpers.clients import new_client
+from helpers.support import open_ticket
 from sqlalchemy import select
 
 from cmsshop.models import (
@@ -20,6 +21,7 @@ from cmsshop.models import (
     License,
     OrderItem,
     Product,
+    SupportTicket,
     User,
     WebhookDelivery,
     WebhookEndpoint,
@@ -416,3 +418,16 @@ def test_webhook_endpoints_are_recorded_without_their_secret(admin_app, dbsessio
     text = summaries(dbsession)
     for secret in (created["secret"], rotated["secret"]):
         assert secret not in text
+
+
+def test_customers_and_runtimes_are_not_admin_changes(app, account, customer, dbsession):
+    """A site activating its licence, a customer opening a ticket: rows of audited
+    models change without an admin, and no entry is written."""
+    activate(app, account.license.key, "shop.example", "install-one")
+    client = new_client(app)
+    client.login(customer.email)
+    open_ticket(client)
+    dbsession.rollback()
+    assert dbsession.scalar(select(Activation.id)) is not None
+    assert dbsession.scalar(select(SupportTicket.id)) is not None
+    assert all_entries(dbsession) == []
