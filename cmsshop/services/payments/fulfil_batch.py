@@ -12,17 +12,19 @@ matching the confirmation) and only purchase items (renewals and upgrades lock t
 licenses: per event). Every other event is returned untouched and goes through the
 per-event path after this commit, which handles every state of the machine.
 
-What a plain fulfilment writes is what ``fulfilment.fulfil_order`` writes, built from the
-same definitions (``fulfilment_values``, ``mark_paid``, ``granted_items``,
+What a plain fulfilment writes is what ``fulfilment.fulfil_order`` writes, built from
+the same definitions (``fulfilment_values``, ``mark_paid``, ``granted_items``,
 ``entitlement_values``, ``issues_license``, ``new_license_values``, ``invoice_values``,
 ``build_receipt``, ``receipt_message``, ``outbox_values``): the fulfilment gate rows,
-the orders moved to paid, entitlements, licenses, invoices, receipts and the events'
-outcomes -- as executemany statements, about a dozen for the whole batch instead of
-some twenty per payment. The batch's invoice numbers are taken in one statement right
-before the last two writes (the invoices, and the receipts that quote their numbers), so
-the year's counter row stays locked for those and the COMMIT only -- three round trips
-for the whole batch; a rollback gives the numbers back, as for one fulfilment. Any error
-rolls the whole batch back and leaves every event to the per-event path.
+the orders moved to paid, entitlements, licenses, the outgoing webhook events
+(order.paid, license.created: services/webhooks/events.emit_events), invoices, receipts
+and the events' outcomes -- as executemany statements, about a dozen for the whole batch
+instead of some twenty per payment. The batch's invoice numbers are taken in one
+statement right before the last two writes (the invoices, and the receipts that quote
+their numbers), so the year's counter row stays locked for those and the COMMIT only --
+three round trips for the whole batch; a rollback gives the numbers back, as for one
+fulfilment. Any error rolls the whole batch back and leaves every event to the per-event
+path.
 """
 
 from __future__ import annotations
