@@ -9,6 +9,9 @@ from helpers.notices import wait_for_notice
 
 from cmsshop.services.webhooks.delivery import deliver_due
 
+# A long URL must wrap on a phone rather than widen the page.
+LONG_PATH = "/hooks/" + "cmsshop-orders-and-licences-" * 5
+
 
 def test_an_admin_creates_an_endpoint_and_tests_it(page, site, app, admin):
     receiver = WebhookReceiver().start()
@@ -18,7 +21,7 @@ def test_an_admin_creates_an_endpoint_and_tests_it(page, site, app, admin):
         page.get_by_role("link", name="New endpoint").click()
         page.wait_for_url("**/admin/webhooks/new")
         check_page(page, "webhook-new")
-        page.get_by_label("URL").fill(receiver.url())
+        page.get_by_label("URL").fill(receiver.url(LONG_PATH))
         page.get_by_label("order.paid").check()
         page.get_by_label("license.created").check()
         page.get_by_role("button", name="Create endpoint").click()
@@ -42,7 +45,7 @@ def test_an_admin_creates_an_endpoint_and_tests_it(page, site, app, admin):
         check_page(page, "webhook-endpoint-log")
         page.get_by_role("link", name="‹ All webhooks").click()
         page.wait_for_url("**/admin/webhooks")
-        assert receiver.url() in page.locator("tbody").inner_text()
+        assert receiver.url(LONG_PATH) in page.locator("tbody").inner_text()
         check_page(page, "webhooks-list")
     finally:
         receiver.stop()
