@@ -112,6 +112,9 @@ def make_app(settings):
     apps = []
 
     def factory(**overrides):
+        if overrides.get("cmsshop.environment") == "production":
+            # Production refuses the loopback webhook endpoints the test settings allow.
+            overrides.setdefault("cmsshop.webhooks.allow_private_addresses", False)
         app = configure({**settings, **overrides}).make_wsgi_app()
         apps.append(app)
         return app

@@ -33,6 +33,8 @@ LIST_ROUTES = [
     "/api/admin/mail",
     "/api/admin/coupons",
     "/api/admin/coupons/{code}/redemptions",
+    "/api/admin/audit",
+    "/api/admin/webhooks/{id}/deliveries",
     "/api/dashboard/orders",
     "/api/dashboard/invoices",
     "/api/dashboard/downloads",
@@ -116,25 +118,39 @@ def clients(app, testapp, admin_app, customer_app, customer, dbsession, storage_
         dedupe_key="paging:1",
     )
     dbsession.commit()
+    endpoint = admin_app.post_json(
+        "/api/admin/webhooks",
+        {"url": "http://127.0.0.1:9/hook", "eventTypes": ["order.paid"]},
+        status=201,
+    ).json["id"]
+    admin_app.post(f"/api/admin/webhooks/{endpoint}/test", status=202)  # one delivery
     clients = Clients({"/api/admin/": admin_app, "/api/dashboard/": customer_app, "/api/": testapp})
     clients.license_key = license["key"]
     clients.coupon_code = "PAGED"
+    clients.endpoint_id = str(endpoint)
     return clients
 
 
 class Clients(dict):
-    """URL prefix -> the client allowed there; and the license key and coupon code list
-    paths name."""
+    """URL prefix -> the client allowed there; and the license key, coupon code and
+    webhook endpoint list paths name."""
 
     license_key: str
     coupon_code: str
+    endpoint_id: str
 
 
 def client_for(clients, path):
-    """The client allowed on ``path``, and the path with its ``{key}`` and ``{code}``
-    filled in."""
+    """The client allowed on ``path``, and the path with its ``{key}``, ``{code}`` and
+    ``{id}`` filled in."""
     client = next(client for prefix, client in clients.items() if path.startswith(prefix))
-    return client, path.replace("{key}", clients.license_key).replace("{code}", clients.coupon_code)
+    for name, value in (
+        ("{key}", clients.license_key),
+        ("{code}", clients.coupon_code),
+        ("{id}", clients.endpoint_id),
+    ):
+        path = path.replace(name, value)
+    return client, path
 
 
 def test_the_document_lists_exactly_these_list_routes(testapp):

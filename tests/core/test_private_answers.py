@@ -47,9 +47,9 @@ def filled(path: str, values: dict[str, str]) -> str:
 
 
 @pytest.fixture
-def real_parameters(account, customer_app, dbsession) -> dict[str, str]:
+def real_parameters(account, customer_app, admin_app, dbsession) -> dict[str, str]:
     """Path parameters that name real rows: the customer's license and ticket, a draft
-    article, a product, an error record."""
+    article, a product, an error record, a webhook endpoint."""
     add_article(dbsession, "getting-started", published=False)
     record = ErrorRecord(
         support_code=new_support_code(),
@@ -62,7 +62,14 @@ def real_parameters(account, customer_app, dbsession) -> dict[str, str]:
     dbsession.commit()
     ticket = open_ticket(customer_app)["id"]
     make_coupon(dbsession, "PRIVATE")
+    endpoint = admin_app.post_json(
+        "/api/admin/webhooks",
+        {"url": "http://127.0.0.1:9/hook", "eventTypes": ["order.paid"]},
+        status=201,
+    ).json["id"]
     return {
+        "/api/admin/webhooks/{id}:id": str(endpoint),
+        "/api/admin/webhooks/{id}/deliveries:id": str(endpoint),
         "code": "PRIVATE",
         "key": account.license.key,
         "id": str(ticket),

@@ -14,7 +14,7 @@ from helpers.app import TEST_SECRET
 from helpers.webhook_delivery import add_endpoint, attempts, deliveries, emit, make_due
 from sqlalchemy import select
 
-from cmsshop.models import OutboxMessage, WebhookEndpoint
+from cmsshop.models import TEST_EVENT_TYPE, OutboxMessage, WebhookEndpoint
 from cmsshop.services.webhooks import signing
 from cmsshop.services.webhooks.delivery import (
     BACKOFF_SECONDS,
@@ -23,6 +23,7 @@ from cmsshop.services.webhooks.delivery import (
     deliver_due,
     redeliver,
 )
+from cmsshop.services.webhooks.events import emit_event
 from cmsshop.util import utcnow
 
 
@@ -276,6 +277,25 @@ def test_a_disabled_endpoints_pending_deliveries_fail_unsent(app, dbsession, rec
     assert receiver.received == []
     assert deliveries(dbsession)[0].status == "failed"
     assert attempts(dbsession) == []
+
+
+def test_a_disabled_endpoint_still_gets_its_test_event_only(app, dbsession, receiver, endpoint):
+    emit(dbsession)
+    endpoint.enabled = False
+    dbsession.commit()
+    test = emit_event(
+        dbsession,
+        TEST_EVENT_TYPE,
+        subject=f"endpoint:{endpoint.id}",
+        data={},
+        endpoint_ids=[endpoint.id],
+    )
+    dbsession.commit()
+    report = deliver_due(app.registry)
+    assert (report.abandoned, report.succeeded) == (1, 1)
+    [got] = receiver.received
+    assert got.event["id"] == test.public_id and got.event["type"] == TEST_EVENT_TYPE
+    assert sorted(d.status for d in deliveries(dbsession)) == ["failed", "succeeded"]
 
 
 def test_redeliver_sends_again_and_logs_a_manual_attempt(app, dbsession, receiver, endpoint):

@@ -1,12 +1,12 @@
 """The SSRF guard in production mode (private addresses refused): literal addresses, names
-answered by a DNS server on loopback (tests/fakes/dns.py), DNS rebinding between the
+answered by a DNS server on loopback (tests/fakes/fake_dns.py), DNS rebinding between the
 check at save time and the delivery; and in development mode, a name the fake DNS
 resolves to loopback is delivered to the address that was checked (pinning)."""
 
 from __future__ import annotations
 
 import pytest
-from fakes.dns import FakeDns
+from fakes.fake_dns import FakeDns
 from fakes.webhook_receiver import WebhookReceiver, make_certificate
 from helpers.webhook_delivery import add_endpoint, attempts, deliveries, emit
 from sqlalchemy import delete

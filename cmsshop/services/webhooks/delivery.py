@@ -63,16 +63,22 @@ from sqlalchemy.orm import Session, aliased
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from cmsshop.db import take_write_lock
-from cmsshop.models import User, WebhookAttempt, WebhookDelivery, WebhookEndpoint, WebhookEvent
-from cmsshop.modules import webhooks as webhooks_module
+from cmsshop.models import (
+    TEST_EVENT_TYPE,
+    User,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.webhooks import addresses, signing
 from cmsshop.services.webhooks.events import event_body
+from cmsshop.services.webhooks.settings import DEFAULT_RETRY_FOR
 from cmsshop.util import utcnow
 
 log = logging.getLogger("cmsshop.webhooks")
 
-RETRY_FOR = "cmsshop.webhooks.retry_for"
 USER_AGENT = "cmsshop-webhooks/1"
 EVENT_ID_HEADER = "Cmsshop-Event-Id"
 EVENT_TYPE_HEADER = "Cmsshop-Event-Type"
@@ -174,11 +180,14 @@ def _due_query(now: dt.datetime):
     return (
         select(WebhookDelivery.id)
         .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
+        .join(WebhookEvent, WebhookEvent.id == WebhookDelivery.event_id)
         .where(
             WebhookDelivery.status == "pending",
             WebhookDelivery.next_attempt_at <= now,
             _unclaimed(now),
-            WebhookEndpoint.enabled.is_(True),
+            # A disabled endpoint still gets the test event its seller sends it (to check
+            # the server works again before enabling it); nothing else.
+            or_(WebhookEndpoint.enabled.is_(True), WebhookEvent.type == TEST_EVENT_TYPE),
             ~held_back,
         )
         .order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id)
@@ -268,11 +277,15 @@ def claim_next(factory, settings, now: dt.datetime) -> Job | None:
 
 
 def abandon_disabled(factory, now: dt.datetime) -> int:
-    """Fail the pending deliveries of disabled endpoints; how many."""
+    """Fail the pending deliveries of disabled endpoints (but their test events); how
+    many."""
     abandoned = (
         WebhookDelivery.status == "pending",
         WebhookDelivery.endpoint_id.in_(
             select(WebhookEndpoint.id).where(WebhookEndpoint.enabled.is_(False))
+        ),
+        WebhookDelivery.event_id.not_in(
+            select(WebhookEvent.id).where(WebhookEvent.type == TEST_EVENT_TYPE)
         ),
         _unclaimed(now),
     )
@@ -639,7 +652,7 @@ def redeliver(
     fail)."""
     now = now or utcnow()
     if retry_for is None:
-        retry_for = webhooks_module.SETTINGS[RETRY_FOR][1]
+        retry_for = DEFAULT_RETRY_FOR
     endpoint = delivery.endpoint or session.get(WebhookEndpoint, delivery.endpoint_id)
     if not endpoint.enabled:
         raise EndpointDisabled(endpoint.id)

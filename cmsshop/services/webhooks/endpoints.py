@@ -28,11 +28,11 @@ from cmsshop.models import (
 from cmsshop.services.paging import Page, PageRequest, fetch_page
 from cmsshop.services.webhooks import addresses, delivery, payloads, signing
 from cmsshop.services.webhooks.events import emit_event
+from cmsshop.services.webhooks.settings import RETRY_FOR
 from cmsshop.util import utcnow
 
 DEFAULT_OVERLAP_HOURS = 24
 MAX_OVERLAP_HOURS = 7 * 24
-RETRY_FOR = "cmsshop.webhooks.retry_for"
 
 
 @dataclasses.dataclass(frozen=True)
