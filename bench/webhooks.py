@@ -23,6 +23,12 @@ reference. Exits 1 below the targets (300 fulfilments/s, 400 duplicates/s, answe
 under 500 ms) or if exactly-once or gap-free invoice numbering failed.
 ``--provider-latency MS`` confirms every payment with a loopback stand-in for the
 provider API answering after MS ms: then only the answers' p99 and exactly-once count.
+``--subscriber`` adds an outgoing webhook endpoint subscribed to every event type, on a
+loopback receiver: fulfilment then writes an order.paid and a license.created event (and
+their deliveries) per payment, which the worker's webhook thread delivers meanwhile; it
+checks one of each per order, every delivery received once, and how long they took;
+``--receiver-latency MS`` makes the receiver answer after MS ms, as a distant endpoint
+does (``CMSSHOP_WEBHOOKS_WORKER_THREADS`` sets the worker's delivery threads).
 
 Never part of the test suite; everything stays on loopback and stops by itself.
 """
@@ -57,6 +63,7 @@ from benchlib import (  # noqa: E402 - bench/benchlib.py, beside this script
 from cmsshop.config import configure  # noqa: E402
 from cmsshop.db import make_engine  # noqa: E402
 from cmsshop.models import (  # noqa: E402
+    WEBHOOK_EVENT_TYPES,
     Currency,
     Entitlement,
     Fulfilment,
@@ -68,6 +75,9 @@ from cmsshop.models import (  # noqa: E402
     Product,
     ProductPrice,
     User,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
 )
 from cmsshop.services.checkout.orders import new_order_number  # noqa: E402
 from cmsshop.services.payments.cardprovider import (  # noqa: E402
@@ -75,6 +85,7 @@ from cmsshop.services.payments.cardprovider import (  # noqa: E402
     checkout_session_object,
     signed_delivery,
 )
+from cmsshop.services.webhooks.signing import encrypt_secret, new_secret  # noqa: E402
 
 SECRET = "whsec_benchmark_0123456789abcdef"
 # The issue's targets, on PostgreSQL with 8 senders (SQLite's single writer does not
@@ -137,7 +148,15 @@ def row_counts(engine) -> dict[str, int]:
     with Session(engine) as session:
         return {
             model.__tablename__: session.scalar(select(func.count()).select_from(model)) or 0
-            for model in (Fulfilment, Invoice, Entitlement, License, PaymentEvent)
+            for model in (
+                Fulfilment,
+                Invoice,
+                Entitlement,
+                License,
+                PaymentEvent,
+                WebhookEvent,
+                WebhookDelivery,
+            )
         } | {
             "paid orders": session.scalar(
                 select(func.count()).select_from(Order).where(Order.status == "paid")
@@ -326,6 +345,71 @@ def wait_until_paid(engine, orders: int, timeout: float = 600) -> float:
     sys.exit(f"only {paid_count(engine)} of {orders} orders were paid after {timeout} s")
 
 
+class Receiver:
+    """A webhook endpoint's server on loopback (``--subscriber``): answers 200 at once and
+    counts the deliveries per event id."""
+
+    def __init__(self, latency: float = 0.0):
+        import collections
+        import http.server
+
+        receiver = self
+        self.received: collections.Counter = collections.Counter()
+        self.last_at = 0.0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                time.sleep(latency)
+                receiver.received[json.loads(body)["id"]] += 1
+                receiver.last_at = time.time()
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+def add_subscriber(engine, url: str, server_secret: str) -> None:
+    with Session(engine) as session:
+        session.add(
+            WebhookEndpoint(
+                url=url,
+                event_types=list(WEBHOOK_EVENT_TYPES),
+                secret_encrypted=encrypt_secret(server_secret, new_secret()),
+            )
+        )
+        session.commit()
+
+
+def wait_until_delivered(engine, timeout: float = 600) -> bool:
+    """Whether every webhook delivery succeeded within ``timeout`` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with engine.connect() as conn:
+            waiting = conn.scalar(
+                select(func.count())
+                .select_from(WebhookDelivery)
+                .where(WebhookDelivery.status != "succeeded")
+            )
+        if not waiting:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 class SlowProvider:
     """A stand-in for the card provider's API on loopback (``--provider-latency``): it
     answers the confirmation call (GET /v1/checkout/sessions/<id>) with the session the
@@ -384,6 +468,14 @@ def main() -> int:
         help="ms: confirm every payment with a loopback provider API this slow, instead of "
         "trusting verified events; the targets are then the answers' p99 and exactly-once",
     )
+    parser.add_argument(
+        "--subscriber",
+        action="store_true",
+        help="an outgoing webhook endpoint subscribed to every event type, on loopback",
+    )
+    parser.add_argument(
+        "--receiver-latency", type=float, default=0, help="ms the --subscriber's answers take"
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -430,6 +522,12 @@ def main() -> int:
         )
         print(f"payments confirmed by a provider API answering in {args.provider_latency:.0f} ms")
     engine = make_engine(url)
+    receiver = None
+    if args.subscriber:
+        receiver = Receiver(args.receiver_latency / 1000)
+        add_subscriber(engine, receiver.url, settings["cmsshop.secret"])
+        settings["cmsshop.webhooks.allow_private_addresses"] = "true"
+        print(f"an outgoing webhook endpoint subscribed to every event type at {receiver.url}")
     server, base = start_server(settings, args.threads)
     workers = start_workers(settings, tmp, args.workers) if args.processing == "queued" else []
     webhook = "/api/webhooks/cardprovider"
@@ -475,8 +573,26 @@ def main() -> int:
             print(f"  provider calls   {provider.calls} (one per payment)")
             fast = fulfil_p99 < P99_TARGET_MS  # the rates are bound by the provider here
         print(f"  targets met      {fast}")
+        hooks_ok = True
+        if receiver is not None:
+            delivered = wait_until_delivered(engine)
+            done = receiver.last_at - started
+            counts = sorted(set(receiver.received.values()))
+            hooks_ok = (
+                delivered
+                and before["webhook_events"] == 2 * args.orders
+                and len(receiver.received) == 2 * args.orders
+                and counts == [1]
+            )
+            print(
+                f"  webhooks         {len(receiver.received)} events received "
+                f"(deliveries per event: {counts}), the last {done:.2f} s after the first "
+                f"send ({len(receiver.received) / done:.0f}/s); one order.paid and one "
+                f"license.created per order, each delivered once: {hooks_ok}"
+            )
         ok = (
             fast
+            and hooks_ok
             and answered == args.orders
             and before["fulfilments"] == args.orders
             and not any(new_rows.values())
@@ -485,6 +601,8 @@ def main() -> int:
     finally:
         if provider is not None:
             provider.stop()
+        if receiver is not None:
+            receiver.stop()
         for process in [server, *workers]:
             process.terminate()
         for process in [server, *workers]:

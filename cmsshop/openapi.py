@@ -128,12 +128,16 @@ def page_of(item_schema: dict) -> dict:
     }
 
 
-def add_openapi(config, paths: dict | None = None, schemas: dict | None = None) -> None:
-    """Config directive: merge ``paths`` and component ``schemas`` into the document."""
+def add_openapi(
+    config, paths: dict | None = None, schemas: dict | None = None, webhooks: dict | None = None
+) -> None:
+    """Config directive: merge ``paths``, component ``schemas`` and ``webhooks`` (the
+    requests the shop sends: OpenAPI 3.1's top-level webhooks) into the document."""
     spec = config.registry.setdefault("cmsshop.openapi", {"paths": {}, "schemas": {}})
     for path, operations in (paths or {}).items():
         spec["paths"].setdefault(path, {}).update(operations)
     spec["schemas"].update(schemas or {})
+    spec.setdefault("webhooks", {}).update(webhooks or {})
 
 
 ADMIN_PREFIX = "/api/admin/"
@@ -196,6 +200,7 @@ def build_document(registry) -> dict:
         },
         "servers": [{"url": settings["cmsshop.base_url"]}],
         "paths": paths,
+        "webhooks": copy.deepcopy(dict(sorted(spec.get("webhooks", {}).items()))),
         "components": {
             "schemas": {"Error": ERROR_SCHEMA, **copy.deepcopy(spec["schemas"])},
             "securitySchemes": copy.deepcopy(SECURITY_SCHEMES),

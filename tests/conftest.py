@@ -43,7 +43,13 @@ from cmsshop.models import Base  # noqa: E402
 from cmsshop.services.accounts import users as accounts  # noqa: E402
 from cmsshop.services.payments.settings import clear_config_caches  # noqa: E402
 
-pytest_plugins = ["helpers.browser", "fakes.payment_fixtures", "fakes.smtp", "fakes.vies"]
+pytest_plugins = [
+    "helpers.browser",
+    "fakes.payment_fixtures",
+    "fakes.smtp",
+    "fakes.vies",
+    "fakes.webhook_receiver",
+]
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,8 @@ def includeme(config) -> None:
     declare_settings(config.get_settings())
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
-    config.add_openapi(paths=openapi.ADMIN_PATHS, schemas=openapi.ADMIN_SCHEMAS)
+    config.add_openapi(
+        paths=openapi.ADMIN_PATHS, schemas=openapi.ADMIN_SCHEMAS, webhooks=openapi.WEBHOOKS
+    )
     config.add_page_notices(admin_pages.NOTICES)
     config.scan("cmsshop.views.webhooks")

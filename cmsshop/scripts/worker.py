@@ -10,9 +10,12 @@ back first, so stopping never leaves either to be done twice). It
 - delivers the mail outbox every ``cmsshop.mail.worker_interval`` seconds (5), in
   slices of MAIL_SLICE messages: a backlog is sent slice after slice while no payment
   event is due, and a slice per interval while payments keep it busy;
-- delivers outgoing webhooks (services/webhooks/delivery.py) every
-  ``cmsshop.webhooks.worker_interval`` seconds (2), and again at once after a pass that
-  attempted any;
+- delivers outgoing webhooks (services/webhooks/delivery.py) in threads of its own
+  (``cmsshop.webhooks.worker_threads``, 4), each every
+  ``cmsshop.webhooks.worker_interval`` seconds (2) and again at once after a pass that
+  attempted any, so a slow seller's endpoint (each attempt may take up to
+  ``cmsshop.webhooks.timeout``) never holds up payments or mail; once an hour the first
+  drops the deliveries older than ``cmsshop.webhooks.keep_days`` that are done with;
 - cancels unpaid orders older than ``cmsshop.checkout.order_ttl`` seconds and gives
   their coupon redemptions back (services/checkout/expiry.py), every EXPIRY_INTERVAL
   seconds, whatever modules are on (orders exist whenever the shop ever sold).
@@ -37,7 +40,7 @@ from cmsshop.services.mail.delivery import make_mail_backend
 from cmsshop.services.mail.sender import send_due
 from cmsshop.services.payments.events.queue import process_due_events
 from cmsshop.services.payments.registry import PaymentProviders
-from cmsshop.services.webhooks.delivery import deliver_due
+from cmsshop.services.webhooks.delivery import deliver_due, purge_old_deliveries
 from cmsshop.settings import declare
 
 log = logging.getLogger("cmsshop.worker")
@@ -45,9 +48,10 @@ log = logging.getLogger("cmsshop.worker")
 # Payments first: mail goes out in slices of this many messages when no payment event is
 # due, and one slice every mail interval however busy the payments are.
 MAIL_SLICE = 20
-# Webhook deliveries attempted a pass (each may take up to cmsshop.webhooks.timeout):
-# payments and mail get their turn between slices.
+# Webhook deliveries attempted a pass (the thread then looks at the clock and the stop
+# flag again), and seconds between the purges of old deliveries.
 WEBHOOK_SLICE = 20
+PURGE_INTERVAL = 3600.0
 # Seconds between passes over the unpaid orders (they expire after a day: a minute late
 # is on time).
 EXPIRY_INTERVAL = 60.0
@@ -118,8 +122,17 @@ def cmd_worker(env, args) -> int:
     log.info("worker: unpaid orders expire after %s s", ttl)
     last_mail, more_mail = -mail_interval, False
     last_expiry = -EXPIRY_INTERVAL
-    webhook_interval = settings["cmsshop.webhooks.worker_interval"]
-    last_webhooks, more_webhooks = -webhook_interval, False
+    webhooks = [
+        threading.Thread(
+            target=deliver_webhooks,
+            args=(registry, stopping, index == 0),
+            name=f"webhooks-{index}",
+            daemon=True,
+        )
+        for index in range(settings["cmsshop.webhooks.worker_threads"])
+    ]
+    for thread in webhooks:
+        thread.start()
     while not stopping.is_set():
         busy = False
         if providers is not None:
@@ -147,16 +160,6 @@ def cmd_worker(env, args) -> int:
             except Exception:
                 # A full disk...: the next pass tries again; the messages are still queued.
                 log.exception("worker: a pass over the outbox failed")
-        if (more_webhooks or now >= last_webhooks + webhook_interval) and not stopping.is_set():
-            last_webhooks, more_webhooks = now, False
-            try:
-                deliveries = deliver_due(registry, limit=WEBHOOK_SLICE, stop=stopping.is_set)
-                more_webhooks = deliveries.attempted > 0
-                if deliveries.attempted or deliveries.abandoned:
-                    log.info("worker: webhooks %s", deliveries)
-            except Exception:
-                # The database restarting...: the deliveries stay due; the next pass.
-                log.exception("worker: a pass over webhook deliveries failed")
         if now >= last_expiry + EXPIRY_INTERVAL and not stopping.is_set():
             last_expiry = now
             try:
@@ -166,15 +169,38 @@ def cmd_worker(env, args) -> int:
             except Exception:
                 # The database restarting...: the orders are still pending; the next pass.
                 log.exception("worker: a pass over unpaid orders failed")
-        if not busy and not more_mail and not more_webhooks:
-            wait = min(
-                poll,
-                last_mail + mail_interval - time.monotonic(),
-                last_webhooks + webhook_interval - time.monotonic(),
-            )
+        if not busy and not more_mail:
+            wait = min(poll, last_mail + mail_interval - time.monotonic())
             stopping.wait(max(0.0, wait))
+    for thread in webhooks:
+        thread.join()  # they too stop after the attempt in flight
     log.info("worker: stopped")
     return 0
+
+
+def deliver_webhooks(registry, stopping: threading.Event, purges: bool) -> None:
+    """A webhook thread of the worker: passes over the due deliveries until ``stopping``
+    (and, if ``purges``, the hourly drop of old ones)."""
+    settings = registry.settings
+    interval = settings["cmsshop.webhooks.worker_interval"]
+    last_purge = -PURGE_INTERVAL
+    while not stopping.is_set():
+        attempted = 0
+        try:
+            report = deliver_due(registry, limit=WEBHOOK_SLICE, stop=stopping.is_set)
+            attempted = report.attempted
+            if report.attempted or report.abandoned:
+                log.info("worker: webhooks %s", report)
+            if purges and time.monotonic() >= last_purge + PURGE_INTERVAL:
+                last_purge = time.monotonic()
+                purged = purge_old_deliveries(registry)
+                if purged:
+                    log.info("worker: %s old webhook events dropped", purged)
+        except Exception:
+            # The database restarting...: the deliveries stay due; the next pass.
+            log.exception("worker: a pass over webhook deliveries failed")
+        if not attempted:
+            stopping.wait(interval)
 
 
 def register(sub) -> None:

@@ -23,6 +23,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 import stripe
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -190,3 +191,11 @@ class WebhookReceiver:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+@pytest.fixture
+def webhook_receiver():
+    """A receiver on loopback for the test, stopped after it."""
+    receiver = WebhookReceiver().start()
+    yield receiver
+    receiver.stop()

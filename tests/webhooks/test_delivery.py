@@ -9,18 +9,19 @@ import datetime as dt
 import json
 
 import pytest
-from fakes.webhook_receiver import Answer, WebhookReceiver
+from fakes.webhook_receiver import Answer
 from helpers.app import TEST_SECRET
 from helpers.webhook_delivery import add_endpoint, attempts, deliveries, emit, make_due
 from sqlalchemy import select
 
-from cmsshop.models import TEST_EVENT_TYPE, OutboxMessage, WebhookEndpoint
+from cmsshop.models import TEST_EVENT_TYPE, OutboxMessage, WebhookEndpoint, WebhookEvent
 from cmsshop.services.webhooks import signing
 from cmsshop.services.webhooks.delivery import (
     BACKOFF_SECONDS,
     EndpointDisabled,
     backoff,
     deliver_due,
+    purge_old_deliveries,
     redeliver,
 )
 from cmsshop.services.webhooks.events import emit_event
@@ -28,10 +29,8 @@ from cmsshop.util import utcnow
 
 
 @pytest.fixture
-def receiver():
-    receiver = WebhookReceiver().start()
-    yield receiver
-    receiver.stop()
+def receiver(webhook_receiver):
+    return webhook_receiver
 
 
 @pytest.fixture
@@ -381,3 +380,25 @@ def test_the_admin_command_makes_one_pass(ini, dbsession, receiver, endpoint):
     assert "webhooks: 1 delivered, 0 to retry, 0 failed" in done.stdout
     assert len(receiver.received) == 1
     assert json.loads(receiver.received[0].body)["type"] == "order.paid"
+
+
+def test_events_done_with_are_dropped_after_keep_days(app, dbsession, receiver, endpoint):
+    receiver.answers = [Answer(200), Answer(500)]
+    emit(dbsession, subject="order:CS-1")
+    emit(dbsession, subject="order:CS-2")
+    deliver_due(app.registry)  # CS-1 delivered, CS-2 to retry
+    emit(dbsession, subject="order:CS-3")  # not attempted yet
+    keep = dt.timedelta(days=app.registry.settings["cmsshop.webhooks.keep_days"])
+    assert purge_old_deliveries(app.registry) == 0  # nothing is old yet
+    later = utcnow() + keep + dt.timedelta(minutes=1)
+    dbsession.expire_all()
+    for delivery in deliveries(dbsession):
+        if delivery.subject == "order:CS-3":
+            delivery.status = "failed"  # given up, so done with
+    dbsession.commit()
+    assert purge_old_deliveries(app.registry, now=later) == 2
+    dbsession.expire_all()
+    [left] = deliveries(dbsession)
+    assert (left.subject, left.status) == ("order:CS-2", "pending")  # still being retried
+    assert [a.delivery_id for a in attempts(dbsession)] == [left.id]
+    assert {e.subject for e in dbsession.scalars(select(WebhookEvent))} == {"order:CS-2"}

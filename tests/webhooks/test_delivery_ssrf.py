@@ -19,10 +19,8 @@ PUBLIC = "93.184.215.14"
 
 
 @pytest.fixture
-def receiver():
-    receiver = WebhookReceiver().start()
-    yield receiver
-    receiver.stop()
+def receiver(webhook_receiver):
+    return webhook_receiver
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import time
 from collections import Counter
 
 import pytest
-from fakes.webhook_receiver import Answer, WebhookReceiver
+from fakes.webhook_receiver import Answer
 from helpers.cli import start_admin
 from helpers.webhook_delivery import add_endpoint, deliveries, emit
 
@@ -19,12 +19,10 @@ COUNT = 24
 
 
 @pytest.fixture
-def receiver():
-    receiver = WebhookReceiver().start()
+def receiver(webhook_receiver):
     # A little time per answer, so the workers' claims interleave.
-    receiver.answers = [Answer(200, sleep=0.02)]
-    yield receiver
-    receiver.stop()
+    webhook_receiver.answers = [Answer(200, sleep=0.02)]
+    return webhook_receiver
 
 
 def emit_many(dbsession, receiver) -> set[str]:

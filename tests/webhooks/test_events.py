@@ -1,9 +1,13 @@
 """Each outgoing webhook event is written by its real cause, through the real app, in
 the cause's transaction: nothing for a rolled-back change, nothing for an endpoint not
-subscribed to the type, nothing for a disabled one."""
+subscribed to the type, nothing for a disabled one. Every event written here is the body
+the OpenAPI document's ``webhooks`` describe for its type."""
 
 from __future__ import annotations
 
+import json
+
+import jsonschema_rs
 import pytest
 import webtest
 from fakes.shop import make_order
@@ -18,10 +22,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import Activation, License, WebhookEvent
+from cmsshop.openapi import build_document
 from cmsshop.services.licensing import admin as license_admin
 from cmsshop.services.payments.events import queue
 from cmsshop.services.payments.registry import REGISTRY_KEY
 from cmsshop.services.support import tickets
+from cmsshop.services.webhooks.events import event_body
 
 SECRET_WORDS = ("password", "secret", "whsec_", "sk_", "hash")
 
@@ -30,6 +36,20 @@ def assert_no_secret(data: dict) -> None:
     text = repr(data).lower()
     for word in SECRET_WORDS:
         assert word not in text, word
+
+
+@pytest.fixture(autouse=True)
+def events_match_the_document(app, engine):
+    """After each test: every event it wrote matches its type's schema in the document."""
+    yield
+    webhooks = build_document(app.registry)["webhooks"]
+    with Session(engine) as session:
+        for event in session.scalars(select(WebhookEvent)):
+            request = webhooks[event.type]["post"]["requestBody"]
+            schema = request["content"]["application/json"]["schema"]
+            body = json.loads(json.dumps(event_body(event)))
+            errors = [e.message for e in jsonschema_rs.validator_for(schema).iter_errors(body)]
+            assert errors == [], (event.type, body)
 
 
 @pytest.fixture

@@ -18,6 +18,9 @@ from cmsshop.config import configure
         ({"cmsshop.webhooks.nameservers": "dns.example"}, "nameservers"),
         ({"cmsshop.webhooks.timeout": "0"}, "timeout"),
         ({"cmsshop.webhooks.retry_for": "5"}, "retry_for"),
+        ({"cmsshop.webhooks.keep_days": "0"}, "keep_days"),
+        ({"cmsshop.webhooks.worker_threads": "0"}, "worker_threads"),
+        ({"cmsshop.webhooks.worker_threads": "100"}, "worker_threads"),
     ],
 )
 def test_settings_that_cannot_work_stop_start_up(settings, overrides, named):

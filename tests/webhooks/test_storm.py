@@ -10,7 +10,6 @@ import pytest
 import webtest
 from fakes.shop import make_order
 from fakes.stripe_api import delivery, event, session_object
-from fakes.webhook_receiver import WebhookReceiver
 from helpers.app import requires_postgresql, serve
 from helpers.payments import check_exactly_once, storm
 from helpers.webhook_events import deliveries_to, events, subscribe
@@ -24,10 +23,8 @@ TYPES = ["order.paid", "license.created"]
 
 
 @pytest.fixture
-def receiver():
-    receiver = WebhookReceiver().start()
-    yield receiver
-    receiver.stop()
+def receiver(webhook_receiver):
+    return webhook_receiver
 
 
 @pytest.fixture

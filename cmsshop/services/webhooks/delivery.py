@@ -58,7 +58,7 @@ import time
 from collections.abc import Callable
 
 import urllib3
-from sqlalchemy import exists, or_, select, update
+from sqlalchemy import delete, exists, or_, select, update
 from sqlalchemy.orm import Session, aliased
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
@@ -74,7 +74,7 @@ from cmsshop.models import (
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.webhooks import addresses, signing
 from cmsshop.services.webhooks.events import event_body
-from cmsshop.services.webhooks.settings import DEFAULT_RETRY_FOR
+from cmsshop.services.webhooks.settings import DEFAULT_RETRY_FOR, KEEP_DAYS
 from cmsshop.util import utcnow
 
 log = logging.getLogger("cmsshop.webhooks")
@@ -301,6 +301,48 @@ def abandon_disabled(factory, now: dt.datetime) -> int:
             .values(status="failed", locked_until=None)
             .execution_options(synchronize_session=False)
         ).rowcount
+
+
+# Events looked at per statement when old ones are dropped.
+PURGE_BATCH = 500
+
+
+def purge_old_deliveries(registry, now: dt.datetime | None = None) -> int:
+    """Drop the events older than ``cmsshop.webhooks.keep_days`` whose deliveries are
+    all done (succeeded or given up), with their deliveries and attempt logs; how many
+    events. An event still pending anywhere is kept whole."""
+    factory = registry["cmsshop.session_factory"]
+    before = (now or utcnow()) - dt.timedelta(days=registry.settings[KEEP_DAYS])
+    done = WebhookDelivery.status != "pending"
+    pending = exists().where(
+        WebhookDelivery.event_id == WebhookEvent.id, WebhookDelivery.status == "pending"
+    )
+    dropped = 0
+    while True:
+        # Read, then write in a transaction of its own: on SQLite a read snapshot could
+        # not become a writer once another worker has written (as abandon_disabled).
+        with factory() as session, session.begin():
+            ids = list(
+                session.scalars(
+                    select(WebhookEvent.id)
+                    .where(WebhookEvent.created_at < before, ~pending)
+                    .order_by(WebhookEvent.id)
+                    .limit(PURGE_BATCH)
+                )
+            )
+        if not ids:
+            return dropped
+        with factory() as session, session.begin():
+            ours = select(WebhookDelivery.id).where(WebhookDelivery.event_id.in_(ids), done)
+            session.execute(delete(WebhookAttempt).where(WebhookAttempt.delivery_id.in_(ours)))
+            session.execute(delete(WebhookDelivery).where(WebhookDelivery.event_id.in_(ids), done))
+            # A delivery made pending again meanwhile (a redelivery) keeps its event.
+            kept = exists().where(WebhookDelivery.event_id == WebhookEvent.id)
+            dropped += session.execute(
+                delete(WebhookEvent).where(WebhookEvent.id.in_(ids), ~kept)
+            ).rowcount
+        if len(ids) < PURGE_BATCH:
+            return dropped
 
 
 # -- the HTTP attempt ---------------------------------------------------------------

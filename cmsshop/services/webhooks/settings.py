@@ -12,6 +12,8 @@ from cmsshop.settings import as_bool, as_float, as_int, as_list, declare
 ALLOW_PRIVATE = "cmsshop.webhooks.allow_private_addresses"
 RETRY_FOR = "cmsshop.webhooks.retry_for"
 NAMESERVERS = "cmsshop.webhooks.nameservers"
+KEEP_DAYS = "cmsshop.webhooks.keep_days"
+WORKER_THREADS = "cmsshop.webhooks.worker_threads"
 
 SETTINGS = {
     # Endpoints on private, loopback and link-local addresses are refused (when saved and
@@ -26,6 +28,13 @@ SETTINGS = {
     # Seconds a delivery is retried for (three days), and after which an endpoint that
     # failed all along is disabled and the admins are mailed.
     RETRY_FOR: (as_int, 259200, "CMSSHOP_WEBHOOKS_RETRY_FOR"),
+    # Days an event and its delivery log are kept once every delivery of it is done
+    # (succeeded or given up); the worker drops older ones hourly.
+    KEEP_DAYS: (as_int, 30, "CMSSHOP_WEBHOOKS_KEEP_DAYS"),
+    # Deliveries one worker process attempts at once (threads): an endpoint far away
+    # answers in a tenth of a second or more, so one at a time would cap a worker at a
+    # few deliveries a second; the order of one subject's events holds whatever this is.
+    WORKER_THREADS: (as_int, 4, "CMSSHOP_WEBHOOKS_WORKER_THREADS"),
     # Seconds between the worker's passes over due deliveries.
     "cmsshop.webhooks.worker_interval": (as_float, 2.0, "CMSSHOP_WEBHOOKS_WORKER_INTERVAL"),
     # The DNS servers endpoint names are resolved with at delivery ("10.0.0.53",
@@ -50,9 +59,12 @@ def declare_settings(settings: dict) -> None:
         ("max_response_bytes", 1024),
         ("retry_for", 60),
         ("worker_interval", 0.1),
+        ("keep_days", 1),
     ):
         if settings[f"cmsshop.webhooks.{name}"] < low:
             raise ConfigurationError(f"cmsshop.webhooks.{name} must be at least {low}")
+    if not 1 <= settings[WORKER_THREADS] <= 32:
+        raise ConfigurationError(f"{WORKER_THREADS} must be 1..32")
     for entry in settings[NAMESERVERS]:
         try:
             parse_nameserver(entry)

@@ -1,9 +1,10 @@
-"""The OpenAPI part of the webhooks module: the admin routes of the endpoints."""
+"""The OpenAPI part of the webhooks module: the admin routes of the endpoints, and the
+events the shop sends (the document's ``webhooks``)."""
 
 from __future__ import annotations
 
 from cmsshop import openapi as oa
-from cmsshop.models import DELIVERY_STATUSES, WEBHOOK_EVENT_TYPES
+from cmsshop.models import DELIVERY_STATUSES, TEST_EVENT_TYPE, WEBHOOK_EVENT_TYPES
 from cmsshop.services.webhooks.endpoints import DEFAULT_OVERLAP_HOURS, MAX_OVERLAP_HOURS
 from cmsshop.views.shared.schema import DATE_TIME, ID_PARAM, body_schema, text_schema
 from cmsshop.views.webhooks.admin_api import MAX_DESCRIPTION, MAX_URL
@@ -232,3 +233,145 @@ ADMIN_PATHS = {
     },
 }
 ADMIN_SCHEMAS = {"WebhookEndpoint": ENDPOINT, "WebhookDelivery": DELIVERY}
+
+# --- the outgoing events, as OpenAPI 3.1 "webhooks": what the shop POSTs to endpoints ----
+
+STRING = {"type": "string"}
+NULLABLE_STRING = {"type": ["string", "null"]}
+INTEGER = {"type": "integer"}
+ORDER_DATA_FIELDS = {
+    "orderNumber": STRING,
+    "status": STRING,
+    "customerEmail": NULLABLE_STRING,
+    "currency": STRING,
+    "total": {**INTEGER, "description": "Minor units of currency"},
+    "tax": INTEGER,
+    "discount": INTEGER,
+    "couponCode": NULLABLE_STRING,
+    "paidAt": NULLABLE_TIME,
+    "items": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["productSlug", "name", "kind", "quantity", "amount"],
+            "properties": {
+                "productSlug": STRING,
+                "name": STRING,
+                "kind": STRING,
+                "quantity": INTEGER,
+                "amount": INTEGER,
+            },
+        },
+    },
+}
+LICENSE_DATA_FIELDS = {
+    "licenseId": INTEGER,
+    "licenseKey": STRING,
+    "productSlug": STRING,
+    "status": STRING,
+    "expiresAt": NULLABLE_TIME,
+    "seats": INTEGER,
+    "features": {"type": "array", "items": STRING},
+    "customerEmail": NULLABLE_STRING,
+    "orderNumber": NULLABLE_STRING,
+}
+ACTIVATION_DATA_FIELDS = {
+    "activationId": INTEGER,
+    "licenseId": INTEGER,
+    "licenseKey": STRING,
+    "fingerprint": STRING,
+    "domain": STRING,
+    "environment": {"enum": ["production", "staging", "local"]},
+    "active": {"type": "boolean"},
+    "activatedAt": NULLABLE_TIME,
+    "deactivatedAt": NULLABLE_TIME,
+}
+TICKET_DATA_FIELDS = {
+    "ticketId": INTEGER,
+    "ticketNumber": STRING,
+    "subject": STRING,
+    "status": STRING,
+    "customerEmail": NULLABLE_STRING,
+    "orderNumber": NULLABLE_STRING,
+    "createdAt": DATE_TIME,
+}
+
+
+def data_schema(fields: dict, **extra: dict) -> dict:
+    return {
+        "type": "object",
+        "required": list(fields),
+        "properties": {**fields, **extra},
+    }
+
+
+ORDER_REFUNDED = data_schema(
+    ORDER_DATA_FIELDS, reason={"enum": ["refund", "chargeback"], "description": "Why"}
+)
+EVENT_DATA = {
+    "order.paid": ("An order was paid and fulfilled.", data_schema(ORDER_DATA_FIELDS)),
+    "order.refunded": ("An order was refunded in full or lost a chargeback.", ORDER_REFUNDED),
+    "license.created": ("A licence was issued.", data_schema(LICENSE_DATA_FIELDS)),
+    "license.revoked": ("A licence was revoked.", data_schema(LICENSE_DATA_FIELDS)),
+    "license.renewed": ("A renewal extended a licence.", data_schema(LICENSE_DATA_FIELDS)),
+    "license.upgraded": ("An upgrade changed a licence.", data_schema(LICENSE_DATA_FIELDS)),
+    "activation.created": (
+        "An installation took a seat.",
+        data_schema(ACTIVATION_DATA_FIELDS),
+    ),
+    "activation.deleted": (
+        "An installation gave its seat back.",
+        data_schema(ACTIVATION_DATA_FIELDS),
+    ),
+    "ticket.created": ("A customer opened a support ticket.", data_schema(TICKET_DATA_FIELDS)),
+    TEST_EVENT_TYPE: (
+        "The console's or the API's test event, sent to one endpoint.",
+        data_schema({"message": STRING, "endpointId": INTEGER}),
+    ),
+}
+assert set(EVENT_DATA) == {*WEBHOOK_EVENT_TYPES, TEST_EVENT_TYPE}
+
+
+def event_schema(event_type: str, data: dict) -> dict:
+    """The body of one event type (inline: receivers' validators need no components)."""
+    return {
+        "type": "object",
+        "required": ["id", "type", "created", "data"],
+        "properties": {
+            "id": {"type": "string", "pattern": "^evt_[0-9a-f]{24}$"},
+            "type": {"const": event_type},
+            "created": DATE_TIME,
+            "data": data,
+        },
+    }
+
+
+SIGNATURE_HEADERS = [
+    {
+        "name": "Cmsshop-Signature",
+        "in": "header",
+        "required": True,
+        "schema": STRING,
+        "description": "t=<unix time>,v1=<hex HMAC-SHA256 of '<t>.<body>'> (a v1 per valid "
+        "secret during a rotation): verify with stripe.WebhookSignature.verify_header.",
+    },
+    {"name": "Cmsshop-Event-Id", "in": "header", "required": True, "schema": STRING},
+    {"name": "Cmsshop-Event-Type", "in": "header", "required": True, "schema": STRING},
+]
+WEBHOOKS = {
+    event_type: {
+        "post": {
+            "summary": summary,
+            "tags": ["webhooks"],
+            "parameters": SIGNATURE_HEADERS,
+            "requestBody": {
+                "required": True,
+                "content": oa.json_content(event_schema(event_type, data)),
+            },
+            "responses": {
+                "2XX": {"description": "Delivered. Anything else is retried for three days."}
+            },
+        }
+    }
+    for event_type, (summary, data) in EVENT_DATA.items()
+}
