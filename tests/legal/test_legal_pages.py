@@ -71,7 +71,9 @@ def test_the_console_publishes_versions_and_the_public_page_shows_the_newest(app
     assert "<h2>Hello</h2>" in old.text
     client.get("/admin/legal/terms/versions/9", status=404)
     client.get("/admin/legal/terms/versions/x", status=404)
-    audit = dbsession.scalars(select(AuditEntry).where(AuditEntry.action == "legal.publish")).all()
+    audit = dbsession.scalars(
+        select(AuditEntry).where(AuditEntry.action == "legal.publish").order_by(AuditEntry.id)
+    ).all()
     assert [entry.summary["version"] for entry in audit] == [1, 2]
 
 

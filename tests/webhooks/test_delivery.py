@@ -402,3 +402,17 @@ def test_events_done_with_are_dropped_after_keep_days(app, dbsession, receiver, 
     assert (left.subject, left.status) == ("order:CS-2", "pending")  # still being retried
     assert [a.delivery_id for a in attempts(dbsession)] == [left.id]
     assert {e.subject for e in dbsession.scalars(select(WebhookEvent))} == {"order:CS-2"}
+
+
+def test_a_secret_stored_under_another_server_secret_sends_nothing(
+    app, admin_app, dbsession, receiver, endpoint
+):
+    endpoint.secret_encrypted = signing.encrypt_secret("another-server-secret-0123456789", "x")
+    dbsession.commit()
+    emit(dbsession)
+    report = deliver_due(app.registry)
+    assert report.retried == 1 and receiver.received == []
+    [logged] = attempts(dbsession)
+    assert logged.outcome == "network_error" and "decrypted" in logged.error
+    shown = admin_app.get(f"/api/admin/webhooks/{endpoint.id}").json
+    assert "unreadable" in shown["secretHint"]

@@ -62,6 +62,7 @@ from sqlalchemy import delete, exists, or_, select, update
 from sqlalchemy.orm import Session, aliased
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
+from cmsshop import crypto
 from cmsshop.db import take_write_lock
 from cmsshop.models import (
     TEST_EVENT_TYPE,
@@ -208,7 +209,7 @@ def _signing_secrets(endpoint: WebhookEndpoint, settings, now) -> tuple[str, ...
             and endpoint.previous_secret_expires_at > now
         ):
             found.append(signing.decrypt_secret(server_secret, endpoint.previous_secret_encrypted))
-    except Exception:  # noqa: BLE001 - crypto.InvalidToken: the server secret changed
+    except crypto.InvalidToken:  # the server secret changed since it was stored
         return None
     return tuple(found)
 

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from cmsshop import crypto
 from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.models import (
     TEST_EVENT_TYPE,
@@ -61,7 +62,7 @@ def secret_hint(settings: Mapping[str, Any], endpoint: WebhookEndpoint) -> str:
     """The secret masked for display ("whsec_…x9Qa"): enough to tell two apart."""
     try:
         secret = signing.decrypt_secret(settings["cmsshop.secret"], endpoint.secret_encrypted)
-    except Exception:  # noqa: BLE001 - crypto.InvalidToken: the server secret changed
+    except crypto.InvalidToken:  # the server secret changed since it was stored
         return "unreadable (the server secret changed: rotate it)"
     return f"{signing.SECRET_PREFIX}…{secret[-4:]}"
 
