@@ -143,7 +143,8 @@ def with_bare_route(app):
     def cache_counts(environ, start_response):
         cache = registry.get("cmsshop.answer_cache") if registry is not None else None
         counts = {"hits": cache.hits, "misses": cache.misses} if cache else {}
-        body = json.dumps(counts).encode()
+        # Which process answered: with several, the bench reaches each one on purpose.
+        body = json.dumps({**counts, "pid": os.getpid()}).encode()
         start_response(
             "200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
         )
@@ -356,14 +357,79 @@ def _client_process(port, route, seconds, connections, seed, per_connection, pip
     pipe.close()
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its children (Linux /proc), or NaN."""
+def _stat(pid) -> tuple[int, float] | None:
+    """(parent pid, user + system CPU seconds) of a live process, from /proc/PID/stat."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its live descendants (a pre-fork server's
+    workers; Linux /proc), or NaN."""
+    stats = {int(name): _stat(name) for name in os.listdir("/proc") if name.isdigit()}
+    if not stats.get(pid):
         return float("nan")
+    tree, total, grew = {pid}, 0.0, True
+    while grew:
+        grew = False
+        for child, stat in stats.items():
+            if stat and child not in tree and stat[0] in tree:
+                tree.add(child)
+                grew = True
+    for member in tree:
+        total += stats[member][1]
+    return total
+
+
+def machine_cpu_seconds() -> float:
+    """CPU time every core spent busy since boot (/proc/stat: all but idle and iowait)."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return float("nan")
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def client_cpu_seconds() -> float:
+    """CPU time of this process's finished children: across one run_load, its clients'."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+class DatabaseBackends:
+    """CPU time of the PostgreSQL backends serving one database (``url``'s), found through
+    pg_stat_activity on each call: unlike :func:`database_cpu_seconds` it leaves out other
+    databases' load on a shared server. Each call returns the total over every backend
+    seen so far (one that exited counts with its last reading: what it spent after that
+    is missed; the app's pools keep theirs)."""
+
+    def __init__(self, url: str):
+        from cmsshop.db import make_engine
+
+        self.engine = make_engine(url)
+        self.connection = self.engine.connect()
+        self.seen: dict[int, float] = {}
+
+    def __call__(self) -> float:
+        rows = self.connection.exec_driver_sql(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).all()
+        self.connection.rollback()
+        for (pid,) in rows:
+            stat = _stat(pid)
+            if stat:
+                self.seen[pid] = stat[1]
+        return sum(self.seen.values())
+
+    def close(self) -> None:
+        self.connection.close()
+        self.engine.dispose()
 
 
 def database_cpu_seconds() -> float:
@@ -426,6 +492,79 @@ def cache_counts(port) -> dict:
         connection.close()
 
 
+def connections_to_each(port, processes: int, per_process: int = 1, attempts: int = 400):
+    """Keep-alive connections, ``per_process`` to each of a pre-fork server's
+    ``processes`` (the kernel picks the process per connection: new ones are opened until
+    each has its share, or ``attempts`` run out). Returns {pid: [(connection, counts)]},
+    counts being the process's answer-cache counts when the connection was made."""
+    import http.client
+    import json
+
+    found: dict[int, list] = {}
+    for _ in range(attempts):
+        if len(found) == processes and all(len(v) >= per_process for v in found.values()):
+            break
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("GET", CACHE_PATH)
+        counts = json.loads(connection.getresponse().read())
+        mine = found.setdefault(counts.pop("pid", 0), [])
+        if len(mine) < per_process:
+            mine.append((connection, counts))
+        else:
+            connection.close()
+    return found
+
+
+def cache_counts_all(port, processes: int) -> dict:
+    """The answer-cache counts summed over a pre-fork server's processes ({} without a
+    cache, or when a process could not be reached)."""
+    found = connections_to_each(port, processes)
+    total = {"hits": 0, "misses": 0}
+    for connections in found.values():
+        for connection, counts in connections:
+            connection.close()
+            if not counts:
+                return {}
+            total["hits"] += counts["hits"]
+            total["misses"] += counts["misses"]
+    return total if len(found) == processes else {}
+
+
+def visit_each(port, paths, clients: int, processes: int) -> None:
+    """Request every path once in every one of a pre-fork server's processes (each warms
+    its own answer cache), over ``clients`` keep-alive connections in all."""
+    import threading
+
+    paths = list(paths)
+    if not paths:
+        return
+    if processes == 1:
+        return visit(port, paths, clients)
+    per_process = max(1, clients // processes)
+    found = connections_to_each(port, processes, per_process)
+    if len(found) < processes:
+        raise RuntimeError(f"reached {len(found)} of the {processes} server processes")
+
+    def client(connection, mine):
+        for path in mine:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"visit {path}: {response.status}")
+        connection.close()
+
+    threads = [
+        threading.Thread(target=client, args=(connection, paths[i::per_process]))
+        for connections in found.values()
+        for i, (connection, _) in enumerate(connections)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def visit(port, paths, clients: int) -> None:
     """Request every path once, over ``clients`` keep-alive connections."""
     import http.client
@@ -452,39 +591,45 @@ def visit(port, paths, clients: int) -> None:
 
 def measure(
     port, routes, *, seconds, rounds, clients, warmup=1.0, server_pid=None, processes=2,
-    server_processes=1,
+    server_processes=1, database_cpu=None,
 ):  # fmt: skip
     """Every route (the bare one first) in ``rounds`` alternating rounds of
-    ``seconds / rounds`` each, after a warm-up per route; returns one result per route."""
+    ``seconds / rounds`` each, after a warm-up per route; returns one result per route.
+    ``server_pid``: also the CPU time of that server (with its pre-fork workers) and of
+    the database (``database_cpu()``, default every local PostgreSQL process) per request.
+    The clients' CPU and the machine's busy time are measured in every run."""
     import statistics
 
-    totals = {id(route): [0, [], 0.0, 0, 0, 0.0] for route in routes}
+    database_cpu = database_cpu or database_cpu_seconds
+    totals = {id(route): [0, [], 0.0, 0, 0, 0.0, 0.0, 0.0] for route in routes}
     for i, route in enumerate(routes):
-        visit(port, route.visit, clients)
+        visit_each(port, route.visit, clients, server_processes)
         run_load(port, route, warmup, clients, processes, seed=i)
     for r in range(rounds):
         for i, route in enumerate(routes):
+            # Answer-cache counts, summed over the server's processes.
+            counts = cache_counts_all(port, server_processes)
             cpu = process_cpu_seconds(server_pid) if server_pid else float("nan")
-            database_cpu = database_cpu_seconds() if server_pid else float("nan")
-            # Answer-cache counts: one server process's (with several, each connection's
-            # counts come from whichever process took it).
-            counts = cache_counts(port) if server_processes == 1 else {}
+            database = database_cpu() if server_pid else float("nan")
+            clients_cpu, machine = client_cpu_seconds(), machine_cpu_seconds()
             errors, latencies = run_load(
                 port, route, seconds / rounds, clients, processes, seed=100 * r + i + 1
             )
             total = totals[id(route)]
+            total[6] += client_cpu_seconds() - clients_cpu
+            total[7] += machine_cpu_seconds() - machine
             total[0] += errors
             total[1].extend(latencies)
             if server_pid:
                 total[2] += process_cpu_seconds(server_pid) - cpu
-                total[5] += database_cpu_seconds() - database_cpu
-            after = cache_counts(port) if counts else {}
+                total[5] += database_cpu() - database
+            after = cache_counts_all(port, server_processes) if counts else {}
             if after:
                 total[3] += after["hits"] - counts["hits"]
                 total[4] += after["misses"] - counts["misses"]
     results = []
     for route in routes:
-        errors, latencies, cpu, hits, misses, database_cpu = totals[id(route)]
+        errors, latencies, cpu, hits, misses, database, clients_cpu, machine = totals[id(route)]
         latencies.sort()
         count = len(latencies)
         results.append(
@@ -493,12 +638,18 @@ def measure(
                 "requests": count,
                 "errors": errors,
                 "rps": count / seconds,
+                # CPU seconds per request: the load driver's client processes, and every
+                # core's busy time (whoever used it: the difference from server, database
+                # and clients is other programs' load); the machine's cores busy on average.
+                "client_cpu_ms": clients_cpu / count * 1000 if count else float("nan"),
+                "machine_cpu_ms": machine / count * 1000 if count else float("nan"),
+                "busy_cores": machine / seconds,
                 "p50_ms": statistics.median(latencies) * 1000 if count else float("nan"),
                 "p99_ms": latencies[max(0, int(count * 0.99) - 1)] * 1000
                 if count
                 else float("nan"),
                 "cpu_ms": cpu / count * 1000 if count and server_pid else float("nan"),
-                "database_cpu_ms": database_cpu / count * 1000
+                "database_cpu_ms": database / count * 1000
                 if count and server_pid
                 else float("nan"),
                 # Share of the route's requests answered from the answer cache (None: not
