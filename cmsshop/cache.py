@@ -38,23 +38,51 @@ least recently used out first. Conditional
 requests are answered from the entry (304 on a matching ``If-None-Match``).
 ``cmsshop.answer_cache_ttl = 0`` turns the cache off. ``hits`` and ``misses`` count the
 lookups (for the benchmarks and an operator's curiosity).
+
+Anonymous HTML pages (``config.add_cached_pages``: home, product list, product pages,
+docs list and articles) are kept the same way, with the same invalidation -- the version
+triggers also cover what those pages read besides the catalogue (migration 0028: the
+brand's settings and logo, the legal pages, the media files). A page is per visitor only
+through the login session, the flash notice and the CSRF token, so:
+
+- Only a request that is surely anonymous is looked up or stored: no session cookie or
+  an anonymous visitor's (``security.surely_anonymous``: its form is never a session's),
+  and no flash cookie. Any other request gets the live page, as before.
+- The copy that is stored is rendered with the request's cookies removed (no session,
+  no notice, no visitor token can reach it) and with a per-process placeholder for the
+  CSRF token. Serving it -- to the request that rendered it too -- puts the visitor's own
+  anonymous token in its place (setting the anonymous cookie when the visitor has none,
+  as the live page does), and only in a page that holds a form.
+- A query parameter the page does not read is not looked up (its links would carry it
+  into a copy served to others); the key holds the application URL (the pages' absolute
+  links name the host they were asked for).
+- Stored pages answer ``Cache-Control: private, no-cache`` (the security headers tween)
+  and ``Vary: Cookie``: no shared cache keeps a page that is personalised when served.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import secrets
 import sys
 import threading
 import time
 import weakref
 
+from pyramid.csrf import get_csrf_token
 from pyramid.interfaces import IRoutesMapper
 from pyramid.response import Response
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from cmsshop.models.store import CONTENT_TABLES, PUBLIC_CONTENT
+from cmsshop.models.store import CONTENT_TABLES
+from cmsshop.security import (
+    CSRF_PLACEHOLDER,
+    CSRF_PLACEHOLDER_USED,
+    surely_anonymous,
+)
+from cmsshop.web import FLASH_COOKIE
 
 # Marks a request whose 200 answer may be kept (set by views.shared.caching.cached_json).
 CACHEABLE = "cmsshop.answer_cacheable"
@@ -65,6 +93,9 @@ CACHED_ROUTES = "cmsshop.cached_routes"
 # The representation every cached route serves, whatever the Accept header asks for
 # (the views do not negotiate): the key holds it, never the raw header.
 REPRESENTATION = "application/json"
+# Registry key: {page route name: the query parameters its view reads}, from the modules.
+CACHED_PAGES = "cmsshop.cached_pages"
+PAGE_REPRESENTATION = "text/html"
 
 
 @dataclasses.dataclass(slots=True)
@@ -76,6 +107,8 @@ class Entry:
     stale_until: float
     # What the cache counted for it (its size and its key's), set when it is stored.
     counted: int = 0
+    # A page whose body holds the CSRF placeholder (filled in for each visitor).
+    fills_csrf: bool = False
 
     @property
     def size(self) -> int:
@@ -174,7 +207,8 @@ READ_SQL = "SELECT version FROM content_versions WHERE name = 'public'"
 
 def _touches_content(session: Session) -> bool:
     return any(
-        isinstance(obj, PUBLIC_CONTENT) for obj in (*session.new, *session.dirty, *session.deleted)
+        getattr(type(obj), "__tablename__", None) in CONTENT_TABLES
+        for obj in (*session.new, *session.dirty, *session.deleted)
     )
 
 
@@ -259,10 +293,14 @@ def answer_cache_tween_factory(handler, registry):
     )
     registry["cmsshop.answer_cache"] = cache
     declared: dict[str, tuple[str, ...]] = registry.get(CACHED_ROUTES, {})
+    pages: dict[str, tuple[str, ...]] = registry.get(CACHED_PAGES, {})
     mapper = registry.queryUtility(IRoutesMapper)
     # A path that cannot be a declared route's skips the route match here (the router
     # matches it anyway): the static part of each pattern, before its first placeholder.
-    prefixes = tuple({mapper.get_route(name).pattern.split("{")[0] for name in declared})
+    prefixes = tuple({mapper.get_route(name).pattern.split("{")[0] for name in (*declared, *pages)})
+    # What a stored page holds where each visitor's CSRF token goes: random per process,
+    # so no text of the content can name it.
+    placeholder = "csrf-placeholder-" + secrets.token_hex(16)
     watch = VersionWatch(
         registry["cmsshop.engine"], cache, settings["cmsshop.answer_cache_check_interval"]
     )
@@ -274,22 +312,38 @@ def answer_cache_tween_factory(handler, registry):
         if environ["REQUEST_METHOD"] != "GET" or not path.startswith(prefixes):
             return handler(request)
         route = mapper(request)["route"]
-        params = declared.get(route.name) if route is not None else None
-        if params is None:
+        if route is None:
             return handler(request)
-        key = cache_key(request, path, params)
+        params = declared.get(route.name)
+        page = params is None
+        if page:
+            params = pages.get(route.name)
+            if params is None or not shared_page_request(request, params):
+                return handler(request)
+            key = page_key(request, path, params)
+        else:
+            key = cache_key(request, path, params)
         if key is None:
             return handler(request)
         if cache.entries:  # nothing cached, nothing to invalidate: no database read
             watch.check()
         entry, refresh = cache.lookup(key)
         if entry is not None and headers_are_safe(request):
-            return replay(request, entry)
+            response = replay(request, entry)
+            return fill_csrf(request, response, placeholder) if entry.fills_csrf else response
         if not refresh:
             return handler(request)
         generation = cache.generation
         stored = None
         try:
+            if page:
+                response, fills_csrf = render_shared(handler, request, placeholder)
+                if response.status_code == 200 and environ.get(CACHEABLE):
+                    if watch.seen is None:
+                        watch.check()  # as below: the first answer learns the version
+                    else:
+                        stored = keep(response, cache, fills_csrf=fills_csrf)
+                return fill_csrf(request, response, placeholder) if fills_csrf else response
             response = handler(request)
             if response.status_code == 200 and environ.get(CACHEABLE):
                 if watch.seen is None:
@@ -317,7 +371,7 @@ def cache_key(request, path: str, params: tuple[str, ...]) -> tuple | None:
     return (path, tuple(tuple(query.getall(name)) for name in params), REPRESENTATION)
 
 
-def keep(response, cache: AnswerCache) -> Entry | None:
+def keep(response, cache: AnswerCache, fills_csrf: bool = False) -> Entry | None:
     if "Set-Cookie" in response.headers:
         return None
     now = cache.clock()
@@ -327,7 +381,64 @@ def keep(response, cache: AnswerCache) -> Entry | None:
         etag=response.headers.get("ETag"),
         fresh_until=now + cache.ttl,
         stale_until=now + cache.ttl + cache.stale,
+        fills_csrf=fills_csrf,
     )
+
+
+# --- anonymous pages ------------------------------------------------------------------------
+
+
+def shared_page_request(request, params: tuple[str, ...]) -> bool:
+    """Whether the page may come from (and go to) the cache: surely anonymous, no flash
+    notice waiting, and no query parameter the page does not read (page_url carries
+    every parameter into the page's links)."""
+    if not surely_anonymous(request) or FLASH_COOKIE in request.cookies:
+        return False
+    if request.environ.get("QUERY_STRING"):
+        try:
+            names = request.GET.keys()
+        except UnicodeDecodeError:
+            return False
+        if not set(names) <= set(params):
+            return False
+    return True
+
+
+def page_key(request, path: str, params: tuple[str, ...]) -> tuple | None:
+    key = cache_key(request, path, params)
+    if key is None:
+        return None
+    # The page's absolute links (static files, og:image) name the host it was asked for.
+    return (*key[:-1], PAGE_REPRESENTATION, request.application_url)
+
+
+def render_shared(handler, request, placeholder: str):
+    """The page as any anonymous visitor sees it: rendered without the request's cookies
+    (no session, notice or visitor token can reach it), with ``placeholder`` for the
+    CSRF token. (response, whether the body holds the placeholder)."""
+    environ = request.environ
+    cookie = environ.pop("HTTP_COOKIE", None)
+    environ[CSRF_PLACEHOLDER] = placeholder
+    try:
+        response = handler(request)
+    finally:
+        del environ[CSRF_PLACEHOLDER]
+        if cookie is not None:
+            environ["HTTP_COOKIE"] = cookie
+    fills_csrf = bool(environ.pop(CSRF_PLACEHOLDER_USED, False))
+    if response.content_type == PAGE_REPRESENTATION:
+        vary = list(response.vary or ())
+        if "Cookie" not in vary:
+            response.vary = (*vary, "Cookie")
+    return response, fills_csrf
+
+
+def fill_csrf(request, response, placeholder: str):
+    """The visitor's own CSRF token in place of the placeholder (the anonymous cookie is
+    set by the token's response callback when the visitor has none, as on a live page)."""
+    token = get_csrf_token(request)
+    response.body = response.body.replace(placeholder.encode(), token.encode())
+    return response
 
 
 def replay(request, entry: Entry) -> Response:
@@ -345,8 +456,17 @@ def add_cached_routes(config, routes: dict[str, tuple[str, ...]]) -> None:
     config.registry.setdefault(CACHED_ROUTES, {}).update(routes)
 
 
+def add_cached_pages(config, routes: dict[str, tuple[str, ...]]) -> None:
+    """Declare HTML page routes the cache may keep for anonymous visitors, each with the
+    query parameters its view reads (a request with any other is not looked up). The
+    view says a page is the same for every anonymous visitor with
+    ``views.shared.caching.shared_page``."""
+    config.registry.setdefault(CACHED_PAGES, {}).update(routes)
+
+
 def includeme(config) -> None:
     config.add_directive("add_cached_routes", add_cached_routes)
+    config.add_directive("add_cached_pages", add_cached_pages)
     # Under the request log (hits are logged and get their X-Request-ID), over pyramid_tm
     # (a hit opens no transaction and checks out no connection).
     config.add_tween(

@@ -158,8 +158,8 @@ def get_user_session(request) -> UserSession | None:
     if request.api_token is not None:
         return None
     token = _cookie_token(request)
-    if token is None:
-        return None
+    if token is None or token.startswith(ANONYMOUS_PREFIX):
+        return None  # an anonymous visitor's token is never a session's: nothing to read
     session = request.db.scalar(select(UserSession).where(UserSession.id == hash_token(token)))
     if session is None or session.expires_at <= utcnow():
         return None
@@ -269,16 +269,38 @@ def end_session(request, clear_cookie: bool = True) -> None:
         _set_cookie(request, None)
 
 
+# An anonymous visitor's cookie token starts with this; a login session's never does
+# (``secrets.token_urlsafe`` has no "."), so a cookie in this form is known, without a
+# database read, to carry no session: the answer cache may serve it a shared page.
+ANONYMOUS_PREFIX = "anon."
+# Set in the environ of a page rendered for the answer cache (cmsshop.cache): the CSRF
+# token is this placeholder, filled in with each visitor's own token when served; the
+# environ's CSRF_PLACEHOLDER_USED then says the page holds it.
+CSRF_PLACEHOLDER = "cmsshop.csrf_placeholder"
+CSRF_PLACEHOLDER_USED = "cmsshop.csrf_placeholder_used"
+
+
 def _anonymous_token(request) -> str:
     token = request.environ.get("cmsshop.anon_token")
     if token:
         return token
     token = _cookie_token(request)
     if token is None:
-        token = secrets.token_urlsafe(32)
+        token = ANONYMOUS_PREFIX + secrets.token_urlsafe(32)
         _set_cookie(request, token)
     request.environ["cmsshop.anon_token"] = token
     return token
+
+
+def surely_anonymous(request) -> bool:
+    """Whether the request carries no login session, told from its cookie alone: none,
+    or an anonymous visitor's token (ANONYMOUS_PREFIX). Any other cookie -- a session's,
+    an expired one's, a token from before the prefix, a malformed value -- is not sure."""
+    raw = request.cookies.get(COOKIE_NAME)
+    if raw is None:
+        return True
+    token = _valid_token(raw)
+    return token is not None and token.startswith(ANONYMOUS_PREFIX)
 
 
 @implementer(ICSRFStoragePolicy)
@@ -292,6 +314,11 @@ class SessionCSRFStoragePolicy:
         session = request.user_session
         if session is not None:
             return session.csrf_token
+        placeholder = request.environ.get(CSRF_PLACEHOLDER)
+        if placeholder:
+            # A page rendered for the answer cache: no visitor's token in the stored copy.
+            request.environ[CSRF_PLACEHOLDER_USED] = True
+            return placeholder
         secret = request.registry.settings["cmsshop.secret"].encode()
         message = b"anonymous-csrf:" + _anonymous_token(request).encode()
         return hmac.new(secret, message, hashlib.sha256).hexdigest()

@@ -31,9 +31,14 @@ ROUTES = {
 }
 
 
+# The home page, kept for anonymous visitors by the answer cache (cmsshop.cache).
+CACHED_PAGES = {"pages.home": ()}
+
+
 def includeme(config) -> None:
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
+    config.add_cached_pages(CACHED_PAGES)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.add_openapi(paths=brand_openapi.OPENAPI_PATHS, schemas=brand_openapi.OPENAPI_SCHEMAS)
     config.add_page_notices(brand.NOTICES)

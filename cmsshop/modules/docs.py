@@ -30,6 +30,11 @@ CACHED_ROUTES = {
     "docs.articles": ("page", "perPage", "q", "category"),
     "docs.article": (),
 }
+# The HTML pages it may keep for anonymous visitors (cmsshop.cache), the same way.
+CACHED_PAGES = {
+    "pages.docs": ("page", "perPage", "q", "category"),
+    "pages.docs_article": (),
+}
 
 
 def includeme(config) -> None:
@@ -37,6 +42,7 @@ def includeme(config) -> None:
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
     config.add_cached_routes(CACHED_ROUTES)
+    config.add_cached_pages(CACHED_PAGES)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_PATHS, schemas=openapi.ADMIN_SCHEMAS)
     config.add_page_notices(admin_pages.NOTICES)

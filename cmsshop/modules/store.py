@@ -53,6 +53,11 @@ CACHED_ROUTES = {
     "store.product": ("currency",),
     "store.currencies": (),
 }
+# The HTML pages it may keep for anonymous visitors (cmsshop.cache), the same way.
+CACHED_PAGES = {
+    "pages.products": ("page", "perPage", "q", "currency"),
+    "pages.product": ("currency",),
+}
 
 
 UPLOAD_ROUTES = (
@@ -73,6 +78,7 @@ def includeme(config) -> None:
     for name in UPLOAD_ROUTES:
         add_upload_route(config, name)
     config.add_cached_routes(CACHED_ROUTES)
+    config.add_cached_pages(CACHED_PAGES)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_PRODUCT_PATHS, schemas=openapi.ADMIN_PRODUCT_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_IMAGE_PATHS, schemas=openapi.ADMIN_IMAGE_SCHEMAS)

@@ -8,6 +8,7 @@ from pyramid.view import view_config
 from cmsshop.services.paging import PageRequest
 from cmsshop.services.storefront import brand as brands
 from cmsshop.views.core.brand import current_brand
+from cmsshop.views.shared.caching import shared_page
 
 FEATURED = 6
 LATEST_ARTICLES = 5
@@ -30,4 +31,5 @@ def home(request):
         from cmsshop.services.docs import articles as docs
 
         articles = docs.list_articles(request.db, PageRequest(1, LATEST_ARTICLES)).items
+    shared_page(request)
     return {"products": products, "articles": articles}

@@ -7,6 +7,7 @@ from pyramid.view import view_config
 
 from cmsshop.services.docs import articles
 from cmsshop.services.store import text
+from cmsshop.views.shared.caching import shared_page
 from cmsshop.views.shared.json import query_value, read_page_request
 
 
@@ -25,6 +26,7 @@ def docs_index(request):
     # A bad value is a 4xx page, as it is a 422 from GET /api/docs/articles.
     filters = read_list_filters(request)
     page = articles.list_articles(request.db, read_page_request(request), **filters)
+    shared_page(request)
     return {
         "page": page,
         "q": filters["q"] or "",
@@ -36,4 +38,5 @@ def docs_index(request):
 @view_config(route_name="pages.docs_article", request_method="GET", renderer="docs/article.html")
 def docs_article(request):
     article = articles.find_article(request.db, request.matchdict["slug"], public=True)
+    shared_page(request)
     return {"article": article}

@@ -42,6 +42,15 @@ def cached_ok(schema: dict) -> dict:
     return response
 
 
+def shared_page(request) -> None:
+    """This HTML page is the same for every anonymous visitor (but for the CSRF token,
+    which the answer cache fills in for each): the cache may keep it, on a page route its
+    module declared with ``config.add_cached_pages``, rendered for nobody in particular
+    (cmsshop.cache.render_shared). A page the view renders for a logged-in visitor or
+    with a flash notice is never stored: the cache does not even look those requests up."""
+    request.environ[CACHEABLE] = True
+
+
 def no_store(request) -> None:
     """Admin answers hold drafts: never let a shared cache keep them."""
     request.response.cache_control = "no-store"

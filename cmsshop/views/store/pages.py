@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyramid.view import view_config
 
 from cmsshop.services.store import currencies, media, products, text
+from cmsshop.views.shared.caching import shared_page
 from cmsshop.views.shared.json import query_value, read_page_request
 from cmsshop.views.shared.product_page import product_page_values
 
@@ -30,6 +31,7 @@ def products_page(request):
     q = text.parse_search(optional_query(request, "q"))
     currency = read_currency(request)
     page = products.list_products(request.db, page_request, q=q, currency=currency)
+    shared_page(request)
     return {
         "page": page,
         # Each card's picture: the first image of the products of this page, one statement.
@@ -42,4 +44,6 @@ def products_page(request):
 
 @view_config(route_name="pages.product", request_method="GET", renderer="store/product.html")
 def product_page(request):
-    return product_page_values(request, request.matchdict["slug"], read_currency(request))
+    values = product_page_values(request, request.matchdict["slug"], read_currency(request))
+    shared_page(request)  # the buy form's CSRF token is filled in for each visitor
+    return values
