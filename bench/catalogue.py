@@ -58,10 +58,11 @@ def migrate(url: str, reset: bool) -> None:
     migrate_fresh(url, reset).dispose()
 
 
-def load(url: str, fresh: bool = True) -> None:
+def load(url: str, fresh: bool = True, products: int = PRODUCTS) -> None:
     """Bulk inserts (Core executemany): loading must not take longer than measuring.
     ``fresh``: stop if the database already has products. Ends with ANALYZE, as an
-    operator's bulk import should: the planner then knows the tables' sizes."""
+    operator's bulk import should: the planner then knows the tables' sizes. ``products``:
+    how many (bench/uncached.py loads 100 to 100,000)."""
     from sqlalchemy import func, insert, select
     from sqlalchemy.orm import Session
 
@@ -76,7 +77,7 @@ def load(url: str, fresh: bool = True) -> None:
     with Session(engine) as session:
         if fresh and session.scalar(select(func.count()).select_from(Product)):
             sys.exit("the database already has products: use an empty one (or --reset)")
-        load_products(session, PRODUCTS, rng)
+        load_products(session, products, rng)
         body = "## Steps\n\n1. Download\n2. Install\n\n```sh\nmake install\n```\n" * 3
         body_html = render_markdown(body)
         session.execute(

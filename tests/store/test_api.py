@@ -170,6 +170,32 @@ def test_search_names_and_summaries_case_insensitively(testapp, catalogue):
     assert testapp.get("/api/store/products", {"q": ""}).json["total"] == 2
 
 
+def test_search_never_matches_across_name_and_summary(testapp, catalogue):
+    # Name and summary are matched as one text with a separator no search can hold.
+    items = testapp.get("/api/store/products", {"q": "SiteGuard ProA security"}).json["items"]
+    assert items == []
+    assert testapp.get("/api/store/products", {"q": "ProA"}).json["items"] == []
+
+
+def test_total_follows_writes_made_outside_the_app(make_app, catalogue, engine):
+    # The unsearched total is kept with the content version it was counted at; a write
+    # by any other process (here plain SQL on another connection) moves the version.
+    # The answer cache is off: every answer below is computed.
+    from helpers.clients import new_client
+
+    testapp = new_client(make_app(**{"cmsshop.answer_cache_ttl": "0"}))
+    assert testapp.get("/api/store/products").json["total"] == 2
+    assert testapp.get("/api/store/products?page=2").json["total"] == 2
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE products SET published = false WHERE slug = 'theme-pack'")
+    body = testapp.get("/api/store/products").json
+    assert body["total"] == 1 and [p["slug"] for p in body["items"]] == ["site-guard"]
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE products SET published = true WHERE slug = 'draft-thing'")
+        conn.exec_driver_sql("UPDATE products SET published = true WHERE slug = 'theme-pack'")
+    assert testapp.get("/api/store/products").json["total"] == 3
+
+
 def test_hostile_search_is_422_not_500(testapp, catalogue):
     for q in ("a\x00b", "x" * 201, "tab\there", "\x1b[31m"):
         response = testapp.get("/api/store/products", {"q": q}, status=422)

@@ -1,0 +1,243 @@
+"""Uncached benchmark: what do catalogue answers cost when the answer cache cannot help?
+
+    .venv/bin/python bench/uncached.py               # a fresh SQLite file in a temp dir
+    .venv/bin/python bench/uncached.py --reset \
+        --database-url postgresql+psycopg://postgres@127.0.0.1:5432/bench
+    .venv/bin/python bench/uncached.py --skip-scaling   # the throughput part only
+    .venv/bin/python bench/uncached.py --skip-load      # the scaling part only
+
+The answer cache is OFF (``cmsshop.answer_cache_ttl = 0``): every request runs its view,
+its statements and its JSON. Two parts:
+
+1. Throughput against the bare route (bench/benchlib.py): 10,000 products and 2,000
+   articles (bench/catalogue.py's load), the real app served by waitress in a child
+   process, keep-alive clients. Routes and targets (share of the bare route's req/s):
+   the list page (20 products with prices and latest release, pages 1-5) 30 %, a
+   product by slug (uniform over all) 50 %, an article search 30 %.
+2. Scaling: for 100, 1,000, 10,000 and 100,000 products, a fresh database each, the real
+   app called in-process (WSGI, no server): statements per request (a SQLAlchemy
+   ``before_cursor_execute`` listener on the app's engine) and CPU time per request of
+   the same routes. The statements must be the same at every size and the time within
+   1.5x of the smallest catalogue's.
+
+Not part of the test suite; a run takes a few minutes (most of it loading 100,000 products).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from urllib.parse import urlencode
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import catalogue  # noqa: E402 - bench/catalogue.py, beside this script
+from benchlib import (  # noqa: E402 - bench/benchlib.py, beside this script
+    BARE,
+    WORDS,
+    get_route,
+    measure,
+    migrate_fresh,
+    production_logging,
+    report,
+    serve_wsgi,
+    start_server,
+    stop_server,
+    with_bare_route,
+)
+
+SIZES = (100, 1_000, 10_000, 100_000)
+MAX_GROWTH = 1.5  # time per request at the largest catalogue / at the smallest
+
+
+def app_settings(url: str, storage: str) -> dict:
+    return {
+        "cmsshop.environment": "benchmark",
+        "cmsshop.database_url": url,
+        "cmsshop.secret": secrets.token_urlsafe(48),
+        "cmsshop.modules": "store docs",
+        "cmsshop.storage_dir": storage,
+        "cmsshop.answer_cache_ttl": "0",
+    }
+
+
+def serve(url: str, storage: str, threads: int) -> None:
+    """Child process: the real app (answer cache off) beside the bare route."""
+    from cmsshop.config import configure
+
+    production_logging(os.path.join(storage, "server.log"))
+    app = configure(app_settings(url, storage)).make_wsgi_app()
+    serve_wsgi(with_bare_route(app), threads)
+
+
+def paths(products: int):
+    """(name, target, path(rng)) of each measured route."""
+    return [
+        (
+            "GET /api/store/products?page=1..5",
+            0.30,
+            lambda rng: f"/api/store/products?page={rng.randrange(1, 6)}",
+        ),
+        (
+            "GET /api/store/products/{slug}",
+            0.50,
+            lambda rng: f"/api/store/products/product-{rng.randrange(products):05d}",
+        ),
+        (
+            "GET /api/docs/articles?q=...",
+            0.30,
+            lambda rng: "/api/docs/articles?" + urlencode({"q": rng.choice(WORDS)}),
+        ),
+    ]
+
+
+# --- part 1: throughput against the bare route ------------------------------------------
+
+
+def throughput(url: str, workdir: str, args) -> bool:
+    server, port = start_server(__file__, ["--threads", str(args.threads), "--serve", url, workdir])
+    try:
+        print(
+            f"waitress: 1 process x {args.threads} threads, {args.clients} keep-alive clients, "
+            f"{args.seconds:.0f}s per route in {args.rounds} rounds, {os.cpu_count()} CPUs; "
+            "answer cache off\n"
+        )
+        routes = [BARE, get_route("GET /api/health", lambda rng: "/api/health")]
+        routes += [
+            get_route(name, path, target=target) for name, target, path in paths(catalogue.PRODUCTS)
+        ]
+        results = measure(
+            port, routes, seconds=args.seconds, rounds=args.rounds, clients=args.clients,
+            server_pid=server.pid,
+        )  # fmt: skip
+        ok = report(results)
+        print(f"\n{'route':44}{'server CPU ms/request':>24}")
+        for r in results:
+            print(f"{r['route'].name[:43]:44}{r['cpu_ms']:24.3f}")
+        return ok
+    finally:
+        stop_server(server)
+
+
+# --- part 2: statements and time per request, 100 to 100,000 products -------------------
+
+
+def per_request(url: str, storage: str, products: int, requests: int) -> dict:
+    """{route name: (statements per request, CPU ms per request)} in-process."""
+    from sqlalchemy import event
+    from webob import Request
+
+    from cmsshop.config import configure
+
+    app = configure(app_settings(url, storage)).make_wsgi_app()
+    engine = app.registry["cmsshop.engine"]
+    count = [0]
+
+    def counter(*args):
+        count[0] += 1
+
+    event.listen(engine, "before_cursor_execute", counter)
+    rng = random.Random(7)
+    found = {}
+    try:
+        for name, _target, path in paths(products):
+            batch = [path(rng) for _ in range(requests)]
+            for p in batch[:50]:  # warm: compiled statements, pooled connections
+                Request.blank(p).get_response(app)
+            count[0] = 0
+            began = time.process_time()
+            for p in batch:
+                response = Request.blank(p).get_response(app)
+                if response.status_code != 200:
+                    raise RuntimeError(f"{p}: {response.status}")
+            cpu = time.process_time() - began
+            found[name] = (count[0] / requests, cpu / requests * 1000)
+    finally:
+        event.remove(engine, "before_cursor_execute", counter)
+        engine.dispose()
+    return found
+
+
+def scaling(url: str | None, workdir: str, args) -> bool:
+    print(
+        "\nscaling: in-process (no server), answer cache off; statements and CPU ms per "
+        f"request, {args.requests} requests per route\n"
+    )
+    print(f"{'route':36}" + "".join(f"{n:>18,}" for n in SIZES))
+    rows: dict[str, list] = {}
+    for size in SIZES:
+        sized = url or f"sqlite:///{workdir}/scaling-{size}.sqlite"
+        began = time.perf_counter()
+        migrate_fresh(sized, True).dispose()
+        catalogue.load(sized, fresh=False, products=size)
+        loaded = time.perf_counter() - began
+        for name, value in per_request(sized, workdir, size, args.requests).items():
+            rows.setdefault(name, []).append(value)
+        print(f"  ({size:,} products loaded in {loaded:.0f}s)", flush=True)
+        if not url:
+            os.remove(f"{workdir}/scaling-{size}.sqlite")
+    ok = True
+    for name, values in rows.items():
+        cells = "".join(f"{f'{s:g} st, {ms:.2f} ms':>18}" for s, ms in values)
+        statements = {s for s, _ in values}
+        growth = values[-1][1] / values[0][1]
+        verdict = []
+        if len(statements) != 1:
+            verdict.append("statements vary")
+        if growth > MAX_GROWTH:
+            verdict.append(f"time x{growth:.2f} > x{MAX_GROWTH}")
+        ok = ok and not verdict
+        verdict = "FAIL: " + ", ".join(verdict) if verdict else "ok"
+        print(f"{name[:35]:36}{cells}  x{growth:.2f} {verdict}")
+    return ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--database-url", help="default: fresh SQLite files in a temp dir")
+    parser.add_argument("--reset", action="store_true", help="PostgreSQL: drop the schema first")
+    parser.add_argument("--clients", type=int, default=8, help="keep-alive connections")
+    parser.add_argument("--threads", type=int, default=8, help="waitress threads")
+    parser.add_argument("--seconds", type=float, default=6.0, help="per route")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--requests", type=int, default=500, help="per route and size (scaling)")
+    parser.add_argument("--skip-load", action="store_true", help="skip the throughput part")
+    parser.add_argument("--skip-scaling", action="store_true", help="skip the scaling part")
+    parser.add_argument("--serve", nargs=2, metavar=("URL", "STORAGE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve[0], args.serve[1], args.threads)
+        return 0
+    if args.database_url and not args.reset:
+        sys.exit("every part starts from an empty database: pass --reset with --database-url")
+
+    workdir = tempfile.mkdtemp(prefix="cmsshop-uncached-bench-")
+    began = time.perf_counter()
+    ok = True
+    try:
+        if not args.skip_load:
+            url = args.database_url or f"sqlite:///{workdir}/bench.sqlite"
+            migrate_fresh(url, args.reset).dispose()
+            catalogue.load(url)
+            print(
+                f"database: {url.split('@')[-1]} -- {catalogue.PRODUCTS} products (2 prices, "
+                f"1 release each), {catalogue.ARTICLES} articles"
+            )
+            ok = throughput(url, workdir, args) and ok
+        if not args.skip_scaling:
+            ok = scaling(args.database_url, workdir, args) and ok
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\ntotal run: {time.perf_counter() - began:.0f}s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
