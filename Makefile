@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint format install clean-db system-packages
+.PHONY: run test smoke lint format install clean-db system-packages nginx
 
 ## The system libraries WeasyPrint draws invoice PDFs with (pango and its FreeType
 ## backend, HarfBuzz's font subsetter) and the DejaVu fonts the invoice names, on Debian
@@ -21,6 +21,23 @@ system-packages:
 	  $(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 	    $(SYSTEM_PACKAGES); \
+	fi
+
+## nginx, Debian's package, for the smoke suite's production topology (deploy/): installed
+## like the packages above, only when missing. RUNLEVEL=1 keeps the package from starting
+## a system nginx on port 80 (the suite runs its own, under a folder of its own).
+NGINX := $(shell command -v nginx 2>/dev/null || command -v /usr/sbin/nginx 2>/dev/null)
+
+nginx:
+	@if [ -n "$(NGINX)" ]; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "not Debian: install nginx for the smoke suite (make smoke)" >&2; \
+	else \
+	  echo "installing nginx (the smoke suite's reverse proxy)"; \
+	  ( $(SUDO) apt-get update -q && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -q \
+	      --no-install-recommends nginx ) >/dev/null \
+	  || echo "nginx could not be installed" >&2; \
 	fi
 
 $(STAMP): setup.cfg pyproject.toml
@@ -47,6 +64,18 @@ run: $(STAMP)
 ## The whole suite; on PostgreSQL with CMSSHOP_TEST_DATABASE_URL=postgresql+psycopg://...
 test: $(STAMP)
 	$(BIN)/pytest
+
+## The production topology tested over HTTPS (tests/deploy, about a minute): nginx with a
+## throw-away certificate, two application processes, the worker, an SMTP server, on a
+## PostgreSQL database of its own (on CMSSHOP_TEST_DATABASE_URL's server, else
+## CMSSHOP_SMOKE_DATABASE_SERVER or postgres@127.0.0.1:5432). Skipped, with a line saying
+## so, only where nginx cannot be installed.
+smoke: $(STAMP) nginx
+	@if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then \
+	  CMSSHOP_SMOKE=1 $(BIN)/pytest tests/deploy; \
+	else \
+	  echo "SKIPPED make smoke: nginx is not installed and could not be installed" >&2; \
+	fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -143,7 +143,8 @@ class Topology:
         self.app_ports = list(app_ports or (free_port(), free_port()))
         self.server_name = server_name
         self.certificate, self.certificate_key = certificate, certificate_key
-        self.nginx = shutil.which(nginx) or nginx
+        # Debian puts it in /usr/sbin, which a user's PATH may not have.
+        self.nginx = shutil.which(nginx) or shutil.which(nginx, path="/usr/sbin") or nginx
         self.env = {**os.environ, **env}
         self.logs = self.folder / "logs"
         self.prefix = self.folder / "nginx"
