@@ -240,7 +240,7 @@ def main() -> int:
                         seconds=args.seconds / args.rounds, rounds=1,
                         clients=args.connections, warmup=1.0 if r == 0 else 0.2,
                         server_pid=server.pid, server_processes=processes,
-                        database_cpu=database,
+                        database_cpu=database or (lambda: float("nan")),
                     )
                 )  # fmt: skip
     finally:
@@ -292,14 +292,21 @@ def main() -> int:
                 f"| {n} processes / 1, answer cache {cache}: {short} | reported | "
                 f"{' | '.join(cells)} | `bench/scaling.py` |"
             )
-            if name != BARE.name:
-                app, db = b["cpu_ms"], b["database_cpu_ms"] if database else 0.0
+            if name != BARE.name and database:
+                app, db = b["cpu_ms"], b["database_cpu_ms"]
                 arithmetic.append(
                     f"{short[:33]:34}{cache:>6}  1,000 req/s = {app:.2f} app cores + {db:.2f} "
                     f"PostgreSQL cores; {args.cores} cores -> about "
                     f"{args.cores * 1000 / (app + db):,.0f} req/s "
                     f"({args.cores * app / (app + db):.1f} app : "
                     f"{args.cores * db / (app + db):.1f} PostgreSQL)"
+                )
+            elif name != BARE.name:  # SQLite: the database's work is in the app's CPU
+                app = b["cpu_ms"]
+                arithmetic.append(
+                    f"{short[:33]:34}{cache:>6}  1,000 req/s = {app:.2f} app cores, SQLite "
+                    f"included; {args.cores} cores -> about {args.cores * 1000 / app:,.0f} "
+                    "req/s (reads only: SQLite has one writer)"
                 )
     print("\nMarkdown rows (docs/performance.md):")
     print("\n".join(rows))
