@@ -6,6 +6,10 @@ CMSSHOP_DATABASE_URL. The smoke suite (tests/deploy, ``make smoke``) runs it thi
     # CMSSHOP_MAIL_SMTP_*, CMSSHOP_CARDPROVIDER_*, CMSSHOP_SELLER_* production.ini names
     python deploy/run.py --listen 127.0.0.1:8443 --app-ports 6543,6544
 
+    # the nginx side for a system nginx (/etc/nginx/conf.d/cmsshop.conf), nothing started:
+    python deploy/run.py --nginx-conf --listen 443 --server-name shop.example.com \
+        --certificate /etc/ssl/certs/shop.pem --certificate-key /etc/ssl/private/shop.key
+
 Everything lives under one folder (``--folder``, else a new temporary one): nginx's
 prefix (its rendered config, pid, temp files, error log), the access log
 (``logs/access.log``, one JSON object a line), each process's output (``logs/*.log``)
@@ -187,10 +191,15 @@ class Topology:
             self.certificate, self.certificate_key = throwaway_certificate(
                 self.prefix, self.server_name, self.host
             )
+        for name in ("nginx.conf", "cmsshop.conf"):
+            (self.prefix / name).write_text(self.nginx_config(name))
+
+    def nginx_config(self, name: str = "cmsshop.conf") -> str:
+        """deploy/nginx/``name``.template rendered for this topology."""
         storage = Path(self.env.get("CMSSHOP_STORAGE_DIR") or "/var/lib/cmsshop/files")
         values = {
             "prefix": self.prefix,
-            "listen": f"{self.host}:{self.port}",
+            "listen": f"{self.host}:{self.port}" if self.host else self.port,
             "server_name": self.server_name,
             "certificate": self.certificate,
             "certificate_key": self.certificate_key,
@@ -199,9 +208,7 @@ class Topology:
             "app_port_1": self.app_ports[0],
             "app_port_2": self.app_ports[1],
         }
-        for name in ("nginx.conf", "cmsshop.conf"):
-            text = (TEMPLATES / f"{name}.template").read_text()
-            (self.prefix / name).write_text(render(text, values))
+        return render((TEMPLATES / f"{name}.template").read_text(), values)
 
     def run_admin(self, *argv: str) -> str:
         """``cmsshop-admin deploy/cmsshop.ini ARGV``; its output (StartFailed if it fails)."""
@@ -355,10 +362,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-name", default="localhost")
     parser.add_argument("--certificate", type=Path)
     parser.add_argument("--certificate-key", type=Path)
+    parser.add_argument("--access-log", type=Path, help="with --nginx-conf")
+    parser.add_argument(
+        "--nginx-conf",
+        action="store_true",
+        help="print cmsshop.conf for a system nginx (with --certificate, --certificate-key,"
+        " --access-log; storage from CMSSHOP_STORAGE_DIR) and exit",
+    )
     args = parser.parse_args(argv)
     host, _, port = args.listen.rpartition(":")
     first, second = (int(p) for p in args.app_ports.split(","))
-    folder = args.folder or Path(tempfile.mkdtemp(prefix="cmsshop-topology-"))
+    folder = args.folder or Path(tempfile.gettempdir(), "cmsshop-topology")
+    if not args.folder and not args.nginx_conf:
+        folder = Path(tempfile.mkdtemp(prefix="cmsshop-topology-"))
     topology = Topology(
         folder,
         {},
@@ -369,6 +385,12 @@ def main(argv: list[str] | None = None) -> int:
         certificate=args.certificate,
         certificate_key=args.certificate_key,
     )
+    if args.nginx_conf:
+        if not (args.certificate and args.certificate_key):
+            parser.error("--nginx-conf needs --certificate and --certificate-key")
+        topology.access_log = args.access_log or Path("/var/log/nginx/cmsshop.log")
+        print(topology.nginx_config(), end="")
+        return 0
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     try:

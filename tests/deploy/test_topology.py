@@ -147,8 +147,14 @@ def test_a_foreign_origin_is_refused_over_https(topology, https_client, buyer):
         f"{topology.url}/api/auth/logout", headers={"Origin": "https://evil.example"}, timeout=10
     )
 
+    # Over HTTPS an unsafe request with the session cookie must say where it comes from
+    # (browsers send Origin); one that names no origin at all is refused too.
+    unnamed = client.post(f"{topology.url}/api/auth/logout", headers={"Origin": None}, timeout=10)
+
     assert forged.status_code == 403, forged.text
     assert forged.json()["code"] == "csrf_failed"
+    assert unnamed.status_code == 403, unnamed.text
+    assert unnamed.json()["code"] == "csrf_failed"
     assert client.get(f"{topology.url}/api/auth/session", timeout=10).json()["user"]
 
 
