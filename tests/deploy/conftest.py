@@ -129,19 +129,13 @@ def provider():
     fake.stop()
 
 
-@pytest.fixture(scope="session")
-def topology(smoke_database_url, smtp, provider):
-    """nginx + two application processes + the worker, running (deploy/run.py)."""
-    run = _load_run_module()
-    folder = Path(tempfile.mkdtemp(prefix="cmsshop-smoke-"))
-    storage = folder / "files"
-    storage.mkdir(mode=0o755)
-    port = run.free_port()
-    env = {
+def environment(database_url: str, smtp, provider, folder: Path, port: int) -> dict:
+    """What an operator exports for deploy/cmsshop.ini (production.ini's names)."""
+    return {
         "CMSSHOP_SECRET": secrets.token_urlsafe(48),
-        "CMSSHOP_DATABASE_URL": smoke_database_url,
+        "CMSSHOP_DATABASE_URL": database_url,
         "CMSSHOP_BASE_URL": f"https://127.0.0.1:{port}",
-        "CMSSHOP_STORAGE_DIR": str(storage),
+        "CMSSHOP_STORAGE_DIR": str(folder / "files"),
         "CMSSHOP_LICENSE_KEY_DIR": str(folder / "keys"),
         "CMSSHOP_MAIL_SMTP_HOST": smtp.host,
         "CMSSHOP_MAIL_SMTP_PORT": str(smtp.port),
@@ -152,13 +146,31 @@ def topology(smoke_database_url, smtp, provider):
         "CMSSHOP_CARDPROVIDER_WEBHOOK_SECRETS": SECRET,
         **SELLER,
     }
-    topology = run.Topology(folder, env, host="127.0.0.1", port=port)
-    topology.storage = storage
-    try:
-        topology.start()
-    except run.StartFailed as exc:
-        shutil.rmtree(folder, ignore_errors=True)
-        pytest.fail(f"the topology did not start: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def topology(smoke_database_url, smtp, provider):
+    """nginx + two application processes + the worker, running (deploy/run.py)."""
+    run = _load_run_module()
+    folder = Path(tempfile.mkdtemp(prefix="cmsshop-smoke-"))
+    folder.chmod(0o755)  # nginx's workers (nobody, under root) read the files under it
+    storage = folder / "files"
+    storage.mkdir(mode=0o755)
+    for attempt in (1, 2):
+        port = run.free_port()
+        env = environment(smoke_database_url, smtp, provider, folder, port)
+        topology = run.Topology(folder / f"run{attempt}", env, host="127.0.0.1", port=port)
+        topology.storage = storage
+        try:
+            topology.start()
+            break
+        except run.StartFailed as exc:
+            # The free ports were chosen by binding and letting go: another program
+            # may have taken one since. Once more with new ones; else say why.
+            if attempt == 1 and "in use" in str(exc):
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            pytest.fail(f"the topology did not start: {exc}", pytrace=False)
     try:
         yield topology
     finally:

@@ -22,7 +22,7 @@ from helpers.checkout import BILLING, delivered
 from helpers.purchases import write_release
 from sqlalchemy import func, select
 
-from cmsshop.models import DownloadLog, Entitlement, Order, OrderItem, PaymentEvent, Product
+from cmsshop.models import DownloadLog, Entitlement, Order, OrderItem, PaymentEvent
 from cmsshop.services.accounts import users as accounts
 
 SPOOFED = "203.0.113.66"
@@ -448,6 +448,6 @@ def test_an_application_process_killed_mid_burst_loses_nothing(
         if topology.processes["app1"].poll() is not None:
             topology.start_app(0)
 
-    # The process started again serves as before.
-    assert requests.get(f"{topology.app_url(0)}/api/health", timeout=10).status_code == 200
-    assert db.scalar(select(func.count()).select_from(Product)) >= 1
+    # Started again, it serves as before.
+    health = https_client().get(f"{topology.app_url(0)}/api/health", timeout=10)
+    assert health.status_code == 200
