@@ -392,7 +392,9 @@ def shared_page_request(request, params: tuple[str, ...]) -> bool:
     """Whether the page may come from (and go to) the cache: surely anonymous, no flash
     notice waiting, and no query parameter the page does not read (page_url carries
     every parameter into the page's links)."""
-    if not surely_anonymous(request) or FLASH_COOKIE in request.cookies:
+    if "HTTP_COOKIE" in request.environ and (
+        not surely_anonymous(request) or FLASH_COOKIE in request.cookies
+    ):
         return False
     if request.environ.get("QUERY_STRING"):
         try:
@@ -408,8 +410,15 @@ def page_key(request, path: str, params: tuple[str, ...]) -> tuple | None:
     key = cache_key(request, path, params)
     if key is None:
         return None
-    # The page's absolute links (static files, og:image) name the host it was asked for.
-    return (*key[:-1], PAGE_REPRESENTATION, request.application_url)
+    # The page's absolute links (static files, og:image) name the host it was asked for
+    # (what webob's application_url is made of, read from the environ: it runs per hit).
+    environ = request.environ
+    origin = (
+        environ["wsgi.url_scheme"],
+        environ.get("HTTP_HOST") or f"{environ['SERVER_NAME']}:{environ['SERVER_PORT']}",
+        environ.get("SCRIPT_NAME", ""),
+    )
+    return (*key[:-1], PAGE_REPRESENTATION, origin)
 
 
 def render_shared(handler, request, placeholder: str):

@@ -95,22 +95,30 @@ def security_headers_tween_factory(handler, registry):
         "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=()",
     }
 
+    lowered = {name.lower(): (name, value) for name, value in page_headers.items()}
+
     def security_headers_tween(request):
         response = handler(request)
+        headerlist = response.headerlist
+        # One pass over the answer's headers (webob's setdefault scans them all per call:
+        # a cached page's whole cost is a few of those).
+        present = {name.lower() for name, _ in headerlist}
         # A browser must never guess a type: a JSON answer echoing text is not a page.
-        response.headers["X-Content-Type-Options"] = "nosniff"
+        if "x-content-type-options" in present:
+            response.headers["X-Content-Type-Options"] = "nosniff"
+        else:
+            headerlist.append(("X-Content-Type-Options", "nosniff"))
         is_page = not is_api_path(request.environ.get("PATH_INFO", ""))
         if is_page:
-            for name, value in page_headers.items():
-                response.headers.setdefault(name, value)
+            headerlist.extend(pair for key, pair in lowered.items() if key not in present)
         if answer_depends_on_session(request, anonymous_too=not is_page):
             # The caller's own answer (the user, a CSRF token, an account's data, or a
             # 401/403 saying there is none): no cache keeps it, not even the browser's.
             response.headers["Cache-Control"] = "private, no-store"
-        elif is_page and response.content_type == "text/html":
+        elif is_page and "cache-control" not in present and response.content_type == "text/html":
             # An anonymous page still holds the visitor's CSRF token: never stored by a
             # shared cache.
-            response.headers.setdefault("Cache-Control", "private, no-cache")
+            headerlist.append(("Cache-Control", "private, no-cache"))
         return response
 
     return security_headers_tween
