@@ -17,16 +17,18 @@ import pytest
 import requests
 from fakes.shop import make_catalogue, make_order
 from fakes.stripe_api import delivery, event, intent_object, session_object
+from helpers.account_data import paid_order
 from helpers.app import PASSWORD
 from helpers.checkout import BILLING, delivered
 from helpers.purchases import write_release
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from cmsshop.models import DownloadLog, Entitlement, Order, OrderItem, PaymentEvent
 from cmsshop.services.accounts import users as accounts
 
 SPOOFED = "203.0.113.66"
-RELEASE = bytes(range(256)) * 512  # 128 KiB: more than any buffer of the app's
+RELEASE = bytes(range(256)) * 512  # 128 KiB
 ERROR_KEYS = {"code", "title", "message", "hints", "supportCode"}
 WEBHOOK = "/api/webhooks/cardprovider"
 
@@ -37,8 +39,6 @@ WEBHOOK = "/api/webhooks/cardprovider"
 @pytest.fixture(scope="session")
 def catalogue(smoke_engine, topology):
     """The fake shop's products, and a release file of the unlicensed Theme Pack."""
-    from sqlalchemy.orm import Session
-
     with Session(smoke_engine, expire_on_commit=False) as session:
         products = make_catalogue(session)
         write_release(session, topology.storage, products["themes"], "1.0.0", RELEASE)
@@ -221,8 +221,6 @@ def test_purchase_paid_by_signed_webhook_is_fulfilled_by_the_worker_and_mailed(
 @pytest.fixture
 def entitlement(db, buyer, catalogue):
     """The buyer's paid order of the Theme Pack, fulfilled as the worker fulfils it."""
-    from helpers.account_data import paid_order
-
     order = paid_order(db, buyer, ("themes",))
     return db.scalar(
         select(Entitlement)
@@ -381,9 +379,9 @@ def test_an_application_process_killed_mid_burst_loses_nothing(
     orders = [make_order(db, buyer, ("themes",)) for _ in range(BURST_ORDERS)]
     deliveries = []
     for order in orders:
-        session = provider.add_session(session_object(order.number, order.total))
-        provider.add_intent(intent_object(order.number, order.total, pi=session["payment_intent"]))
-        completed = event("checkout.session.completed", session)
+        paid = provider.add_session(session_object(order.number, order.total))
+        provider.add_intent(intent_object(order.number, order.total, pi=paid["payment_intent"]))
+        completed = event("checkout.session.completed", paid)
         # Providers deliver at least once: every event arrives twice here.
         deliveries += [completed, completed]
     answered = threading.Semaphore(0)
@@ -397,7 +395,9 @@ def test_an_application_process_killed_mid_burst_loses_nothing(
         while True:
             body, headers = delivery(payload)
             try:
-                answer = client.post(f"{topology.url}{WEBHOOK}", data=body, headers=headers)
+                answer = client.post(
+                    f"{topology.url}{WEBHOOK}", data=body, headers=headers, timeout=30
+                )
                 statuses.append(answer.status_code)
                 if 200 <= answer.status_code < 300:
                     answered.release()
@@ -425,13 +425,13 @@ def test_an_application_process_killed_mid_burst_loses_nothing(
         # The worker pays every order exactly once.
         numbers = [order.number for order in orders]
 
-        def paid() -> bool:
+        def all_paid() -> bool:
             db.commit()
             return db.scalar(
                 select(func.count()).where(Order.number.in_(numbers), Order.status == "paid")
             ) == len(numbers)
 
-        wait_until(paid, f"{len(numbers)} orders paid", timeout=90)
+        wait_until(all_paid, f"{len(numbers)} orders paid", timeout=90)
         for number in numbers:
             assert delivered(db, number) == {
                 "fulfilments": 1,
