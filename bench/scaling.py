@@ -191,16 +191,20 @@ def main() -> int:
     url = args.database_url or f"sqlite:///{work}/bench.sqlite"
     backend = url.split(":", 1)[0].split("+")[0]
     # The bulk load's statements (20,000 rows of prices in one executemany, a content
-    # version bump each) may outlast the app's answer bounds on a busy machine: the load
-    # gets minutes, the servers keep theirs.
-    import functools
-
+    # version bump each) may outlast the app's bounds on a busy machine (the answer's, the
+    # statement's, and tcp_user_timeout's while PostgreSQL is not reading the pipeline):
+    # the load gets minutes, the servers keep their bounds.
     import cmsshop.db
 
     make_engine = cmsshop.db.make_engine
-    cmsshop.db.make_engine = functools.partial(
-        make_engine, answer_timeout=600, statement_timeout_ms=600_000
-    )
+
+    def patient_engine(url, **kwargs):
+        if not url.startswith("postgresql"):
+            return make_engine(url, **kwargs)
+        kwargs.setdefault("connect_args", {})["tcp_user_timeout"] = 600_000
+        return make_engine(url, answer_timeout=600, statement_timeout_ms=600_000, **kwargs)
+
+    cmsshop.db.make_engine = patient_engine
     if args.validate:
         from cmsshop.services.licensing.signing import generate_signing_key
 
@@ -290,7 +294,7 @@ def main() -> int:
             cells = ["-", cell] if database else [cell, "-"]
             rows.append(
                 f"| {n} processes / 1, answer cache {cache}: {short} | reported | "
-                f"{' | '.join(cells)} | `bench/scaling.py` |"
+                f"{' | '.join(cells)} | `bench/scaling.py{' --validate' if sample else ''}` (PG) |"
             )
             if name != BARE.name and database:
                 app, db = b["cpu_ms"], b["database_cpu_ms"]
