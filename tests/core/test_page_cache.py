@@ -148,6 +148,9 @@ def test_a_logged_in_visitor_never_gets_a_stored_page(app, shop, customer, admin
     stored = stored_bodies(app)
     alice = logged_in(app, customer)
     root = logged_in(app, admin)
+    for client in (alice, root):
+        # A session's token never has the anonymous form (token_urlsafe has no ".").
+        assert "." not in client.cookies[COOKIE_NAME]
     for url in PAGES:
         for client in (alice, root):
             count, page = statements_during(app, lambda url=url, client=client: client.get(url))
