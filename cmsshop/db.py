@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 import threading
 import time
@@ -418,11 +419,23 @@ def request_db(request) -> Session:
 NO_TRANSACTION_PATHS = frozenset({"/api/health", "/api/license/validate"})
 
 
+# The public catalogue reads (GET): their views read on pooled connections of their own
+# (services.store.listing, "public listings on a pooled connection") and never touch
+# request.db -- a transaction and a session would cost more than their statements.
+NO_TRANSACTION_READS = re.compile(r"/api/(?:store/products(?:/[^/]+)?|docs/articles)\Z")
+
+
 def needs_transaction(request) -> bool:
     """pyramid_tm's ``tm.activate_hook``: False for :data:`NO_TRANSACTION_PATHS` (the
     health probe has its own connection; a transaction would be pure overhead on the
-    route load balancers poll)."""
-    return request.environ.get("PATH_INFO") not in NO_TRANSACTION_PATHS
+    route load balancers poll) and GETs of :data:`NO_TRANSACTION_READS`."""
+    environ = request.environ
+    path = environ.get("PATH_INFO", "")
+    if path in NO_TRANSACTION_PATHS:
+        return False
+    return not (
+        environ.get("REQUEST_METHOD") in ("GET", "HEAD") and NO_TRANSACTION_READS.match(path)
+    )
 
 
 def includeme(config) -> None:

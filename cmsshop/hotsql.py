@@ -30,6 +30,7 @@ class HotStatement:
 
     def run(self, conn: Connection | RawTransaction, params: dict[str, Any]):
         name, dbapi = driver(conn)
+        announce(conn, self.sql[name], params)
         cursor = dbapi.cursor()
         cursor.execute(self.sql[name], params)
         return cursor
@@ -77,6 +78,8 @@ class HotBatch:
 
     def run(self, conn: Connection | RawTransaction, params: dict[str, Any]) -> list:
         name, dbapi = driver(conn)
+        for statement in self.statements:
+            announce(conn, statement.sql[name], params)
         results = []
         if name == "postgresql":
             import psycopg  # noqa: PLC0415 - PostgreSQL installs only
@@ -125,6 +128,30 @@ class RawTransaction:
     dbapi: Any
 
 
+@dataclasses.dataclass(frozen=True)
+class RawReads(RawTransaction):
+    """A pooled DBAPI connection in autocommit, for reads (see :func:`raw_reads`)."""
+
+    engine: Any = None
+
+
+class _Announced:
+    """What a before_cursor_execute listener gets as the connection of a raw read."""
+
+    def __init__(self):
+        self.info: dict = {}
+
+
+def announce(conn: Connection | RawTransaction, sql: str, params: dict[str, Any]) -> None:
+    """Tell the engine's ``before_cursor_execute`` listeners about a statement of a
+    :class:`RawReads` connection (one per statement of a batch), so that whoever counts
+    the statements of a request counts these too. The other connections' statements
+    are their own business (the licensing hot path is measured on its own)."""
+    engine = getattr(conn, "engine", None)
+    if engine is not None and engine.dispatch.before_cursor_execute:
+        engine.dispatch.before_cursor_execute(_Announced(), None, sql, params, None, False)
+
+
 def driver(conn: Connection | RawTransaction) -> tuple[str, Any]:
     """The dialect name and the DBAPI connection behind ``conn``."""
     if isinstance(conn, RawTransaction):
@@ -144,12 +171,16 @@ def _dropped(pooled, conn: RawTransaction, exc: BaseException) -> bool:
 
 
 @contextlib.contextmanager
-def raw_autocommit(engine: Engine):
+def raw_autocommit(engine: Engine, reads: bool = False):
     """A pooled connection whose every statement commits on its own (no BEGIN, no
     COMMIT: one round trip a statement). SQLite's connections always are (see the
-    pysqlite recipe in cmsshop.db); a PostgreSQL one is switched for the block."""
+    pysqlite recipe in cmsshop.db); a PostgreSQL one is switched for the block.
+    ``reads``: a :class:`RawReads` (which names its engine)."""
     pooled = engine.raw_connection()
-    conn = RawTransaction(engine.dialect.name, pooled.driver_connection)
+    if reads:
+        conn = RawReads(engine.dialect.name, pooled.driver_connection, engine)
+    else:
+        conn = RawTransaction(engine.dialect.name, pooled.driver_connection)
     postgresql = conn.dialect_name == "postgresql"
     try:
         if postgresql:
@@ -164,6 +195,12 @@ def raw_autocommit(engine: Engine):
             with contextlib.suppress(Exception):  # a broken one is invalidated anyway
                 conn.dbapi.autocommit = False
         pooled.close()
+
+
+def raw_reads(engine: Engine):
+    """Reads outside any transaction of the request's: a pooled connection in
+    autocommit (a HotBatch is one implicit transaction on PostgreSQL)."""
+    return raw_autocommit(engine, reads=True)
 
 
 @contextlib.contextmanager

@@ -3,17 +3,27 @@ their content management. Bodies are Markdown, stored with their sanitised HTML.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 
 from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import NotFound
+from cmsshop.hotsql import from_db_time, raw_reads
 from cmsshop.models import Article
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
-from cmsshop.services.store.listing import ListingStatements, fetch_listing, listing_statements
-from cmsshop.services.store.text import ensure_slug_free, is_slug
+from cmsshop.services.store.listing import (
+    HotListing,
+    ListingStatements,
+    fetch_hot_listing,
+    fetch_listing,
+    listing_statements,
+    search_sql,
+)
+from cmsshop.services.store.text import ensure_slug_free, is_slug, like_pattern
 from cmsshop.util import utcnow
 
 # What an article's JSON shows; a row of these reads like an Article (row.slug, ...).
@@ -139,3 +149,60 @@ def update_article(session: Session, article: Article, changes: dict) -> Article
 def delete_article(session: Session, article: Article) -> None:
     session.delete(article)
     session.flush()
+
+
+# --- the public list on a pooled connection (see services.store.listing) ---------------
+
+PublicArticle = collections.namedtuple(
+    "PublicArticle", "slug title summary category body body_html published_at updated_at"
+)
+_PUBLIC_COLUMNS = (
+    "a.slug, a.title, a.summary, a.category, a.body, a.body_html, a.published_at, a.updated_at"
+)
+DIALECTS = ("sqlite", "postgresql")
+
+
+def _hot_listing(searched: bool, by_category: bool) -> HotListing:
+    where = {d: ["a.published = TRUE"] for d in DIALECTS}
+    for dialect, parts in where.items():
+        if by_category:
+            parts.append("a.category = :category")
+        if searched:
+            parts.append(search_sql(dialect, "a.title", "a.summary"))
+    clause = {d: " AND ".join(parts) for d, parts in where.items()}
+    return HotListing(
+        f"articles searched={searched} by_category={by_category}",
+        {d: f"SELECT count(*) FROM articles a WHERE {clause[d]}" for d in DIALECTS},  # noqa: S608 - constant SQL
+        {
+            d: f"SELECT {_PUBLIC_COLUMNS} FROM articles a WHERE {clause[d]} "  # noqa: S608 - constant SQL
+            "ORDER BY a.published, a.published_at DESC, a.id DESC LIMIT :limit OFFSET :offset"
+            for d in DIALECTS
+        },
+        searched,
+    )
+
+
+_HOT_LISTINGS = {
+    (searched, by_category): _hot_listing(searched, by_category)
+    for searched in (False, True)
+    for by_category in (False, True)
+}
+
+
+def public_articles(
+    engine, request: PageRequest, *, q: str | None = None, category: str | None = None
+) -> Page:
+    """Published articles newest first, as :func:`list_articles` lists them, read without
+    a session (one batch: the page with its total or the content version)."""
+    params: dict = {}
+    if q:
+        params["pattern"] = like_pattern(q)
+    if category is not None:
+        params["category"] = category
+    with raw_reads(engine) as conn:
+        listing = _HOT_LISTINGS[bool(q), category is not None]
+        page = fetch_hot_listing(conn, listing, request, params)
+    items = [
+        PublicArticle(*row[:6], from_db_time(row[6]), from_db_time(row[7])) for row in page.items
+    ]
+    return dataclasses.replace(page, items=items)

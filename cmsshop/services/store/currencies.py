@@ -63,13 +63,18 @@ def list_currencies(session: Session, *, enabled_only: bool) -> list[Currency]:
     return list(session.scalars(stmt))
 
 
+def currency_not_offered(code: str) -> ValidationFailed:
+    """The 422 of a ``currency`` parameter naming no enabled currency."""
+    return ValidationFailed(
+        {"currency": f"{code} is not a currency of this shop"},
+        hints=["GET /api/store/currencies lists the currencies on offer."],
+    )
+
+
 def require_enabled_currency(session: Session, code: str) -> Currency:
     currency = session.get(Currency, code)
     if currency is None or not currency.enabled:
-        raise ValidationFailed(
-            {"currency": f"{code} is not a currency of this shop"},
-            hints=["GET /api/store/currencies lists the currencies on offer."],
-        )
+        raise currency_not_offered(code)
     return currency
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.functions import FunctionElement
 
+from cmsshop.hotsql import HotBatch, HotStatement, RawReads
 from cmsshop.services.paging import Page, PageRequest
 from cmsshop.services.store.text import like_pattern
 
@@ -177,3 +178,79 @@ def fetch_listing(
         return Page([], request.page, request.per_page, total)
     items = connection.execute(statements.page, {**values, **window}).all()
     return Page(items, request.page, request.per_page, total)
+
+
+# --- public listings on a pooled connection ----------------------------------------------
+#
+# The public catalogue and docs lists are the routes the answer cache cannot always serve
+# (a new search, a cold page). They read on a pooled DBAPI connection in autocommit (no
+# request transaction, no ORM session, no SQLAlchemy execution context: each of those cost
+# more than the statements themselves), with plain SQL written once per dialect and sent
+# as one batch per step (cmsshop.hotsql: on PostgreSQL one round trip, statements
+# prepared once per connection).
+
+# PostgreSQL refuses an OFFSET beyond 64 bits; a page that far is past any end.
+MAX_OFFSET = 2**62
+
+
+def search_sql(dialect: str, *columns: str) -> str:
+    """``columns`` (SQL) joined by SEPARATOR matched against ``:pattern`` (see
+    :class:`contains_text`)."""
+    separator = " || chr(31) || " if dialect == "postgresql" else " || char(31) || "
+    like = "ILIKE" if dialect == "postgresql" else "LIKE"
+    return f"({separator.join(columns)} {like} :pattern ESCAPE '/')"
+
+
+class HotListing:
+    """The count and page SQL of one public listing shape, per dialect (``:pattern``,
+    ``:limit``, ``:offset`` and the shape's own parameters)."""
+
+    def __init__(self, shape: str, count: dict[str, str], page: dict[str, str], searched: bool):
+        self.shape, self.searched = shape, searched
+        first = {d: HotStatement(sql) for d, sql in count.items()}
+        if not searched:
+            first = {d: HotStatement(VERSION_SQL) for d in count}
+        self.count = {d: HotBatch(HotStatement(sql)) for d, sql in count.items()}
+        self.first = {d: HotBatch(first[d]) for d in count}
+        self.first_and_page = {d: HotBatch(first[d], HotStatement(page[d])) for d in page}
+
+
+def fetch_hot_listing(
+    conn: RawReads, listing: HotListing, request: PageRequest, params: dict
+) -> Page:
+    """One page of rows of ``listing`` and its total, in one batch: the searched total or
+    the content version (then the total kept for it: see :func:`counted_total`) with
+    the page; a second batch only to count a total not kept yet."""
+    dialect = conn.dialect_name
+    window = {"limit": request.per_page, "offset": request.offset}
+    values = {**params, **window}
+    if request.offset < MAX_OFFSET:
+        first, rows = listing.first_and_page[dialect].run(conn, values)
+    else:
+        (first,), rows = listing.first[dialect].run(conn, values), []
+    if listing.searched:
+        total = first[0][0]
+    else:
+        total = _kept_total(conn, listing, first[0][0] if first else None, values)
+    if request.offset >= total:
+        rows = []
+    return Page(rows, request.page, request.per_page, total)
+
+
+def _kept_total(conn: RawReads, listing: HotListing, version, values: dict) -> int:
+    totals = KEPT_TOTALS.of(conn.engine)
+    key = (listing.shape, *sorted((k, v) for k, v in values.items() if k not in WINDOW))
+    kept = totals.get(key)
+    if version is not None and kept is not None and kept[0] == version:
+        return kept[1]
+    # Counted after the version was read: the total is at least as new as its version.
+    (rows,) = listing.count[conn.dialect_name].run(conn, values)
+    total = rows[0][0]
+    if version is not None:
+        if len(totals) >= MAX_TOTALS:
+            totals.clear()
+        totals[key] = (version, total)
+    return total
+
+
+WINDOW = ("limit", "offset")

@@ -8,8 +8,10 @@ prices and latest releases of *that page* (never one statement per product).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import Conflict, NotFound, ValidationFailed
+from cmsshop.hotsql import HotBatch, RawReads, from_db_time, raw_reads
 from cmsshop.models import (
     CouponProduct,
     Currency,
@@ -31,8 +34,16 @@ from cmsshop.models import (
 )
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
-from cmsshop.services.store.listing import ListingStatements, fetch_listing, listing_statements
-from cmsshop.services.store.text import ensure_slug_free, is_slug
+from cmsshop.services.store import currencies
+from cmsshop.services.store.listing import (
+    HotListing,
+    ListingStatements,
+    fetch_hot_listing,
+    fetch_listing,
+    listing_statements,
+    search_sql,
+)
+from cmsshop.services.store.text import ensure_slug_free, is_slug, like_pattern
 from cmsshop.services.store.versions import BadVersion, parse_version
 from cmsshop.util import utcnow
 
@@ -427,3 +438,170 @@ def delete_product(session: Session, product: Product) -> tuple[bool, list[str]]
     product.updated_at = utcnow()
     session.flush()
     return True, []
+
+
+# --- the public catalogue on a pooled connection (see services.store.listing) -----------
+
+PublicProduct = collections.namedtuple(
+    "PublicProduct",
+    "id slug name summary description description_html licensed max_activations "
+    "max_quantity duration_days features version_scheme upgrade_group tier updated_at",
+)
+PublicPrice = collections.namedtuple("PublicPrice", "product_id currency amount symbol decimals")
+PublicRelease = collections.namedtuple(
+    "PublicRelease",
+    "product_id version file_name size sha256 released_at channel changelog_html",
+)
+
+_PUBLIC_COLUMNS = (
+    "p.id, p.slug, p.name, p.summary, p.description, p.description_html, p.licensed, "
+    "p.max_activations, p.max_quantity, p.duration_days, p.features, p.version_scheme, "
+    "p.upgrade_group, p.tier, p.updated_at"
+)
+# Published and not archived; the order of ix_products_listing, whose leading columns
+# these fix.
+_PUBLIC = "p.published = TRUE AND p.archived = FALSE"
+_PUBLIC_ORDER = "p.published, p.archived, p.name, p.id"
+_ENABLED_CURRENCY = "SELECT enabled FROM currencies WHERE code = :currency"
+_PRICE_COLUMNS = "pp.product_id, pp.currency, pp.amount, c.symbol, c.decimals"
+_RELEASE_COLUMNS = (
+    "product_id, version, file_name, size, sha256, released_at, channel, changelog_html"
+)
+# The page's product ids: a JSON array on SQLite (json_each), an array on PostgreSQL.
+_IDS = {
+    "sqlite": "IN (SELECT value FROM json_each(:ids))",
+    "postgresql": "= ANY(:ids)",
+}
+DIALECTS = ("sqlite", "postgresql")
+
+
+def _listing(searched: bool) -> HotListing:
+    where = {d: _PUBLIC for d in DIALECTS}
+    if searched:
+        where = {d: f"{_PUBLIC} AND {search_sql(d, 'p.name', 'p.summary')}" for d in DIALECTS}
+    return HotListing(
+        "products" + (" searched" if searched else ""),
+        {d: f"SELECT count(*) FROM products p WHERE {where[d]}" for d in DIALECTS},  # noqa: S608 - constant SQL
+        {
+            d: f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE {where[d]} "  # noqa: S608 - constant SQL
+            f"ORDER BY {_PUBLIC_ORDER} LIMIT :limit OFFSET :offset"
+            for d in DIALECTS
+        },
+        searched,
+    )
+
+
+def _cards_sql(dialect: str, by: str, currency: bool) -> tuple[str, str]:
+    """Prices (enabled currencies; only ``:currency`` if ``currency``) and latest stable
+    releases of the products chosen by ``by`` (SQL on the product id column)."""
+    prices = (
+        f"SELECT {_PRICE_COLUMNS} FROM product_prices pp "  # noqa: S608 - constant SQL
+        "JOIN currencies c ON c.code = pp.currency "
+        f"WHERE {by.format(id='pp.product_id')} AND c.enabled = TRUE"
+        + (" AND pp.currency = :currency" if currency else "")
+        + " ORDER BY pp.product_id, pp.currency"
+    )
+    releases = (
+        f"SELECT {_RELEASE_COLUMNS} FROM (SELECT r.product_id, r.version, r.file_name, "  # noqa: S608 - constant SQL
+        "r.size, r.sha256, r.released_at, r.channel, r.changelog_html, row_number() OVER "
+        "(PARTITION BY r.product_id ORDER BY r.released_at DESC, r.id DESC) AS rank "
+        f"FROM releases r WHERE {by.format(id='r.product_id')} AND r.channel = 'stable') "
+        "ranked WHERE rank = 1"
+    )
+    return prices, releases
+
+
+def _page_cards(currency: bool) -> dict[str, HotBatch]:
+    return {d: HotBatch(*_cards_sql(d, "{id} " + _IDS[d], currency)) for d in DIALECTS}
+
+
+def _slug_batch(currency: bool) -> dict[str, HotBatch]:
+    """The product of ``:slug`` (public), its prices and its latest release: one batch."""
+    by_slug = (
+        "{id} = (SELECT p.id FROM products p WHERE p.slug = :slug AND " + _PUBLIC + ")"  # noqa: S608 - constant SQL
+    )
+    return {
+        d: HotBatch(
+            f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE p.slug = :slug AND {_PUBLIC}",  # noqa: S608 - constant SQL
+            *_cards_sql(d, by_slug, currency),
+        )
+        for d in DIALECTS
+    }
+
+
+_HOT = {
+    "listing": {searched: _listing(searched) for searched in (False, True)},
+    "page_cards": {currency: _page_cards(currency) for currency in (False, True)},
+    "slug": {currency: _slug_batch(currency) for currency in (False, True)},
+    "currency": HotBatch(_ENABLED_CURRENCY),
+}
+
+
+def _product(row, sqlite: bool) -> PublicProduct:
+    row = list(row)
+    if sqlite:
+        row[6] = bool(row[6])  # licensed
+        row[10] = json.loads(row[10]) if isinstance(row[10], str) else row[10]
+    row[14] = from_db_time(row[14])
+    return PublicProduct(*row)
+
+
+def _release(row) -> PublicRelease:
+    row = list(row)
+    row[5] = from_db_time(row[5])
+    return PublicRelease(*row)
+
+
+def _require_enabled(conn: RawReads, currency: str) -> None:
+    (rows,) = _HOT["currency"].run(conn, {"currency": currency})
+    if not rows or not rows[0][0]:
+        raise currencies.currency_not_offered(currency)
+
+
+def _cards(products: list, prices: list, releases: list) -> list[ProductCard]:
+    cards = {p.id: ProductCard(p) for p in products}
+    for price in prices:
+        cards[price[0]].prices.append(PublicPrice(*price))
+    for release in releases:
+        cards[release[0]].latest_release = _release(release)
+    return list(cards.values())
+
+
+def public_products(
+    engine, request: PageRequest, *, q: str | None = None, currency: str | None = None
+) -> Page[ProductCard]:
+    """A page of published, not archived products by name, with their prices (enabled
+    currencies; only ``currency`` if given: 422 unless it is enabled) and latest stable
+    releases, read as :func:`list_products` does without a session: the page (with its
+    total or the content version) in one batch, the cards in another."""
+    with raw_reads(engine) as conn:
+        if currency is not None:
+            _require_enabled(conn, currency)
+        params = {"pattern": like_pattern(q)} if q else {}
+        page = fetch_hot_listing(conn, _HOT["listing"][bool(q)], request, params)
+        if not page.items:
+            return page
+        sqlite = conn.dialect_name == "sqlite"
+        products = [_product(row, sqlite) for row in page.items]
+        ids = [p.id for p in products]
+        prices, releases = _HOT["page_cards"][currency is not None][conn.dialect_name].run(
+            conn, {"ids": json.dumps(ids) if sqlite else ids, "currency": currency}
+        )
+    return dataclasses.replace(page, items=_cards(products, prices, releases))
+
+
+def public_product(engine, slug: str, *, currency: str | None = None) -> ProductCard:
+    """The card of the published, not archived product ``slug`` (prices as in
+    :func:`public_products`), or 404 ``product_not_found``: one batch."""
+    found = None
+    with raw_reads(engine) as conn:
+        if currency is not None:
+            _require_enabled(conn, currency)
+        if is_slug(slug):
+            batch = _HOT["slug"][currency is not None][conn.dialect_name]
+            found, prices, releases = batch.run(conn, {"slug": slug, "currency": currency})
+    if not found:
+        raise NotFound(f"There is no product {slug!r}.", code="product_not_found")
+    product = _product(found[0], conn.dialect_name == "sqlite")
+    (card,) = _cards([product], prices, releases)
+    return card

@@ -39,8 +39,10 @@ def read_article_filters(request) -> dict:
 
 @view_config(route_name="docs.articles", request_method="GET")
 def list_articles(request):
+    # Read outside any transaction (cmsshop.db.needs_transaction): no request.db here.
     page_request = read_page_request(request)
-    page = articles.list_articles(request.db, page_request, **read_article_filters(request))
+    engine = request.registry["cmsshop.engine"]
+    page = articles.public_articles(engine, page_request, **read_article_filters(request))
     return cached_json(request, page_json(page, article_body))
 
 

@@ -87,18 +87,21 @@ def read_currency_param(request) -> str | None:
 
 @view_config(route_name="store.products", request_method="GET")
 def list_products(request):
+    # Read outside any transaction (cmsshop.db.needs_transaction): no request.db here.
     page_request = read_page_request(request)
     q = text.parse_search(query_value(request, "q"))
-    currency = read_currency_param(request)
-    page = products.list_products(request.db, page_request, q=q, currency=currency)
+    currency = currencies.parse_currency_code(query_value(request, "currency"))
+    engine = request.registry["cmsshop.engine"]
+    page = products.public_products(engine, page_request, q=q, currency=currency)
     return cached_json(request, page_json(page, product_body))
 
 
 @view_config(route_name="store.product", request_method="GET")
 def show_product(request):
-    currency = read_currency_param(request)
-    product = products.find_product(request.db, request.matchdict["slug"], public=True)
-    (card,) = products.load_cards(request.db, [product], currency=currency)
+    # Read outside any transaction (cmsshop.db.needs_transaction): no request.db here.
+    currency = currencies.parse_currency_code(query_value(request, "currency"))
+    engine = request.registry["cmsshop.engine"]
+    card = products.public_product(engine, request.matchdict["slug"], currency=currency)
     return cached_json(request, product_body(card))
 
 
