@@ -84,7 +84,8 @@ from cmsshop.security import (
 )
 from cmsshop.web import FLASH_COOKIE
 
-# Marks a request whose 200 answer may be kept (set by views.shared.caching.cached_json).
+# Marks a request whose 200 answer may be kept (set by views.shared.caching.cached_json,
+# and shared_page for an HTML page).
 CACHEABLE = "cmsshop.answer_cacheable"
 # Headers the cache never replays: per-request or per-visitor.
 NOT_REPLAYED = {"set-cookie", "x-request-id", "content-length"}
