@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, literal, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.functions import FunctionElement
@@ -24,16 +24,18 @@ from cmsshop.hotsql import HotBatch, HotStatement, RawReads
 from cmsshop.services.paging import Page, PageRequest
 from cmsshop.services.store.text import like_pattern
 
-# Searched columns are matched as one text, joined by a separator no stored single-line
-# text and no search text holds (both refuse control characters: services.store.text):
-# one pattern match per row instead of one per column, and a match never spans two.
-SEPARATOR = "\x1f"
+# A search matches any of its columns. On PostgreSQL the columns are matched as one text,
+# joined by a separator no stored single-line text and no search text holds (both refuse
+# control characters: services.store.text): one ILIKE a row instead of one per column,
+# and a match never spans two. On SQLite one LIKE per column costs less than building
+# the joined text.
 
 
 class contains_text(FunctionElement):  # noqa: N801 - reads as SQL, like func.*
-    """``text ILIKE pattern ESCAPE '/'``; on SQLite a plain LIKE, which folds ASCII case
-    exactly as SQLite's lower() does (SQLAlchemy's ilike there is ``lower(x) LIKE
-    lower(y)``: two function calls a row for the same answer)."""
+    """``contains_text(pattern, *columns)``: any column ILIKE ``pattern`` ESCAPE '/'.
+    On SQLite a plain LIKE, which folds ASCII case exactly as SQLite's lower() does
+    (SQLAlchemy's ilike there is ``lower(x) LIKE lower(y)``: two function calls a row
+    for the same answer)."""
 
     # No Boolean type: SQLite would compare the match with ``= 1``.
     inherit_cache = True
@@ -41,14 +43,14 @@ class contains_text(FunctionElement):  # noqa: N801 - reads as SQL, like func.*
 
 @compiles(contains_text)
 def _contains_text(element, compiler, **kw):
-    text, pattern = (compiler.process(c, **kw) for c in element.clauses)
-    return f"({text} ILIKE {pattern} ESCAPE '/')"
+    pattern, *columns = (compiler.process(c, **kw) for c in element.clauses)
+    return f"({' || chr(31) || '.join(columns)} ILIKE {pattern} ESCAPE '/')"
 
 
 @compiles(contains_text, "sqlite")
 def _contains_text_sqlite(element, compiler, **kw):
-    text, pattern = (compiler.process(c, **kw) for c in element.clauses)
-    return f"({text} LIKE {pattern} ESCAPE '/')"
+    pattern, *columns = (compiler.process(c, **kw) for c in element.clauses)
+    return "(" + " OR ".join(f"{c} LIKE {pattern} ESCAPE '/'" for c in columns) + ")"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,10 +72,7 @@ def listing_statements(
     those columns; the page is ``columns`` in ``order`` (parameters ``limit``/``offset``)."""
     where = list(filters)
     if search_in:
-        text = search_in[0]
-        for column in search_in[1:]:
-            text = text.concat(literal(SEPARATOR)).concat(column)
-        where.append(contains_text(text, bindparam("pattern")))
+        where.append(contains_text(bindparam("pattern"), *search_in))
     count = select(func.count()).select_from(model).where(*where)
     page = (
         select(*columns)
@@ -194,11 +193,10 @@ MAX_OFFSET = 2**62
 
 
 def search_sql(dialect: str, *columns: str) -> str:
-    """``columns`` (SQL) joined by SEPARATOR matched against ``:pattern`` (see
-    :class:`contains_text`)."""
-    separator = " || chr(31) || " if dialect == "postgresql" else " || char(31) || "
-    like = "ILIKE" if dialect == "postgresql" else "LIKE"
-    return f"({separator.join(columns)} {like} :pattern ESCAPE '/')"
+    """``columns`` (SQL) matched against ``:pattern`` as :class:`contains_text` does."""
+    if dialect == "postgresql":
+        return f"({' || chr(31) || '.join(columns)} ILIKE :pattern ESCAPE '/')"
+    return "(" + " OR ".join(f"{c} LIKE :pattern ESCAPE '/'" for c in columns) + ")"
 
 
 class HotListing:
