@@ -48,7 +48,9 @@ def _article_statements(public: bool, search: bool, by_category: bool) -> Listin
     if public:
         filters.append(Article.published.is_(True))
     order = (
-        (Article.published, Article.published_at.desc(), Article.id.desc())
+        # published DESC: fixed by the filter, and the order of ix_articles_listing
+        # walked backwards (PostgreSQL otherwise sorts every match of a search).
+        (Article.published.desc(), Article.published_at.desc(), Article.id.desc())
         if public
         else (Article.title, Article.id)
     )
@@ -175,7 +177,10 @@ def _hot_listing(searched: bool, by_category: bool) -> HotListing:
         {d: f"SELECT count(*) FROM articles a WHERE {clause[d]}" for d in DIALECTS},  # noqa: S608 - constant SQL
         {
             d: f"SELECT {_PUBLIC_COLUMNS} FROM articles a WHERE {clause[d]} "  # noqa: S608 - constant SQL
-            "ORDER BY a.published, a.published_at DESC, a.id DESC LIMIT :limit OFFSET :offset"
+            # published DESC (fixed by the filter): PostgreSQL then walks ix_articles_listing
+            # backwards and stops at the page's end instead of sorting every match.
+            "ORDER BY a.published DESC, a.published_at DESC, a.id DESC "
+            "LIMIT :limit OFFSET :offset"
             for d in DIALECTS
         },
         searched,
