@@ -591,20 +591,22 @@ def visit(port, paths, clients: int) -> None:
 
 def measure(
     port, routes, *, seconds, rounds, clients, warmup=1.0, server_pid=None, processes=2,
-    server_processes=1, database_cpu=None,
+    server_processes=1, database_cpu=None, seed=0,
 ):  # fmt: skip
     """Every route (the bare one first) in ``rounds`` alternating rounds of
     ``seconds / rounds`` each, after a warm-up per route; returns one result per route.
     ``server_pid``: also the CPU time of that server (with its pre-fork workers) and of
     the database (``database_cpu()``, default every local PostgreSQL process) per request.
-    The clients' CPU and the machine's busy time are measured in every run."""
+    The clients' CPU and the machine's busy time are measured in every run. Calls on one
+    server with the same ``seed`` send the same requests (nonces included): give each a
+    different one (a multiple of 1,000)."""
     import statistics
 
     database_cpu = database_cpu or database_cpu_seconds
     totals = {id(route): [0, [], 0.0, 0, 0, 0.0, 0.0, 0.0] for route in routes}
     for i, route in enumerate(routes):
         visit_each(port, route.visit, clients, server_processes)
-        run_load(port, route, warmup, clients, processes, seed=i)
+        run_load(port, route, warmup, clients, processes, seed=seed + i)
     for r in range(rounds):
         for i, route in enumerate(routes):
             # Answer-cache counts, summed over the server's processes.
@@ -613,7 +615,7 @@ def measure(
             database = database_cpu() if server_pid else float("nan")
             clients_cpu, machine = client_cpu_seconds(), machine_cpu_seconds()
             errors, latencies = run_load(
-                port, route, seconds / rounds, clients, processes, seed=100 * r + i + 1
+                port, route, seconds / rounds, clients, processes, seed=seed + 100 * r + i + 1
             )
             total = totals[id(route)]
             total[6] += client_cpu_seconds() - clients_cpu

@@ -236,7 +236,7 @@ def main() -> int:
         # The setups take turns, round by round, like the routes within a setup: load from
         # other programs on the machine then hits them all alike. The idle servers wait.
         for r in range(args.rounds):
-            for cache, processes in setups:
+            for k, (cache, processes) in enumerate(setups):
                 server, port = servers[cache, processes]
                 results[cache, processes].append(
                     measure(
@@ -245,6 +245,8 @@ def main() -> int:
                         clients=args.connections, warmup=1.0 if r == 0 else 0.2,
                         server_pid=server.pid, server_processes=processes,
                         database_cpu=database or (lambda: float("nan")),
+                        # Requests never repeat (validate's nonces): a seed per call.
+                        seed=1000 * (r * len(setups) + k),
                     )
                 )  # fmt: skip
     finally:
@@ -267,7 +269,7 @@ def main() -> int:
     print(
         f"{'route':34}{'cache':>6}{'1p req/s':>9}{f'{n}p req/s':>9}{f'{n}p/1p':>7}"
         f"{'1p/bare':>8}{f'{n}p/bare':>8}{'app 1p':>7}{f'{n}p':>6}{'PG 1p':>7}{f'{n}p':>6}"
-        f"{'clients':>8}{'other':>6}"
+        f"{'clients':>8}{'other':>6}{'errors':>7}"
     )
     ok, rows, arithmetic = True, [], []
     for cache in caches:
@@ -285,11 +287,13 @@ def main() -> int:
                 f"{a['rps'] / one[BARE.name]['rps']:8.0%}{b['rps'] / many[BARE.name]['rps']:8.0%}"
                 f"{fmt(a['cpu_ms']):>7}{fmt(b['cpu_ms']):>6}{fmt(a['database_cpu_ms']):>7}"
                 f"{fmt(b['database_cpu_ms']):>6}{fmt(b['client_cpu_ms']):>8}{other:6.1f}"
+                f"{a['errors'] + b['errors']:7d}"
             )
             cell = (
                 f"**{ratio:.2f}x** ({a['rps']:,.0f} -> {b['rps']:,.0f} req/s); CPU a request: "
                 f"app {fmt(a['cpu_ms'])} / {fmt(b['cpu_ms'])} ms"
                 + (f", PostgreSQL {fmt(b['database_cpu_ms'])} ms" if database else "")
+                + (f"; **{a['errors'] + b['errors']} errors**" if a["errors"] + b["errors"] else "")
             )
             cells = ["-", cell] if database else [cell, "-"]
             rows.append(
