@@ -126,7 +126,8 @@ class KeptTotals:
 KEPT_TOTALS = KeptTotals()
 
 
-def _untouched(session: Session) -> bool:
+def untouched(session: Session) -> bool:
+    """No content written by this session's transaction (its version is committed)."""
     return not (
         session.info.get(CONTENT_CHANGED) or session.new or session.dirty or session.deleted
     )
@@ -170,7 +171,7 @@ def fetch_listing(
     if q:
         values["pattern"] = like_pattern(q)
         total = connection.execute(statements.count, values).scalar() or 0
-    elif _untouched(session):
+    elif untouched(session):
         total = counted_total(connection, statements, values)
     else:
         total = connection.execute(statements.count, values).scalar() or 0

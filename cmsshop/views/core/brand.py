@@ -54,7 +54,7 @@ def current_brand(request) -> brands.Brand:
             found = brands.default_brand(request.registry.settings)
         else:
             try:
-                found = brands.read_brand(request.db, request.registry.settings)
+                found = brands.kept_brand(request.db, request.registry.settings)
             except SQLAlchemyError:
                 found = brands.default_brand(request.registry.settings)
         request.environ[BRAND_KEY] = found
