@@ -147,7 +147,7 @@ def announce(conn: Connection | RawTransaction, sql: str, params: dict[str, Any]
     :class:`RawReads` connection (one per statement of a batch), so that whoever counts
     the statements of a request counts these too. The other connections' statements
     are their own business (the licensing hot path is measured on its own)."""
-    engine = getattr(conn, "engine", None)
+    engine = conn.engine if isinstance(conn, RawReads) else None
     if engine is not None and engine.dispatch.before_cursor_execute:
         engine.dispatch.before_cursor_execute(_Announced(), None, sql, params, None, False)
 
