@@ -18,6 +18,8 @@ def isoformat_z(value: dt.datetime | None) -> str | None:
     """ISO 8601 UTC with a trailing Z, as the API promises for every time."""
     if value is None:
         return None
+    if value.tzinfo is dt.UTC:  # what the database layer returns: no conversion to make
+        return value.isoformat(timespec="seconds")[:19] + "Z"
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     value = value.astimezone(dt.UTC)

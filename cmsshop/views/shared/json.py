@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import colander
+import orjson
 
 from cmsshop.errors import (
     ApiError,
@@ -232,7 +233,13 @@ def page_json(page: Page, serialise: Callable[[Any], dict]) -> dict:
 def json_with_etag(request, body: Any, max_age: int = 60):
     """Render ``body`` as JSON with a strong ETag; answer 304 to a matching If-None-Match."""
     # Keys in the order the body was built (the same every time: the ETag is stable).
-    payload = json.dumps(body, separators=(",", ":")).encode()
+    # orjson writes UTF-8 (no \u escapes) several times faster than json.dumps: a list
+    # page of 20 products spent a sixth of its time here. It refuses integers past 64
+    # bits (a page number someone typed): json writes those, in the same form.
+    try:
+        payload = orjson.dumps(body)
+    except TypeError:
+        payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
     etag = hashlib.sha256(payload).hexdigest()[:32]
     response = request.response
     response.cache_control = f"public, max-age={max_age}"
