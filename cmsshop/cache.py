@@ -192,9 +192,17 @@ _ALL_CACHES: weakref.WeakSet[AnswerCache] = weakref.WeakSet()
 
 
 def clear_all() -> None:
-    """Empty every answer cache of this process (after a content write commits)."""
+    """Empty every answer cache of this process (after a content write commits), and
+    whatever else was registered with :func:`clear_with_answers`."""
     for cache in list(_ALL_CACHES):
         cache.clear()
+
+
+def clear_with_answers(kept) -> None:
+    """Have :func:`clear_all` empty ``kept`` too (anything with a ``clear()``, kept for
+    this process's life): values kept per content version, such as the catalogue's
+    totals, go when the answers do."""
+    _ALL_CACHES.add(kept)
 
 
 # --- invalidation: the content_versions counter -------------------------------------------

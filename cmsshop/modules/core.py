@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pyramid.events import BeforeRender
 
+from cmsshop.cache import clear_with_answers
+from cmsshop.services.store.listing import KEPT_TOTALS
 from cmsshop.views.core import brand, brand_openapi, openapi
 
 ROUTES = {
@@ -45,4 +47,7 @@ def includeme(config) -> None:
     # After cmsshop.web's globals (included first): the seller's shop name replaces the
     # configured one on every page.
     config.add_subscriber(brand.add_brand_globals, BeforeRender)
+    # The catalogue's totals and the brand, kept per content version, are emptied with the
+    # answer caches (a test that empties the tables behind the triggers' back).
+    clear_with_answers(KEPT_TOTALS)
     config.scan("cmsshop.views.core")

@@ -106,7 +106,7 @@ MAX_TOTALS = 1024  # shapes x filter values (a category is the client's): bounde
 class KeptTotals:
     """The kept totals, per engine (a database): two apps of one process never share
     them. ``clear()`` forgets them all: the answer cache's clear_all() calls it too
-    (registered by views.store.api), for whoever empties the tables behind the
+    (registered by modules.core), for whoever empties the tables behind the
     triggers' back (the test suite does between tests, content_versions included)."""
 
     def __init__(self):

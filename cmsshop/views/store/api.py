@@ -4,18 +4,13 @@ from __future__ import annotations
 
 from pyramid.view import view_config
 
-from cmsshop import cache
 from cmsshop.models import Currency
 from cmsshop.services.checkout import pricing
 from cmsshop.services.store import currencies, products, text
-from cmsshop.services.store.listing import KEPT_TOTALS
 from cmsshop.util import isoformat_z
 from cmsshop.views.shared.bodies import release_body
 from cmsshop.views.shared.caching import cached_json
 from cmsshop.views.shared.json import page_json, query_value, read_page_request
-
-# Emptied with the answer caches (cache.clear_all): both hold what the content was.
-cache._ALL_CACHES.add(KEPT_TOTALS)  # noqa: SLF001 - until cmsshop.cache offers a hook
 
 # The largest price in minor units (the OpenAPI document and the admin schema say so).
 MAX_AMOUNT = 10**15
