@@ -29,8 +29,10 @@ def read_currency(request) -> str | None:
 def products_page(request):
     page_request = read_page_request(request)
     q = text.parse_search(optional_query(request, "q"))
-    currency = read_currency(request)
-    page = products.list_products(request.db, page_request, q=q, currency=currency)
+    currency = currencies.parse_currency_code(optional_query(request, "currency"))
+    # The JSON list's own read (no ORM objects; 422 for a currency not enabled).
+    engine = request.registry["cmsshop.engine"]
+    page = products.public_products(engine, page_request, q=q, currency=currency)
     shared_page(request)
     return {
         "page": page,
