@@ -201,8 +201,11 @@ def main() -> int:
     def patient_engine(url, **kwargs):
         if not url.startswith("postgresql"):
             return make_engine(url, **kwargs)
-        kwargs.setdefault("connect_args", {})["tcp_user_timeout"] = 600_000
-        return make_engine(url, answer_timeout=600, statement_timeout_ms=600_000, **kwargs)
+        # catalogue.load() asks for these bounds itself; licensing's load does not.
+        kwargs.setdefault("connect_args", {}).setdefault("tcp_user_timeout", 600_000)
+        kwargs.setdefault("answer_timeout", 600)
+        kwargs.setdefault("statement_timeout_ms", 600_000)
+        return make_engine(url, **kwargs)
 
     cmsshop.db.make_engine = patient_engine
     if args.validate:
