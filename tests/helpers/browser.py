@@ -205,7 +205,12 @@ def save_screenshots(page, name: str) -> None:
 
 def check_page(page, name: str) -> None:
     """Every page of a journey: one <h1>, a <title>, no axe-core violation of any impact,
-    no sideways scrolling on a 375 px phone; screenshots saved at both widths."""
+    no sideways scrolling on a 375 px phone; screenshots saved at both widths.
+
+    A click that navigates returns once the new document is committed, not loaded: the
+    checks wait for its load event first, or they could read a half-parsed page (an empty
+    <title>) on a busy machine."""
+    page.wait_for_load_state("load")
     assert page.title().strip(), f"{name}: the page has no <title>"
     assert page.locator("h1").count() == 1, f"{name}: a page has exactly one <h1>"
     assert axe_violations(page) == [], f"{name}: accessibility violations"
