@@ -19,14 +19,57 @@ import re
 import weakref
 from typing import Any
 
+import orjson
 from sqlalchemy.engine import Connection, Engine
 
 
 class HotStatement:
-    """One SQL statement for both dialects, run on the DBAPI cursor of ``conn``."""
+    """One SQL statement for both dialects, run on the DBAPI cursor of ``conn``.
 
-    def __init__(self, sql: str):
+    ``json_rows`` (a SELECT; SQLite only, see :meth:`sqlite_rows`): in a :class:`HotBatch`
+    its rows come back as one JSON array, so they cost one step of the SQLite engine,
+    not one a row. Python's sqlite3 releases the GIL around every step; with a server's
+    eight threads on two cores each release hands the GIL to another thread, and a
+    20-product page's ~80 steps doubled the CPU the page cost (bench/uncached.py).
+    The rows are lists (orjson's), in the statement's order: only a statement whose
+    ORDER BY comes with a LIMIT keeps its order through the aggregate (SQLite drops an
+    ORDER BY from a FROM subquery without one), so the callers order others themselves.
+    """
+
+    def __init__(self, sql: str, *, json_rows: bool = False, json_text: bool = False):
         self.sql = {"sqlite": sql, "postgresql": re.sub(r":(\w+)", r"%(\1)s", sql)}
+        self.json_rows = json_rows
+        # The statement builds its rows itself, as one JSON array in one text column of
+        # one row (NULL: none, as PostgreSQL's json_agg of nothing): a batch gives the
+        # parsed list.
+        self.json_text = json_text
+        self._sqlite_json: str | None = None  # the wrapped SQL, once the columns are known
+
+    def sqlite_rows(self, dbapi, params: dict[str, Any]) -> list:
+        """The statement's rows on SQLite: once its columns are known (the first run
+        reads them), as ``json_group_array(json_array(columns))`` over it, parsed by
+        orjson. Columns with the same name, a BLOB or a REAL (JSON keeps 15 digits of
+        it) in the first run's rows: read row by row."""
+        wrapped = self._sqlite_json
+        if wrapped is not None:
+            cursor = dbapi.execute(wrapped, params)
+            (text,) = cursor.fetchone()
+            cursor.close()
+            return orjson.loads(text)
+        cursor = dbapi.execute(self.sql["sqlite"], params)
+        rows = cursor.fetchall()
+        names = [column[0] for column in cursor.description or ()]
+        cursor.close()
+        if (
+            names
+            and len(set(names)) == len(names)
+            and not any(isinstance(value, bytes | float) for row in rows for value in row)
+        ):
+            columns = ", ".join('"' + name.replace('"', '""') + '"' for name in names)
+            self._sqlite_json = (
+                f"SELECT json_group_array(json_array({columns})) FROM ({self.sql['sqlite']})"  # noqa: S608 - our own constant SQL
+            )
+        return rows
 
     def run(self, conn: Connection | RawTransaction, params: dict[str, Any]):
         name, dbapi = driver(conn)
@@ -56,6 +99,9 @@ class HotBatch:
     call (planning the validate lookup cost PostgreSQL three times executing it). The
     batch is still one message, so the server never waits for the rest of it.
     ``BEGIN``/``COMMIT`` are sent as they are.
+
+    A ``json_text`` statement's result is the list its JSON text holds (see
+    :class:`HotStatement`).
     """
 
     def __init__(self, *statements: HotStatement | str):
@@ -111,12 +157,22 @@ class HotBatch:
                     results.append(cursor.fetchall() if returned else None)
                     if not cursor.nextset():
                         break
-            return results
+            return self._parsed(results)
         for statement in self.statements:
+            if statement.json_rows:
+                results.append(statement.sqlite_rows(dbapi, params))
+                continue
             cursor = dbapi.cursor()
             cursor.execute(statement.sql["sqlite"], params)
             results.append(cursor.fetchall() if cursor.description else None)
             cursor.close()
+        return self._parsed(results)
+
+    def _parsed(self, results: list) -> list:
+        for i, statement in enumerate(self.statements):
+            if statement.json_text:
+                rows = results[i]
+                results[i] = orjson.loads(rows[0][0]) if rows and rows[0][0] else []
         return results
 
 
@@ -229,8 +285,11 @@ def from_db_time(value: Any) -> dt.datetime | None:
     """A time as UTCDateTime would return it (aware UTC) from a raw row."""
     if value is None:
         return None
-    if isinstance(value, str):  # SQLite keeps text
-        value = dt.datetime.fromisoformat(value)
+    if isinstance(value, str):  # SQLite's naive UTC text, or a time in JSON text
+        if value[-6:-5] in ("+", "-") or value.endswith("Z"):
+            value = dt.datetime.fromisoformat(value)
+        else:  # naive: parsed as UTC at once (a fifth of parsing it, then replace())
+            return dt.datetime.fromisoformat(value + "+00:00")
     if value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
     return value.astimezone(dt.UTC)

@@ -435,3 +435,55 @@ def test_product_detail_costs_the_same_for_1_and_60_releases(app, testapp, dbses
     many_count, body = count_statements(app, testapp, "/api/store/products/many")
     assert body["latestRelease"]["version"] == "1.0"
     assert few_count == many_count
+
+
+def test_the_public_sql_reads_give_what_the_orm_reads_give(dbsession, engine):
+    """The public list and slug reads (services.store.products.public_products and
+    public_product: one JSON text the database builds) against the ORM's list_products
+    and load_cards, field for field: products inserted out of name order, prices out of
+    currency order (a disabled one among them), a product without a price or a release,
+    a beta newer than the stable release, with and without a currency and a search."""
+    from cmsshop.services.paging import PageRequest
+    from cmsshop.services.store import products
+    from cmsshop.views.store.api import product_body
+
+    add_currencies(dbsession)
+    when = utcnow().replace(microsecond=250000)
+    for slug, prices in [
+        ("zeta-tool", {"USD": 1999, "JPY": 2500, "EUR": 1799, "GBP": 1500}),
+        ("alpha-tool", {"JPY": 100}),
+        ("mid-tool", {}),
+        ("beta-tool", {"USD": 5, "EUR": 4}),
+    ]:
+        product = add_product(
+            dbsession, slug, prices=prices, licensed=slug != "mid-tool", features=["pro", "x"]
+        )
+        if slug != "mid-tool":
+            add_release(dbsession, product, "1.0.0", when - dt.timedelta(days=2))
+    zeta = dbsession.scalar(select(Product).where(Product.slug == "zeta-tool"))
+    dbsession.add(
+        Release(
+            product_id=zeta.id, version="2.0.0-beta", file_name="z.zip", storage_path="z/2",
+            size=7, sha256="b" * 64, released_at=when, channel="beta",
+        )
+    )  # fmt: skip
+    dbsession.commit()
+
+    for q, currency in [(None, None), (None, "JPY"), ("tool", None), ("ZETA", "USD")]:
+        for per_page in (2, 10):
+            for page in (1, 2):
+                request = PageRequest(page, per_page)
+                by_sql = products.public_products(engine, request, q=q, currency=currency)
+                by_orm = products.list_products(dbsession, request, q=q, currency=currency)
+                assert by_sql.total == by_orm.total
+                assert [product_body(c) for c in by_sql.items] == [
+                    product_body(c) for c in by_orm.items
+                ], (q, currency, per_page, page)
+    listed = products.list_products(dbsession, PageRequest(1, 10)).items
+    assert [c.product.slug for c in listed] == ["alpha-tool", "beta-tool", "mid-tool", "zeta-tool"]
+    assert [p.currency for p in listed[3].prices] == ["EUR", "JPY", "USD"]
+    for card in listed:
+        for currency in (None, "EUR"):
+            by_orm = products.load_cards(dbsession, [card.product], currency=currency)[0]
+            by_sql = products.public_product(engine, card.product.slug, currency=currency)
+            assert product_body(by_sql) == product_body(by_orm)

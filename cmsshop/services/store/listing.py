@@ -204,14 +204,28 @@ class HotListing:
     """The count and page SQL of one public listing shape, per dialect (``:pattern``,
     ``:limit``, ``:offset`` and the shape's own parameters)."""
 
-    def __init__(self, shape: str, count: dict[str, str], page: dict[str, str], searched: bool):
+    def __init__(
+        self,
+        shape: str,
+        count: dict[str, str],
+        page: dict[str, str | HotStatement],
+        searched: bool,
+    ):
         self.shape, self.searched = shape, searched
         first = {d: HotStatement(sql) for d, sql in count.items()}
         if not searched:
             first = {d: HotStatement(VERSION_SQL) for d in count}
         self.count = {d: HotBatch(HotStatement(sql)) for d, sql in count.items()}
         self.first = {d: HotBatch(first[d]) for d in count}
-        self.first_and_page = {d: HotBatch(first[d], HotStatement(page[d])) for d in page}
+        # A page given as SQL: its rows in one step on SQLite (hotsql.HotStatement; its
+        # ORDER BY has a LIMIT, so the order holds).
+        self.first_and_page = {
+            d: HotBatch(
+                first[d],
+                sql if isinstance(sql, HotStatement) else HotStatement(sql, json_rows=True),
+            )
+            for d, sql in page.items()
+        }
 
 
 def fetch_hot_listing(

@@ -11,17 +11,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from sqlalchemy import Select, bindparam, exists, func, select, union
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import Conflict, NotFound, ValidationFailed
-from cmsshop.hotsql import HotBatch, RawReads, from_db_time, raw_reads
+from cmsshop.hotsql import HotBatch, HotStatement, RawReads, from_db_time, raw_reads
 from cmsshop.models import (
     CouponProduct,
     Currency,
@@ -441,6 +442,15 @@ def delete_product(session: Session, product: Product) -> tuple[bool, list[str]]
 
 
 # --- the public catalogue on a pooled connection (see services.store.listing) -----------
+#
+# The database builds each card: the product's columns, then its prices and its latest
+# stable release as nested arrays, the whole page one JSON array in one text value
+# (hotsql.HotStatement's json_text). A list page is then one batch of two statements (the
+# content version or the searched total, and the page) and a product by slug one
+# statement, whatever the page's size: on SQLite every row a statement returns costs a
+# step with the GIL released, which the server's threads turn into hand-overs of the
+# GIL (bench/uncached.py measured a page's CPU halved), and Python parses one JSON text
+# instead of building rows.
 
 PublicProduct = collections.namedtuple(
     "PublicProduct",
@@ -465,17 +475,52 @@ _PUBLIC_ORDER = "p.published, p.archived, p.name, p.id"
 _ENABLED_CURRENCY = "SELECT enabled FROM currencies WHERE code = :currency"
 _PRICE_COLUMNS = "pp.product_id, pp.currency, pp.amount, c.symbol, c.decimals"
 _RELEASE_COLUMNS = (
-    "product_id, version, file_name, size, sha256, released_at, channel, changelog_html"
+    "r.product_id, r.version, r.file_name, r.size, r.sha256, r.released_at, r.channel, "
+    "r.changelog_html"
 )
-# The page's product ids: a JSON array on SQLite (json_each), an array on PostgreSQL.
-_IDS = {
-    "sqlite": "IN (SELECT value FROM json_each(:ids))",
-    "postgresql": "= ANY(:ids)",
-}
 DIALECTS = ("sqlite", "postgresql")
+# Per dialect: a JSON array of values; the aggregate of rows into one (ordered on
+# PostgreSQL; SQLite 3.40 has no ORDER BY in an aggregate: see _cards_json); JSON text
+# read back as JSON (SQLite drops the JSON subtype at a subquery's edge); JSON to text.
+_JSON = {
+    "sqlite": ("json_array({})", "json_group_array({} {})", "json({})", "{}"),
+    "postgresql": ("json_build_array({})", "json_agg({} ORDER BY {})", "{}", "CAST({} AS text)"),
+}
 
 
-def _listing(searched: bool) -> HotListing:
+def _cards_json(dialect: str, products: str, currency: bool) -> str:
+    """One JSON array of cards of the products ``products`` (a SELECT of
+    ``_PUBLIC_COLUMNS`` FROM products p, in the page's order): each the product's columns,
+    then its prices (enabled currencies; only ``:currency`` if ``currency``) and its
+    latest stable release (or null).
+
+    The products' order survives SQLite's aggregate only as a LIMITed subquery's (the
+    listing's page, or one product by slug); the prices come back in any order there
+    (:func:`_card` sorts them)."""
+    array, aggregate, as_json, as_text = _JSON[dialect]
+    sqlite = dialect == "sqlite"
+    by_currency = "" if sqlite else "pp.currency"
+    prices = (
+        f"SELECT {aggregate.format(array.format(_PRICE_COLUMNS), by_currency)} "  # noqa: S608 - constant SQL
+        "FROM product_prices pp JOIN currencies c ON c.code = pp.currency "
+        "WHERE pp.product_id = p.id AND c.enabled = TRUE"
+        + (" AND pp.currency = :currency" if currency else "")
+    )
+    release = (
+        f"SELECT {array.format(_RELEASE_COLUMNS)} FROM releases r "  # noqa: S608 - constant SQL
+        "WHERE r.product_id = p.id AND r.channel = 'stable' "
+        "ORDER BY r.released_at DESC, r.id DESC LIMIT 1"
+    )
+    card = array.format(
+        f"{_PUBLIC_COLUMNS}, {as_json.format(f'({prices})')}, {as_json.format(f'({release})')}"
+    )
+    cards = aggregate.format(card, "" if sqlite else "p.name, p.id")
+    # The outer select reads the page's products only: its subqueries run once a card,
+    # never for the rows an OFFSET skips.
+    return f"SELECT {as_text.format(cards)} FROM ({products}) p"  # noqa: S608 - constant SQL
+
+
+def _listing(searched: bool, currency: bool) -> HotListing:
     where = {d: _PUBLIC for d in DIALECTS}
     if searched:
         where = {d: f"{_PUBLIC} AND {search_sql(d, 'p.name', 'p.summary')}" for d in DIALECTS}
@@ -483,73 +528,56 @@ def _listing(searched: bool) -> HotListing:
         "products" + (" searched" if searched else ""),
         {d: f"SELECT count(*) FROM products p WHERE {where[d]}" for d in DIALECTS},  # noqa: S608 - constant SQL
         {
-            d: f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE {where[d]} "  # noqa: S608 - constant SQL
-            f"ORDER BY {_PUBLIC_ORDER} LIMIT :limit OFFSET :offset"
+            d: HotStatement(
+                _cards_json(
+                    d,
+                    f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE {where[d]} "  # noqa: S608 - constant SQL
+                    f"ORDER BY {_PUBLIC_ORDER} LIMIT :limit OFFSET :offset",
+                    currency,
+                ),
+                json_text=True,
+            )
             for d in DIALECTS
         },
         searched,
     )
 
 
-def _cards_sql(dialect: str, by: str, currency: bool) -> tuple[str, str]:
-    """Prices (enabled currencies; only ``:currency`` if ``currency``) and latest stable
-    releases of the products chosen by ``by`` (SQL on the product id column)."""
-    prices = (
-        f"SELECT {_PRICE_COLUMNS} FROM product_prices pp "  # noqa: S608 - constant SQL
-        "JOIN currencies c ON c.code = pp.currency "
-        f"WHERE {by.format(id='pp.product_id')} AND c.enabled = TRUE"
-        + (" AND pp.currency = :currency" if currency else "")
-        + " ORDER BY pp.product_id, pp.currency"
-    )
-    releases = (
-        f"SELECT {_RELEASE_COLUMNS} FROM (SELECT r.product_id, r.version, r.file_name, "  # noqa: S608 - constant SQL
-        "r.size, r.sha256, r.released_at, r.channel, r.changelog_html, row_number() OVER "
-        "(PARTITION BY r.product_id ORDER BY r.released_at DESC, r.id DESC) AS rank "
-        f"FROM releases r WHERE {by.format(id='r.product_id')} AND r.channel = 'stable') "
-        "ranked WHERE rank = 1"
-    )
-    return prices, releases
-
-
-def _page_cards(currency: bool) -> dict[str, HotBatch]:
-    return {d: HotBatch(*_cards_sql(d, "{id} " + _IDS[d], currency)) for d in DIALECTS}
-
-
 def _slug_batch(currency: bool) -> dict[str, HotBatch]:
-    """The product of ``:slug`` (public), its prices and its latest release: one batch."""
-    by_slug = (
-        "{id} = (SELECT p.id FROM products p WHERE p.slug = :slug AND " + _PUBLIC + ")"  # noqa: S608 - constant SQL
-    )
+    """The card of the public product ``:slug``: one statement."""
+    by_slug = f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE p.slug = :slug AND {_PUBLIC} LIMIT 1"  # noqa: S608 - constant SQL
     return {
-        d: HotBatch(
-            f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE p.slug = :slug AND {_PUBLIC}",  # noqa: S608 - constant SQL
-            *_cards_sql(d, by_slug, currency),
-        )
+        d: HotBatch(HotStatement(_cards_json(d, by_slug, currency), json_text=True))
         for d in DIALECTS
     }
 
 
 _HOT = {
-    "listing": {searched: _listing(searched) for searched in (False, True)},
-    "page_cards": {currency: _page_cards(currency) for currency in (False, True)},
+    "listing": {
+        (searched, currency): _listing(searched, currency)
+        for searched in (False, True)
+        for currency in (False, True)
+    },
     "slug": {currency: _slug_batch(currency) for currency in (False, True)},
     "currency": HotBatch(_ENABLED_CURRENCY),
 }
+_BY_CURRENCY = operator.itemgetter(1)
 
 
-def _product(row, sqlite: bool) -> PublicProduct:
-    row = list(row)
+def _card(row: list, sqlite: bool) -> ProductCard:
+    """A card from its JSON array (see :func:`_cards_json`)."""
+    *product, prices, release = row
+    prices = prices or []  # PostgreSQL's json_agg of no price is null
     if sqlite:
-        row[6] = bool(row[6])  # licensed
-        row[10] = json.loads(row[10]) if isinstance(row[10], str) else row[10]
-    row[14] = from_db_time(row[14])
-    return PublicProduct(*row)
-
-
-def _release(row) -> PublicRelease:
-    row = list(row)
-    row[5] = from_db_time(row[5])
-    return PublicRelease(*row)
+        product[6] = bool(product[6])  # licensed
+        prices.sort(key=_BY_CURRENCY)  # in the order of every other path
+    if isinstance(product[10], str):  # features: SQLite's text
+        product[10] = orjson.loads(product[10])
+    product[14] = from_db_time(product[14])
+    if release is not None:
+        release[5] = from_db_time(release[5])
+        release = PublicRelease(*release)
+    return ProductCard(PublicProduct(*product), [PublicPrice(*p) for p in prices], release)
 
 
 def _require_enabled(conn: RawReads, currency: str) -> None:
@@ -558,50 +586,35 @@ def _require_enabled(conn: RawReads, currency: str) -> None:
         raise currencies.currency_not_offered(currency)
 
 
-def _cards(products: list, prices: list, releases: list) -> list[ProductCard]:
-    cards = {p.id: ProductCard(p) for p in products}
-    for price in prices:
-        cards[price[0]].prices.append(PublicPrice(*price))
-    for release in releases:
-        cards[release[0]].latest_release = _release(release)
-    return list(cards.values())
-
-
 def public_products(
     engine, request: PageRequest, *, q: str | None = None, currency: str | None = None
 ) -> Page[ProductCard]:
     """A page of published, not archived products by name, with their prices (enabled
     currencies; only ``currency`` if given: 422 unless it is enabled) and latest stable
-    releases, read as :func:`list_products` does without a session: the page (with its
-    total or the content version) in one batch, the cards in another."""
+    releases, read as :func:`list_products` does without a session: one batch (the page
+    with its total or the content version; see :func:`_cards_json`)."""
     with raw_reads(engine) as conn:
         if currency is not None:
             _require_enabled(conn, currency)
         params = {"pattern": like_pattern(q)} if q else {}
-        page = fetch_hot_listing(conn, _HOT["listing"][bool(q)], request, params)
-        if not page.items:
-            return page
-        sqlite = conn.dialect_name == "sqlite"
-        products = [_product(row, sqlite) for row in page.items]
-        ids = [p.id for p in products]
-        prices, releases = _HOT["page_cards"][currency is not None][conn.dialect_name].run(
-            conn, {"ids": json.dumps(ids) if sqlite else ids, "currency": currency}
-        )
-    return dataclasses.replace(page, items=_cards(products, prices, releases))
+        if currency is not None:
+            params["currency"] = currency
+        listing = _HOT["listing"][bool(q), currency is not None]
+        page = fetch_hot_listing(conn, listing, request, params)
+    sqlite = conn.dialect_name == "sqlite"
+    return dataclasses.replace(page, items=[_card(row, sqlite) for row in page.items])
 
 
 def public_product(engine, slug: str, *, currency: str | None = None) -> ProductCard:
     """The card of the published, not archived product ``slug`` (prices as in
-    :func:`public_products`), or 404 ``product_not_found``: one batch."""
-    found = None
+    :func:`public_products`), or 404 ``product_not_found``: one statement."""
+    found = []
     with raw_reads(engine) as conn:
         if currency is not None:
             _require_enabled(conn, currency)
         if is_slug(slug):
             batch = _HOT["slug"][currency is not None][conn.dialect_name]
-            found, prices, releases = batch.run(conn, {"slug": slug, "currency": currency})
+            (found,) = batch.run(conn, {"slug": slug, "currency": currency})
     if not found:
         raise NotFound(f"There is no product {slug!r}.", code="product_not_found")
-    product = _product(found[0], conn.dialect_name == "sqlite")
-    (card,) = _cards([product], prices, releases)
-    return card
+    return _card(found[0], conn.dialect_name == "sqlite")
