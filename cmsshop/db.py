@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import sqlite3
 import threading
 import time
 import weakref
 from collections.abc import Iterator
 
+from pyramid.interfaces import IRoutesMapper
 from pyramid_retry import mark_error_retryable
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
@@ -427,23 +427,41 @@ def request_db(request) -> Session:
 NO_TRANSACTION_PATHS = frozenset({"/api/health", "/api/license/validate"})
 
 
-# The public catalogue reads (GET): their views read on pooled connections of their own
-# (services.store.listing, "public listings on a pooled connection") and never touch
-# request.db -- a transaction and a session would cost more than their statements.
-NO_TRANSACTION_READS = re.compile(r"/api/(?:store/products(?:/[^/]+)?|docs/articles)\Z")
+def add_transactionless_reads(config, *route_names: str) -> None:
+    """Declare routes whose GETs never touch request.db: their views read on pooled
+    connections of their own (services.store.listing, "public listings on a pooled
+    connection"), so pyramid_tm opens no transaction for them -- a transaction and a
+    session would cost more than their statements."""
+    config.registry.setdefault("cmsshop.transactionless_reads", []).extend(route_names)
+
+
+def _transactionless_read(request, path: str) -> bool:
+    """A GET or HEAD of a route declared with :func:`add_transactionless_reads` (matched
+    by the route's own pattern: the activate hook runs before the router)."""
+    names = request.registry.get("cmsshop.transactionless_reads")
+    if not names or request.environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+        return False
+    try:
+        path = path.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return False  # no route matches it: the router answers
+    mapper = request.registry.getUtility(IRoutesMapper)
+    for name in names:
+        route = mapper.get_route(name)
+        if route is not None and route.match(path) is not None:
+            return True
+    return False
 
 
 def needs_transaction(request) -> bool:
     """pyramid_tm's ``tm.activate_hook``: False for :data:`NO_TRANSACTION_PATHS` (the
     health probe has its own connection; a transaction would be pure overhead on the
-    route load balancers poll) and GETs of :data:`NO_TRANSACTION_READS`."""
-    environ = request.environ
-    path = environ.get("PATH_INFO", "")
+    route load balancers poll) and GETs of the routes declared with
+    :func:`add_transactionless_reads`."""
+    path = request.environ.get("PATH_INFO", "")
     if path in NO_TRANSACTION_PATHS:
         return False
-    return not (
-        environ.get("REQUEST_METHOD") in ("GET", "HEAD") and NO_TRANSACTION_READS.match(path)
-    )
+    return not _transactionless_read(request, path)
 
 
 def includeme(config) -> None:

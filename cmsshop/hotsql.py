@@ -22,6 +22,9 @@ from typing import Any
 import orjson
 from sqlalchemy.engine import Connection, Engine
 
+# The dialects every hot statement is written for (the SQL of a shape, per dialect).
+DIALECTS = ("sqlite", "postgresql")
+
 
 class HotStatement:
     """One SQL statement for both dialects, run on the DBAPI cursor of ``conn``.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pyramid.events import BeforeRender
 
 from cmsshop.cache import clear_with_answers
-from cmsshop.services.store.listing import KEPT_TOTALS
+from cmsshop.services.store.listing import KEPT
 from cmsshop.views.core import brand, brand_openapi, openapi
 
 ROUTES = {
@@ -49,5 +49,5 @@ def includeme(config) -> None:
     config.add_subscriber(brand.add_brand_globals, BeforeRender)
     # The catalogue's totals and the brand, kept per content version, are emptied with the
     # answer caches (a test that empties the tables behind the triggers' back).
-    clear_with_answers(KEPT_TOTALS)
+    clear_with_answers(KEPT)
     config.scan("cmsshop.views.core")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cmsshop.db import add_transactionless_reads
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import declare
 from cmsshop.views.docs import admin_pages, openapi
@@ -41,6 +42,8 @@ def includeme(config) -> None:
     declare(config.get_settings(), PUBLIC_CONTENT_SETTINGS)
     for name, pattern in ROUTES.items():
         config.add_route(name, pattern)
+    # The public article list reads outside any transaction.
+    add_transactionless_reads(config, "docs.articles")
     config.add_cached_routes(CACHED_ROUTES)
     config.add_cached_pages(CACHED_PAGES)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)

@@ -3,6 +3,7 @@ management (admin products, release uploads, currencies), then checkout."""
 
 from __future__ import annotations
 
+from cmsshop.db import add_transactionless_reads
 from cmsshop.modules.public_content import PUBLIC_CONTENT_SETTINGS
 from cmsshop.settings import as_int, declare
 from cmsshop.tweens import add_upload_route
@@ -77,6 +78,8 @@ def includeme(config) -> None:
     # The release uploads: the JSON route and the admin page's form.
     for name in UPLOAD_ROUTES:
         add_upload_route(config, name)
+    # The public list and a product by slug read outside any transaction.
+    add_transactionless_reads(config, "store.products", "store.product")
     config.add_cached_routes(CACHED_ROUTES)
     config.add_cached_pages(CACHED_PAGES)
     config.add_openapi(paths=openapi.OPENAPI_PATHS, schemas=openapi.OPENAPI_SCHEMAS)

@@ -103,3 +103,37 @@ def test_serialization_failure_is_retried(settings, dbsession, engine):
     assert response.json == {"attempt": 1}
     dbsession.expire_all()
     assert dbsession.get(Currency, "XTS").name == "mine"
+
+
+def test_only_the_declared_public_reads_run_without_a_transaction(app, make_app):
+    """db.needs_transaction (pyramid_tm's activate hook, before the router): GETs and
+    HEADs of the routes the store and docs modules declare with add_transactionless_reads
+    skip the transaction; any other method, route or module set does not."""
+    from pyramid.request import Request
+
+    from cmsshop.db import needs_transaction
+
+    def needs(application, path, method="GET"):
+        request = Request.blank("/", method=method)
+        request.environ["PATH_INFO"] = path  # as a WSGI server gives it: latin-1 text
+        request.registry = application.registry
+        return needs_transaction(request)
+
+    for path in ("/api/store/products", "/api/store/products/some-slug", "/api/docs/articles"):
+        assert not needs(app, path)
+        assert not needs(app, path, "HEAD")
+        assert needs(app, path, "POST")
+    for path in (
+        "/api/store/currencies",
+        "/api/store/products/a/b",
+        "/api/docs/articles/some-slug",
+        "/api/store/products/\xff",  # not UTF-8: no route matches it, the router answers
+        "/products",
+        "/api/store/productsX",
+    ):
+        assert needs(app, path), path
+    assert not needs(app, "/api/health")
+    assert not needs(app, "/api/license/validate", "POST")
+    docs_only = make_app(**{"cmsshop.modules": "docs"})
+    assert needs(docs_only, "/api/store/products")
+    assert not needs(docs_only, "/api/docs/articles")

@@ -11,7 +11,7 @@ from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import NotFound
-from cmsshop.hotsql import from_db_time, raw_reads
+from cmsshop.hotsql import DIALECTS, from_db_time, raw_reads
 from cmsshop.models import Article
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
@@ -161,7 +161,6 @@ PublicArticle = collections.namedtuple(
 _PUBLIC_COLUMNS = (
     "a.slug, a.title, a.summary, a.category, a.body, a.body_html, a.published_at, a.updated_at"
 )
-DIALECTS = ("sqlite", "postgresql")
 
 
 def _hot_listing(searched: bool, by_category: bool) -> HotListing:

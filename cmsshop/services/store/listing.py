@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Select, bindparam, func, select
@@ -100,30 +100,46 @@ VERSION_SQL = "SELECT version FROM content_versions WHERE name = 'public'"
 # The session of a request that wrote content (cmsshop.cache notes it before a flush):
 # its version number is not committed, so it neither reads nor fills the kept totals.
 CONTENT_CHANGED = "cmsshop.public_content_changed"
-MAX_TOTALS = 1024  # shapes x filter values (a category is the client's): bounded
+MAX_KEPT = 1024  # shapes x filter values (a category is the client's): bounded
 
 
-class KeptTotals:
-    """The kept totals, per engine (a database): two apps of one process never share
-    them. ``clear()`` forgets them all: the answer cache's clear_all() calls it too
-    (registered by modules.core), for whoever empties the tables behind the
+class KeptPerVersion:
+    """What is derived from the public content (a listing's total, the brand), kept with
+    the content version it was read at, per engine (a database): two apps of one process
+    never share them. ``clear()`` forgets them all: the answer cache's clear_all() calls
+    it too (registered by modules.core), for whoever empties the tables behind the
     triggers' back (the test suite does between tests, content_versions included)."""
 
     def __init__(self):
         self.by_engine: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def of(self, engine) -> dict:
-        totals = self.by_engine.get(engine)
-        if totals is None:
-            totals = self.by_engine.setdefault(engine, {})
-        return totals
+        kept = self.by_engine.get(engine)
+        if kept is None:
+            kept = self.by_engine.setdefault(engine, {})
+        return kept
 
     def clear(self) -> None:
-        for totals in list(self.by_engine.values()):
-            totals.clear()
+        for kept in list(self.by_engine.values()):
+            kept.clear()
+
+    def value(self, engine, key: tuple, version, read: Callable[[], Any]) -> Any:
+        """The value kept for ``key`` at ``version``, or ``read()`` kept at it. The
+        caller reads ``version`` first, so what ``read()`` sees is at least as new as the
+        version it is kept at. ``version`` None (no row): read, keep nothing."""
+        kept = self.of(engine)
+        found = kept.get(key)
+        if version is not None and found is not None and found[0] == version:
+            return found[1]
+        value = read()
+        if version is not None:
+            if len(kept) >= MAX_KEPT:
+                kept.clear()
+            kept[key] = (version, value)
+        return value
 
 
-KEPT_TOTALS = KeptTotals()
+KEPT = KeptPerVersion()
 
 
 def untouched(session: Session) -> bool:
@@ -137,19 +153,12 @@ def counted_total(connection, statements: ListingStatements, values: dict) -> in
     """The listing's total, counted only when the content version moved since it was last
     counted (see above)."""
     row = connection.exec_driver_sql(VERSION_SQL).first()
-    if row is None:
-        return connection.execute(statements.count, values).scalar() or 0
-    totals = KEPT_TOTALS.of(connection.engine)
-    key = (id(statements), *sorted(values.items()))
-    kept = totals.get(key)
-    if kept is not None and kept[0] == row[0]:
-        return kept[1]
-    # Counted after the version was read: the total is at least as new as its version.
-    total = connection.execute(statements.count, values).scalar() or 0
-    if len(totals) >= MAX_TOTALS:
-        totals.clear()
-    totals[key] = (row[0], total)
-    return total
+    return KEPT.value(
+        connection.engine,
+        (id(statements), *sorted(values.items())),
+        row[0] if row else None,
+        lambda: connection.execute(statements.count, values).scalar() or 0,
+    )
 
 
 def fetch_listing(
@@ -251,19 +260,12 @@ def fetch_hot_listing(
 
 
 def _kept_total(conn: RawReads, listing: HotListing, version, values: dict) -> int:
-    totals = KEPT_TOTALS.of(conn.engine)
+    def count() -> int:
+        (rows,) = listing.count[conn.dialect_name].run(conn, values)
+        return rows[0][0]
+
     key = (listing.shape, *sorted((k, v) for k, v in values.items() if k not in WINDOW))
-    kept = totals.get(key)
-    if version is not None and kept is not None and kept[0] == version:
-        return kept[1]
-    # Counted after the version was read: the total is at least as new as its version.
-    (rows,) = listing.count[conn.dialect_name].run(conn, values)
-    total = rows[0][0]
-    if version is not None:
-        if len(totals) >= MAX_TOTALS:
-            totals.clear()
-        totals[key] = (version, total)
-    return total
+    return KEPT.value(conn.engine, key, version, count)
 
 
 WINDOW = ("limit", "offset")

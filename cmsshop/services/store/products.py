@@ -22,7 +22,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import Conflict, NotFound, ValidationFailed
-from cmsshop.hotsql import HotBatch, HotStatement, RawReads, from_db_time, raw_reads
+from cmsshop.hotsql import (
+    DIALECTS,
+    HotBatch,
+    HotStatement,
+    RawReads,
+    from_db_time,
+    raw_reads,
+)
 from cmsshop.models import (
     CouponProduct,
     Currency,
@@ -478,7 +485,6 @@ _RELEASE_COLUMNS = (
     "r.product_id, r.version, r.file_name, r.size, r.sha256, r.released_at, r.channel, "
     "r.changelog_html"
 )
-DIALECTS = ("sqlite", "postgresql")
 # Per dialect: a JSON array of values; the aggregate of rows into one (ordered on
 # PostgreSQL; SQLite 3.40 has no ORDER BY in an aggregate: see _cards_json); JSON text
 # read back as JSON (SQLite drops the JSON subtype at a subquery's edge); JSON to text.

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from cmsshop.models import Product, ShopFile, ShopSetting, User
 from cmsshop.services.audit.entries import entries_for, record_change
 from cmsshop.services.store import media
-from cmsshop.services.store.listing import KEPT_TOTALS, VERSION_SQL, untouched
+from cmsshop.services.store.listing import KEPT, VERSION_SQL, untouched
 from cmsshop.services.store.products import CARD_COLUMNS, ProductCard, load_cards
 from cmsshop.services.tax.logo import LOGO_NAME, logo_url
 from cmsshop.util import utcnow
@@ -110,23 +110,18 @@ def kept_brand(session: Session, settings: Mapping[str, Any]) -> Brand:
     """:func:`read_brand`, read again only when the content version moved: writes to
     shop_settings and shop_files bump it (migration 0028), like every content write. One
     one-row read per page instead of two reads and their ORM objects. Kept with the
-    catalogue's totals (services.store.listing.KEPT_TOTALS: per database, emptied with
-    the answer caches)."""
+    catalogue's totals (services.store.listing.KEPT: per database, emptied with the
+    answer caches)."""
     if not untouched(session):
         return read_brand(session, settings)
     connection = session.connection()
     row = connection.exec_driver_sql(VERSION_SQL).first()
-    if row is None:
-        return read_brand(session, settings)
-    kept = KEPT_TOTALS.of(connection.engine)
-    key = ("brand", settings.get("cmsshop.site_name"))
-    found = kept.get(key)
-    if found is not None and found[0] == row[0]:
-        return found[1]
-    # Read after the version: the brand is at least as new as the version it is kept at.
-    brand = read_brand(session, settings)
-    kept[key] = (row[0], brand)
-    return brand
+    return KEPT.value(
+        connection.engine,
+        ("brand", settings.get("cmsshop.site_name")),
+        row[0] if row else None,
+        lambda: read_brand(session, settings),
+    )
 
 
 def default_brand(settings: Mapping[str, Any]) -> Brand:
