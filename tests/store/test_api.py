@@ -438,27 +438,35 @@ def test_product_detail_costs_the_same_for_1_and_60_releases(app, testapp, dbses
 
 
 def test_the_public_sql_reads_give_what_the_orm_reads_give(dbsession, engine):
-    """The public list and slug reads (services.store.products.public_products and
-    public_product: one JSON text the database builds) against the ORM's list_products
-    and load_cards, field for field: products inserted out of name order, prices out of
-    currency order (a disabled one among them), a product without a price or a release,
-    a beta newer than the stable release, with and without a currency and a search."""
+    """The public reads whose cards the database builds (services.store.products
+    public_products and public_product: one JSON text) against the ORM's
+    list_products/load_cards, through views.store.api.product_body, field for field:
+    products inserted out of name order, prices out of currency order (a disabled
+    currency, one with no decimals and one with three among them), a product without a
+    price or a release, one with its own quantity limit, a beta newer than the stable
+    release, with and without a currency and a search."""
+    from cmsshop.models import Currency
     from cmsshop.services.paging import PageRequest
     from cmsshop.services.store import products
     from cmsshop.views.store.api import product_body
 
     add_currencies(dbsession)
+    dbsession.add(Currency(code="KWD", name="Dinar", symbol="KD ", decimals=3, enabled=True))
+    dbsession.commit()
     when = utcnow().replace(microsecond=250000)
-    for slug, prices in [
-        ("zeta-tool", {"USD": 1999, "JPY": 2500, "EUR": 1799, "GBP": 1500}),
-        ("alpha-tool", {"JPY": 100}),
-        ("mid-tool", {}),
-        ("beta-tool", {"USD": 5, "EUR": 4}),
+    for slug, prices, fields in [
+        ("zeta-tool", {"USD": 1999, "JPY": 2500, "EUR": 1799, "GBP": 1500, "KWD": 5}, {}),
+        ("alpha-tool", {"JPY": 100, "KWD": 12345}, {"max_quantity": 7}),
+        ("mid-tool", {}, {"licensed": False}),
+        ("beta-tool", {"USD": 5, "EUR": 400000}, {"features": ["pro", "x"], "tier": 2}),
     ]:
         product = add_product(
-            dbsession, slug, prices=prices, licensed=slug != "mid-tool", features=["pro", "x"]
+            dbsession, slug, prices=prices, **{"licensed": True, "max_activations": 3, **fields}
         )
-        if slug != "mid-tool":
+        if slug == "mid-tool":
+            product.prices = []  # (add_product gives a product without prices one)
+            dbsession.commit()
+        else:
             add_release(dbsession, product, "1.0.0", when - dt.timedelta(days=2))
     zeta = dbsession.scalar(select(Product).where(Product.slug == "zeta-tool"))
     dbsession.add(
@@ -471,19 +479,23 @@ def test_the_public_sql_reads_give_what_the_orm_reads_give(dbsession, engine):
 
     for q, currency in [(None, None), (None, "JPY"), ("tool", None), ("ZETA", "USD")]:
         for per_page in (2, 10):
-            for page in (1, 2):
+            for page in (1, 2, 3):
                 request = PageRequest(page, per_page)
-                by_sql = products.public_products(engine, request, q=q, currency=currency)
-                by_orm = products.list_products(dbsession, request, q=q, currency=currency)
-                assert by_sql.total == by_orm.total
-                assert [product_body(c) for c in by_sql.items] == [
-                    product_body(c) for c in by_orm.items
+                expected = products.list_products(dbsession, request, q=q, currency=currency)
+                cards = products.public_products(engine, request, q=q, currency=currency)
+                assert cards.total == expected.total
+                assert [product_body(c) for c in cards.items] == [
+                    product_body(c) for c in expected.items
                 ], (q, currency, per_page, page)
     listed = products.list_products(dbsession, PageRequest(1, 10)).items
     assert [c.product.slug for c in listed] == ["alpha-tool", "beta-tool", "mid-tool", "zeta-tool"]
-    assert [p.currency for p in listed[3].prices] == ["EUR", "JPY", "USD"]
+    assert [p.currency for p in listed[3].prices] == ["EUR", "JPY", "KWD", "USD"]
+    bodies = {b["slug"]: b for b in map(product_body, listed)}
+    assert bodies["mid-tool"]["latestRelease"] is None and bodies["mid-tool"]["prices"] == []
     for card in listed:
-        for currency in (None, "EUR"):
-            by_orm = products.load_cards(dbsession, [card.product], currency=currency)[0]
-            by_sql = products.public_product(engine, card.product.slug, currency=currency)
-            assert product_body(by_sql) == product_body(by_orm)
+        for currency in (None, "EUR", "KWD"):
+            expected = product_body(
+                products.load_cards(dbsession, [card.product], currency=currency)[0]
+            )
+            found = products.public_product(engine, card.product.slug, currency=currency)
+            assert product_body(found) == expected

@@ -500,9 +500,8 @@ def _cards_json(dialect: str, products: str, currency: bool) -> str:
     then its prices (enabled currencies; only ``:currency`` if ``currency``) and its
     latest stable release (or null).
 
-    The products' order survives SQLite's aggregate only as a LIMITed subquery's (the
-    listing's page, or one product by slug); the prices come back in any order there
-    (:func:`_card` sorts them)."""
+    On SQLite the prices come back in any order (:func:`_card` sorts them: a window per
+    product to order them cost SQLite more than the sort costs Python)."""
     array, aggregate, as_json, as_text = _JSON[dialect]
     sqlite = dialect == "sqlite"
     by_currency = "" if sqlite else "pp.currency"
@@ -520,9 +519,17 @@ def _cards_json(dialect: str, products: str, currency: bool) -> str:
     card = array.format(
         f"{_PUBLIC_COLUMNS}, {as_json.format(f'({prices})')}, {as_json.format(f'({release})')}"
     )
-    cards = aggregate.format(card, "" if sqlite else "p.name, p.id")
     # The outer select reads the page's products only: its subqueries run once a card,
     # never for the rows an OFFSET skips.
+    if sqlite:
+        # A window over the page in name order, one row kept: its order is guaranteed
+        # (an aggregate's input order is not, before SQLite 3.44).
+        return (
+            f"SELECT json_group_array({card}) OVER (ORDER BY p.name, p.id "  # noqa: S608 - constant SQL
+            f"ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM ({products}) p "
+            "LIMIT 1"
+        )
+    cards = aggregate.format(card, "p.name, p.id")
     return f"SELECT {as_text.format(cards)} FROM ({products}) p"  # noqa: S608 - constant SQL
 
 
