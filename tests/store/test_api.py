@@ -499,3 +499,59 @@ def test_the_public_sql_reads_give_what_the_orm_reads_give(dbsession, engine):
             )
             found = products.public_product(engine, card.product.slug, currency=currency)
             assert product_body(found) == expected
+
+
+def test_a_search_folds_case_as_the_database_does_on_every_path(
+    testapp, dbsession, engine, database_url
+):
+    """A search matches ``<column>_folded LIKE lower(pattern)`` on PostgreSQL (what
+    ILIKE answers, every script folded; migration 0029 keeps the lowered columns) and
+    LIKE on SQLite (ASCII only): the public API, the public SQL reads and the ORM's
+    list (the admin's) agree, for products and articles, and the folded columns follow
+    an update."""
+    from cmsshop.models import Article
+    from cmsshop.services.docs import articles
+    from cmsshop.services.paging import PageRequest
+    from cmsshop.services.store import products
+
+    add_currencies(dbsession)
+    add_product(dbsession, "editeur", name="ÉDITEUR Pro", summary="Straße TOOLS")
+    add_product(dbsession, "plain", name="Plain", summary="nothing")
+    dbsession.add(
+        Article(slug="guide", title="ÉTÉ Guide", summary="Über SEARCH", published=True,
+                published_at=utcnow())
+    )  # fmt: skip
+    dbsession.commit()
+    every_script = database_url.startswith("postgresql")
+
+    def product_slugs(q):
+        api = [p["slug"] for p in testapp.get("/api/store/products", {"q": q}).json["items"]]
+        by_sql = products.public_products(engine, PageRequest(1, 20), q=q).items
+        by_orm = products.list_products(dbsession, PageRequest(1, 20), q=q, public=False).items
+        assert [c.product.slug for c in by_sql] == api
+        assert [c.product.slug for c in by_orm] == api
+        return api
+
+    def article_slugs(q):
+        api = [a["slug"] for a in testapp.get("/api/docs/articles", {"q": q}).json["items"]]
+        assert [
+            a.slug for a in articles.public_articles(engine, PageRequest(1, 20), q=q).items
+        ] == api
+        by_orm = articles.list_articles(dbsession, PageRequest(1, 20), q=q, public=False).items
+        assert [a.slug for a in by_orm] == api
+        return api
+
+    assert product_slugs("tools") == ["editeur"]  # ASCII: every database
+    assert product_slugs("PLAIN") == ["plain"]
+    assert product_slugs("éditeur") == (["editeur"] if every_script else [])
+    assert product_slugs("STRASSE") == []  # lower(), not a full case fold
+    assert article_slugs("search") == ["guide"]
+    assert article_slugs("été") == (["guide"] if every_script else [])
+    assert article_slugs("über") == (["guide"] if every_script else [])
+
+    product = dbsession.scalar(select(Product).where(Product.slug == "plain"))
+    product.name = "RENAMED Ärger"
+    dbsession.commit()
+    assert product_slugs("renamed") == ["plain"]
+    assert product_slugs("ärger") == (["plain"] if every_script else [])
+    assert product_slugs("PLAIN") == []

@@ -30,29 +30,38 @@ from cmsshop.services.store.text import like_pattern
 
 
 class contains_text(FunctionElement):  # noqa: N801 - reads as SQL, like func.*
-    """``contains_text(pattern, *columns)``: any column ILIKE ``pattern`` ESCAPE '/'.
-    On SQLite a plain LIKE, which folds ASCII case exactly as SQLite's lower() does
-    (SQLAlchemy's ilike there is ``lower(x) LIKE lower(y)``: two function calls a row
+    """``contains_text(pattern, *columns)``: any column matches ``pattern`` (ESCAPE '/')
+    case-insensitively.
+
+    PostgreSQL: ``<column>_folded LIKE lower(pattern)``, each searched column's lower()
+    kept beside it (models.store.FOLDED): what ``column ILIKE pattern`` answers (ILIKE
+    lowers both sides in a UTF-8 database), without lowering every value scanned.
+    SQLite: ``column LIKE pattern``, which folds ASCII case exactly as SQLite's lower()
+    does (SQLAlchemy's ilike there is ``lower(x) LIKE lower(y)``: two function calls a row
     for the same answer)."""
 
     # No Boolean type: SQLite would compare the match with ``= 1``.
     inherit_cache = True
 
 
-def _any_like(like: str, pattern: str, columns) -> str:
-    return "(" + " OR ".join(f"{c} {like} {pattern} ESCAPE '/'" for c in columns) + ")"
+def _any_like(pattern: str, columns) -> str:
+    return "(" + " OR ".join(f"{c} LIKE {pattern} ESCAPE '/'" for c in columns) + ")"
 
 
 @compiles(contains_text)
 def _contains_text(element, compiler, **kw):
-    pattern, *columns = (compiler.process(c, **kw) for c in element.clauses)
-    return _any_like("ILIKE", pattern, columns)
+    pattern, *columns = element.clauses
+    folded = [column.table.c[f"{column.name}_folded"] for column in columns]
+    return _any_like(
+        f"lower({compiler.process(pattern, **kw)})",
+        [compiler.process(column, **kw) for column in folded],
+    )
 
 
 @compiles(contains_text, "sqlite")
 def _contains_text_sqlite(element, compiler, **kw):
     pattern, *columns = (compiler.process(c, **kw) for c in element.clauses)
-    return _any_like("LIKE", pattern, columns)
+    return _any_like(pattern, columns)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,8 +214,11 @@ MAX_OFFSET = 2**62
 
 
 def search_sql(dialect: str, *columns: str) -> str:
-    """``columns`` (SQL) matched against ``:pattern`` as :class:`contains_text` does."""
-    return _any_like("ILIKE" if dialect == "postgresql" else "LIKE", ":pattern", columns)
+    """``columns`` (SQL: ``alias.column``) matched against ``:pattern`` as
+    :class:`contains_text` does (on PostgreSQL their ``_folded`` twins)."""
+    if dialect == "postgresql":
+        return _any_like("lower(:pattern)", [f"{c}_folded" for c in columns])
+    return _any_like(":pattern", columns)
 
 
 class HotListing:
