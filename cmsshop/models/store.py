@@ -89,7 +89,7 @@ class Product(Base):
     max_activations: Mapped[int | None] = mapped_column(Integer)
     duration_days: Mapped[int | None] = mapped_column(Integer)  # None = perpetual
     # The most one order may buy (seats packs of a licensed product); None: the default,
-    # services/checkout/pricing.py DEFAULT_MAX_QUANTITY.
+    # services/store/products.py DEFAULT_MAX_QUANTITY.
     max_quantity: Mapped[int | None] = mapped_column(Integer)
     # Upgrades: a license may move to a product of the same group with a higher tier.
     upgrade_group: Mapped[str | None] = mapped_column(String(50))

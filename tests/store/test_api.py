@@ -438,16 +438,20 @@ def test_product_detail_costs_the_same_for_1_and_60_releases(app, testapp, dbses
 
 
 def test_the_public_sql_reads_give_what_the_orm_reads_give(dbsession, engine):
-    """The public reads whose cards the database builds (services.store.products
-    public_products and public_product: one JSON text) against the ORM's
-    list_products/load_cards, through views.store.api.product_body, field for field:
+    """The public reads the database builds (services.store.products: the HTML pages'
+    cards, public_products and public_product, and the API's bodies, written as JSON by
+    the database, public_product_bodies and public_product_body) against the ORM's
+    list_products/load_cards and views.store.api.product_body, field for field:
     products inserted out of name order, prices out of currency order (a disabled
     currency, one with no decimals and one with three among them), a product without a
     price or a release, one with its own quantity limit, a beta newer than the stable
     release, with and without a currency and a search."""
+    import orjson
+
     from cmsshop.models import Currency
     from cmsshop.services.paging import PageRequest
     from cmsshop.services.store import products
+    from cmsshop.views.shared.json import page_json, page_json_bytes
     from cmsshop.views.store.api import product_body
 
     add_currencies(dbsession)
@@ -487,10 +491,22 @@ def test_the_public_sql_reads_give_what_the_orm_reads_give(dbsession, engine):
                 assert [product_body(c) for c in cards.items] == [
                     product_body(c) for c in expected.items
                 ], (q, currency, per_page, page)
+                found, items = products.public_product_bodies(
+                    engine, request, q=q, currency=currency
+                )
+                assert orjson.loads(page_json_bytes(found, items)) == page_json(
+                    expected, product_body
+                ), (q, currency, per_page, page)
     listed = products.list_products(dbsession, PageRequest(1, 10)).items
     assert [c.product.slug for c in listed] == ["alpha-tool", "beta-tool", "mid-tool", "zeta-tool"]
     assert [p.currency for p in listed[3].prices] == ["EUR", "JPY", "KWD", "USD"]
     bodies = {b["slug"]: b for b in map(product_body, listed)}
+    assert [p["formatted"] for p in bodies["zeta-tool"]["prices"]] == [
+        "€17.99", "¥2500", "KD 0.005", "$19.99",
+    ]  # fmt: skip
+    assert bodies["alpha-tool"]["licensing"]["maxQuantity"] == 7
+    assert bodies["mid-tool"]["licensing"]["maxQuantity"] == 1
+    assert bodies["beta-tool"]["prices"][1]["formatted"] == "$0.05"
     assert bodies["mid-tool"]["latestRelease"] is None and bodies["mid-tool"]["prices"] == []
     for card in listed:
         for currency in (None, "EUR", "KWD"):
@@ -499,6 +515,8 @@ def test_the_public_sql_reads_give_what_the_orm_reads_give(dbsession, engine):
             )
             found = products.public_product(engine, card.product.slug, currency=currency)
             assert product_body(found) == expected
+            body = products.public_product_body(engine, card.product.slug, currency=currency)
+            assert orjson.loads(body) == expected
 
 
 def test_a_search_folds_case_as_the_database_does_on_every_path(

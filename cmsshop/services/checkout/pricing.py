@@ -25,10 +25,13 @@ from sqlalchemy.orm import Session, selectinload
 from cmsshop.models import Coupon, Currency, Product
 from cmsshop.services.checkout import coupons
 
-# The most of one product one order may buy when the seller set no Product.max_quantity:
-# seat packs of a licensed product; a download is bought once.
-DEFAULT_MAX_QUANTITY = 100
-UNLICENSED_MAX_QUANTITY = 1
+# The product's own limit (services.store.products, where the public body is built too).
+from cmsshop.services.store.products import (  # noqa: F401 - re-exported for checkout
+    DEFAULT_MAX_QUANTITY,
+    UNLICENSED_MAX_QUANTITY,
+    max_quantity,
+)
+
 # A quantity beyond any product's limit is refused before a query (and kept out of
 # integers the database would overflow on).
 QUANTITY_CEILING = 10_000
@@ -48,12 +51,6 @@ class PricesChanged(Exception):
     def __init__(self, changes: dict[str, str]):
         super().__init__("prices changed")
         self.changes = changes
-
-
-def max_quantity(product: Product) -> int:
-    if product.max_quantity is not None:
-        return product.max_quantity
-    return DEFAULT_MAX_QUANTITY if product.licensed else UNLICENSED_MAX_QUANTITY
 
 
 def quantity_problem(product: Product, quantity: int) -> str | None:

@@ -78,6 +78,20 @@ CARD_COLUMNS = (
 )
 
 
+# The most of one product one order may buy when the seller set no Product.max_quantity:
+# seat packs of a licensed product; a download is bought once. The public product body
+# says it (built by the database too: see _body_sql).
+DEFAULT_MAX_QUANTITY = 100
+UNLICENSED_MAX_QUANTITY = 1
+
+
+def max_quantity(product) -> int:
+    """What one order may buy of ``product`` (a Product or a public row)."""
+    if product.max_quantity is not None:
+        return product.max_quantity
+    return DEFAULT_MAX_QUANTITY if product.licensed else UNLICENSED_MAX_QUANTITY
+
+
 @dataclass
 class ProductCard:
     """A product with what its JSON needs, loaded in bulk for a whole page.
@@ -450,14 +464,16 @@ def delete_product(session: Session, product: Product) -> tuple[bool, list[str]]
 
 # --- the public catalogue on a pooled connection (see services.store.listing) -----------
 #
-# The database builds each card: the product's columns, then its prices and its latest
-# stable release as nested arrays, the whole page one JSON array in one text value
-# (hotsql.HotStatement's json_text). A list page is then one batch of two statements (the
-# content version or the searched total, and the page) and a product by slug one
-# statement, whatever the page's size: on SQLite every row a statement returns costs a
-# step with the GIL released, which the server's threads turn into hand-overs of the
-# GIL (bench/uncached.py measured a page's CPU halved), and Python parses one JSON text
-# instead of building rows.
+# The database builds what is shown: for the API, each product's JSON body (what
+# views.store.api.product_body writes, _body_sql), the page's one JSON array sent as it
+# is; for the HTML pages, each card (the product's columns, then its prices and latest
+# stable release as nested arrays, _cards_json), parsed once. A list page is one batch
+# of two statements (the content version or the searched total, and the page) and a
+# product by slug one statement, whatever the page's size. Why: a row costs SQLite a step
+# with the GIL released, which the server's threads turned into hand-overs of the GIL,
+# and Python turning rows into bodies held the GIL for a third of a list page, where the
+# database's work runs beside the server's other threads (on SQLite, on the other core,
+# once cmsshop.db.configure_sqlite_for_threads lets it). bench/uncached.py measures it.
 
 PublicProduct = collections.namedtuple(
     "PublicProduct",
@@ -485,70 +501,161 @@ _RELEASE_COLUMNS = (
     "r.product_id, r.version, r.file_name, r.size, r.sha256, r.released_at, r.channel, "
     "r.changelog_html"
 )
-# Per dialect: a JSON array of values; the aggregate of rows into one (ordered on
-# PostgreSQL; SQLite 3.40 has no ORDER BY in an aggregate: see _cards_json); JSON text
-# read back as JSON (SQLite drops the JSON subtype at a subquery's edge); JSON to text.
-_JSON = {
-    "sqlite": ("json_array({})", "json_group_array({} {})", "json({})", "{}"),
-    "postgresql": ("json_build_array({})", "json_agg({} ORDER BY {})", "{}", "CAST({} AS text)"),
-}
+# A product's public prices (enabled currencies; only ``:currency`` when asked) and its
+# latest stable release, for the product ``p`` of the enclosing query.
+_PRICES_OF_P = (
+    "FROM product_prices pp JOIN currencies c ON c.code = pp.currency "
+    "WHERE pp.product_id = p.id AND c.enabled = TRUE"
+)
+_CURRENCY_ONLY = " AND pp.currency = :currency"
+_LATEST_RELEASE_OF_P = (
+    "FROM releases r WHERE r.product_id = p.id AND r.channel = 'stable' "
+    "ORDER BY r.released_at DESC, r.id DESC LIMIT 1"
+)
+_EVERY_ROW = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+
+
+def _ordered_array(dialect: str, value: str, order: str, source: str) -> str:
+    """SQL of one JSON array of ``value`` over the rows of ``source`` (FROM ...) in
+    ``order``, or NULL for no row. SQLite 3.40 has no ORDER BY inside an aggregate, so
+    there json_group_array runs as a window over the ordered rows (one row kept)."""
+    if dialect == "sqlite":
+        return (
+            f"SELECT json_group_array({value}) OVER (ORDER BY {order} {_EVERY_ROW}) "
+            f"{source} LIMIT 1"
+        )
+    return f"SELECT json_agg({value} ORDER BY {order}) {source}"
 
 
 def _cards_json(dialect: str, products: str, currency: bool) -> str:
-    """One JSON array of cards of the products ``products`` (a SELECT of
-    ``_PUBLIC_COLUMNS`` FROM products p, in the page's order): each the product's columns,
-    then its prices (enabled currencies; only ``:currency`` if ``currency``) and its
-    latest stable release (or null).
+    """One JSON array of cards (or NULL for none) of the products ``products`` (a SELECT
+    of ``_PUBLIC_COLUMNS`` FROM products p): each card the product's columns, then its
+    prices (rows of ``_PRICE_COLUMNS``) and its latest stable release (or null), in the
+    products' name order. The HTML pages' cards (:func:`_card`).
 
     On SQLite the prices come back in any order (:func:`_card` sorts them: a window per
-    product to order them cost SQLite more than the sort costs Python)."""
-    array, aggregate, as_json, as_text = _JSON[dialect]
+    product to order them costs SQLite more than the sort costs Python)."""
     sqlite = dialect == "sqlite"
-    by_currency = "" if sqlite else "pp.currency"
-    prices = (
-        f"SELECT {aggregate.format(array.format(_PRICE_COLUMNS), by_currency)} "  # noqa: S608 - constant SQL
-        "FROM product_prices pp JOIN currencies c ON c.code = pp.currency "
-        "WHERE pp.product_id = p.id AND c.enabled = TRUE"
-        + (" AND pp.currency = :currency" if currency else "")
-    )
-    release = (
-        f"SELECT {array.format(_RELEASE_COLUMNS)} FROM releases r "  # noqa: S608 - constant SQL
-        "WHERE r.product_id = p.id AND r.channel = 'stable' "
-        "ORDER BY r.released_at DESC, r.id DESC LIMIT 1"
-    )
+    array = "json_array({})" if sqlite else "json_build_array({})"
+    nested = "json({})" if sqlite else "{}"  # SQLite: JSON text read back as JSON
+    price_rows = array.format(_PRICE_COLUMNS)
+    prices_from = _PRICES_OF_P + (_CURRENCY_ONLY if currency else "")
+    if sqlite:
+        prices = f"SELECT json_group_array({price_rows}) {prices_from}"
+    else:
+        prices = _ordered_array(dialect, price_rows, "pp.currency", prices_from)
+    release = f"SELECT {array.format(_RELEASE_COLUMNS)} {_LATEST_RELEASE_OF_P}"
     card = array.format(
-        f"{_PUBLIC_COLUMNS}, {as_json.format(f'({prices})')}, {as_json.format(f'({release})')}"
+        f"{_PUBLIC_COLUMNS}, {nested.format(f'({prices})')}, {nested.format(f'({release})')}"
     )
     # The outer select reads the page's products only: its subqueries run once a card,
     # never for the rows an OFFSET skips.
-    if sqlite:
-        # A window over the page in name order, one row kept: its order is guaranteed
-        # (an aggregate's input order is not, before SQLite 3.44).
-        return (
-            f"SELECT json_group_array({card}) OVER (ORDER BY p.name, p.id "  # noqa: S608 - constant SQL
-            f"ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM ({products}) p "
-            "LIMIT 1"
-        )
-    cards = aggregate.format(card, "p.name, p.id")
-    return f"SELECT {as_text.format(cards)} FROM ({products}) p"  # noqa: S608 - constant SQL
+    return _as_text(dialect, _ordered_array(dialect, card, "p.name, p.id", f"FROM ({products}) p"))
 
 
-def _listing(searched: bool, currency: bool) -> HotListing:
+def _text(dialect: str, json_value: str) -> str:
+    """JSON as text: PostgreSQL's json would be parsed by psycopg."""
+    return json_value if dialect == "sqlite" else f"CAST({json_value} AS text)"
+
+
+def _as_text(dialect: str, select: str) -> str:
+    """The JSON value ``select`` gives, as text."""
+    return select if dialect == "sqlite" else f"SELECT {_text(dialect, f'({select})')}"
+
+
+# The public product body (views.store.api.product_body), built by the database: the API
+# list and a product by slug send its text as it is. A test compares it with
+# product_body's, field for field, on both databases.
+_POWERS_OF_TEN = (
+    "CASE c.decimals " + " ".join(f"WHEN {n} THEN {10**n}" for n in range(1, 5)) + " ELSE 1 END"
+)  # currencies.MAX_DECIMALS is 4
+
+
+def _formatted_price(dialect: str) -> str:
+    """currencies.format_amount(pp.amount, c.symbol, c.decimals), in SQL."""
+    power = _POWERS_OF_TEN
+    cut = "CAST({} AS text)" if dialect == "postgresql" else "{}"
+    fraction = (
+        f"lpad({cut.format(f'abs(pp.amount) % ({power})')}, c.decimals, '0')"
+        if dialect == "postgresql"
+        else f"substr('0000' || (abs(pp.amount) % ({power})), -c.decimals)"
+    )
+    whole = cut.format(f"(abs(pp.amount) / ({power}))")  # SQLite's || binds before /
+    return (
+        "CASE WHEN pp.amount < 0 THEN '-' ELSE '' END || c.symbol || "
+        f"CASE WHEN c.decimals <= 0 THEN {cut.format('abs(pp.amount)')} "
+        f"ELSE {whole} || '.' || {fraction} END"
+    )
+
+
+def _utc_seconds(dialect: str, column: str) -> str:
+    """util.isoformat_z of a stored time, in SQL."""
+    if dialect == "sqlite":
+        return f"strftime('%Y-%m-%dT%H:%M:%SZ', {column})"
+    # (no colon before a letter: hotsql would read it as a parameter)
+    utc = f"{column} AT TIME ZONE 'UTC'"
+    return f"""translate(to_char({utc}, 'YYYY-MM-DD"T"HH24_MI_SS"Z"'), '_', ':')"""
+
+
+def _body_sql(dialect: str, currency: bool) -> str:
+    """SQL of the body of the product ``p`` (a row of ``_PUBLIC_COLUMNS``)."""
+    sqlite = dialect == "sqlite"
+    obj = "json_object({})" if sqlite else "json_build_object({})"
+    nested = "json({})" if sqlite else "{}"
+    empty = "'[]'" if sqlite else "CAST('[]' AS json)"
+    boolean = "json(CASE WHEN {} THEN 'true' ELSE 'false' END)" if sqlite else "{}"
+    price = obj.format(
+        f"'currency', pp.currency, 'amount', pp.amount, 'formatted', {_formatted_price(dialect)}"
+    )
+    prices_from = _PRICES_OF_P + (_CURRENCY_ONLY if currency else "")
+    prices = _ordered_array(dialect, price, "pp.currency", prices_from)
+    release = obj.format(
+        "'version', r.version, 'fileName', r.file_name, 'size', r.size, 'sha256', r.sha256, "
+        f"'releasedAt', {_utc_seconds(dialect, 'r.released_at')}, 'channel', r.channel, "
+        "'changelogHtml', r.changelog_html"
+    )
+    licensing = obj.format(
+        f"'licensed', {boolean.format('p.licensed')}, 'maxActivations', p.max_activations, "
+        "'maxQuantity', coalesce(p.max_quantity, CASE WHEN p.licensed "
+        f"THEN {DEFAULT_MAX_QUANTITY} ELSE {UNLICENSED_MAX_QUANTITY} END), "
+        f"'durationDays', p.duration_days, 'features', {nested.format('p.features')}, "
+        "'upgradeGroup', p.upgrade_group, 'tier', p.tier"
+    )
+    return obj.format(
+        "'slug', p.slug, 'name', p.name, 'summary', p.summary, 'description', p.description, "
+        f"'descriptionHtml', p.description_html, "
+        f"'prices', {nested.format(f'coalesce(({prices}), {empty})')}, "
+        f"'licensing', {licensing}, 'versionScheme', p.version_scheme, "
+        f"'latestRelease', {nested.format(f'(SELECT {release} {_LATEST_RELEASE_OF_P})')}, "
+        f"'updatedAt', {_utc_seconds(dialect, 'p.updated_at')}"
+    )
+
+
+def _bodies_json(dialect: str, products: str, currency: bool) -> str:
+    """One JSON array (or NULL for none) of the bodies of ``products`` (as for
+    :func:`_cards_json`), in name order."""
+    body = _body_sql(dialect, currency)
+    return _as_text(dialect, _ordered_array(dialect, body, "p.name, p.id", f"FROM ({products}) p"))
+
+
+def _listing(searched: bool, currency: bool, bodies: bool) -> HotListing:
+    """A page of cards (``bodies``: of API bodies, as JSON text) and its total."""
     where = {d: _PUBLIC for d in DIALECTS}
     if searched:
         where = {d: f"{_PUBLIC} AND {search_sql(d, 'p.name', 'p.summary')}" for d in DIALECTS}
+    build = _bodies_json if bodies else _cards_json
     return HotListing(
         "products" + (" searched" if searched else ""),
         {d: f"SELECT count(*) FROM products p WHERE {where[d]}" for d in DIALECTS},  # noqa: S608 - constant SQL
         {
             d: HotStatement(
-                _cards_json(
+                build(
                     d,
                     f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE {where[d]} "  # noqa: S608 - constant SQL
                     f"ORDER BY {_PUBLIC_ORDER} LIMIT :limit OFFSET :offset",
                     currency,
                 ),
-                json_text=True,
+                json_text=not bodies,
             )
             for d in DIALECTS
         },
@@ -556,34 +663,49 @@ def _listing(searched: bool, currency: bool) -> HotListing:
     )
 
 
-def _slug_batch(currency: bool) -> dict[str, HotBatch]:
-    """The card of the public product ``:slug``: one statement."""
-    by_slug = f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE p.slug = :slug AND {_PUBLIC} LIMIT 1"  # noqa: S608 - constant SQL
+_BY_SLUG = f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE p.slug = :slug AND {_PUBLIC}"  # noqa: S608 - constant SQL
+
+
+def _slug_batch(currency: bool, bodies: bool) -> dict[str, HotBatch]:
+    """The card (``bodies``: the API body, as JSON text) of the public product ``:slug``:
+    one statement."""
+    if bodies:
+        return {
+            d: HotBatch(f"SELECT {_text(d, _body_sql(d, currency))} FROM ({_BY_SLUG}) p")  # noqa: S608 - constant SQL
+            for d in DIALECTS
+        }
     return {
-        d: HotBatch(HotStatement(_cards_json(d, by_slug, currency), json_text=True))
+        d: HotBatch(HotStatement(_cards_json(d, f"{_BY_SLUG} LIMIT 1", currency), json_text=True))
         for d in DIALECTS
     }
 
 
 _HOT = {
     "listing": {
-        (searched, currency): _listing(searched, currency)
+        (searched, currency, bodies): _listing(searched, currency, bodies)
         for searched in (False, True)
         for currency in (False, True)
+        for bodies in (False, True)
     },
-    "slug": {currency: _slug_batch(currency) for currency in (False, True)},
+    "slug": {
+        (currency, bodies): _slug_batch(currency, bodies)
+        for currency in (False, True)
+        for bodies in (False, True)
+    },
     "currency": HotBatch(_ENABLED_CURRENCY),
 }
+
+
 _BY_CURRENCY = operator.itemgetter(1)
 
 
 def _card(row: list, sqlite: bool) -> ProductCard:
     """A card from its JSON array (see :func:`_cards_json`)."""
     *product, prices, release = row
-    prices = prices or []  # PostgreSQL's json_agg of no price is null
+    prices = prices or []  # no price: null
     if sqlite:
         product[6] = bool(product[6])  # licensed
-        prices.sort(key=_BY_CURRENCY)  # in the order of every other path
+        prices.sort(key=_BY_CURRENCY)  # (see _cards_json)
     if isinstance(product[10], str):  # features: SQLite's text
         product[10] = orjson.loads(product[10])
     product[14] = from_db_time(product[14])
@@ -606,28 +728,52 @@ def public_products(
     currencies; only ``currency`` if given: 422 unless it is enabled) and latest stable
     releases, read as :func:`list_products` does without a session: one batch (the page
     with its total or the content version; see :func:`_cards_json`)."""
+    page, sqlite = _public_page(engine, request, q, currency, bodies=False)
+    return dataclasses.replace(page, items=[_card(row, sqlite) for row in page.items])
+
+
+def public_product_bodies(
+    engine, request: PageRequest, *, q: str | None = None, currency: str | None = None
+) -> tuple[Page, bytes]:
+    """:func:`public_products` as the API writes it: the page (without items) and its
+    items' bodies, one JSON array the database built (views.store.api.product_body's)."""
+    page, _ = _public_page(engine, request, q, currency, bodies=True)
+    text = page.items[0][0] if page.items else None
+    return dataclasses.replace(page, items=[]), (text or "[]").encode()
+
+
+def _public_page(engine, request: PageRequest, q, currency, *, bodies: bool) -> tuple[Page, bool]:
     with raw_reads(engine) as conn:
         if currency is not None:
             _require_enabled(conn, currency)
         params = {"pattern": like_pattern(q)} if q else {}
         if currency is not None:
             params["currency"] = currency
-        listing = _HOT["listing"][bool(q), currency is not None]
-        page = fetch_hot_listing(conn, listing, request, params)
-    sqlite = conn.dialect_name == "sqlite"
-    return dataclasses.replace(page, items=[_card(row, sqlite) for row in page.items])
+        listing = _HOT["listing"][bool(q), currency is not None, bodies]
+        return fetch_hot_listing(conn, listing, request, params), conn.dialect_name == "sqlite"
 
 
 def public_product(engine, slug: str, *, currency: str | None = None) -> ProductCard:
     """The card of the published, not archived product ``slug`` (prices as in
     :func:`public_products`), or 404 ``product_not_found``: one statement."""
+    found, sqlite = _public_slug(engine, slug, currency, bodies=False)
+    return _card(found[0], sqlite)
+
+
+def public_product_body(engine, slug: str, *, currency: str | None = None) -> bytes:
+    """:func:`public_product` as the API writes it: its body, built by the database."""
+    found, _ = _public_slug(engine, slug, currency, bodies=True)
+    return found[0][0].encode()
+
+
+def _public_slug(engine, slug: str, currency, *, bodies: bool) -> tuple[list, bool]:
     found = []
     with raw_reads(engine) as conn:
         if currency is not None:
             _require_enabled(conn, currency)
         if is_slug(slug):
-            batch = _HOT["slug"][currency is not None][conn.dialect_name]
+            batch = _HOT["slug"][currency is not None, bodies][conn.dialect_name]
             (found,) = batch.run(conn, {"slug": slug, "currency": currency})
     if not found:
         raise NotFound(f"There is no product {slug!r}.", code="product_not_found")
-    return _card(found[0], conn.dialect_name == "sqlite")
+    return found, conn.dialect_name == "sqlite"

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pyramid.view import view_config
 
 from cmsshop.models import Currency
-from cmsshop.services.checkout import pricing
 from cmsshop.services.store import currencies, products, text
 from cmsshop.util import isoformat_z
 from cmsshop.views.shared.bodies import release_body
 from cmsshop.views.shared.caching import cached_json
-from cmsshop.views.shared.json import page_json, query_value, read_page_request
+from cmsshop.views.shared.json import page_json_bytes, query_value, read_page_request
 
 # The largest price in minor units (the OpenAPI document and the admin schema say so).
 MAX_AMOUNT = 10**15
@@ -32,6 +31,9 @@ def currency_body(currency: Currency, admin: bool = False) -> dict:
 
 
 def product_body(card: products.ProductCard, admin: bool = False) -> dict:
+    """A product's JSON. The public list and a product by slug have the database write
+    it (services.store.products._body_sql): change both, the test comparing them says
+    where they differ."""
     product = card.product
     body = {
         "slug": product.slug,
@@ -52,7 +54,7 @@ def product_body(card: products.ProductCard, admin: bool = False) -> dict:
             "maxActivations": product.max_activations,
             # The public sees the limit checkout applies; the admin what was set (null:
             # the default).
-            "maxQuantity": product.max_quantity if admin else pricing.max_quantity(product),
+            "maxQuantity": product.max_quantity if admin else products.max_quantity(product),
             "durationDays": product.duration_days,
             "features": list(product.features or []),
             "upgradeGroup": product.upgrade_group,
@@ -87,8 +89,9 @@ def list_products(request):
     q = text.parse_search(query_value(request, "q"))
     currency = currencies.parse_currency_code(query_value(request, "currency"))
     engine = request.registry["cmsshop.engine"]
-    page = products.public_products(engine, page_request, q=q, currency=currency)
-    return cached_json(request, page_json(page, product_body))
+    # The database writes the items (product_body's JSON: a test compares them).
+    page, items = products.public_product_bodies(engine, page_request, q=q, currency=currency)
+    return cached_json(request, page_json_bytes(page, items))
 
 
 @view_config(route_name="store.product", request_method="GET")
@@ -96,8 +99,8 @@ def show_product(request):
     # Read outside any transaction (cmsshop.db.needs_transaction): no request.db here.
     currency = currencies.parse_currency_code(query_value(request, "currency"))
     engine = request.registry["cmsshop.engine"]
-    card = products.public_product(engine, request.matchdict["slug"], currency=currency)
-    return cached_json(request, product_body(card))
+    slug = request.matchdict["slug"]
+    return cached_json(request, products.public_product_body(engine, slug, currency=currency))
 
 
 @view_config(route_name="store.currencies", request_method="GET")
