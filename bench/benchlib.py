@@ -3,6 +3,7 @@ Pyramid route served beside the app, the load driver and the report (see below).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -159,6 +160,15 @@ def with_bare_route(app):
         return app(environ, start_response)
 
     return dispatch
+
+
+def paste_app(settings: dict):
+    """The app as pserve builds it, through the paste factory ``cmsshop.main``: called
+    first thing in a server process of its own, it also sets SQLite up for threads as
+    production does (cmsshop.db.configure_sqlite_for_threads)."""
+    import cmsshop
+
+    return cmsshop.main({}, **settings)
 
 
 def serve_wsgi(app, threads: int, processes: int = 1, port: int = 0) -> None:
@@ -657,6 +667,123 @@ def measure(
                 # Share of the route's requests answered from the answer cache (None: not
                 # cached, or several server processes).
                 "hit_share": hits / (hits + misses) if hits + misses else None,
+            }
+        )
+    return results
+
+
+WRK_PATHS = 4000  # distinct paths a route's wrk script cycles through (each thread from
+# a random start)
+
+
+def _wrk_script(route: Route, rng, directory: str) -> str:
+    """A wrk Lua script sending ``route``'s requests (GETs: their paths)."""
+    paths = []
+    for request in route.requests(rng, WRK_PATHS):
+        method, path = request.split(b" ", 2)[:2]
+        if method != b"GET":
+            raise ValueError(f"{route.name}: wrk sends GETs only here")
+        paths.append(path.decode())
+    listed = ",\n".join(json.dumps(p) for p in paths)
+    script = os.path.join(directory, f"route-{abs(hash(route.name))}.lua")
+    with open(script, "w") as fh:
+        fh.write(
+            f"local paths = {{\n{listed}\n}}\nlocal i = 0\nlocal threads = 0\n"
+            # Each thread from its own place in the list.
+            "function setup(thread) threads = threads + 1; "
+            "thread:set('offset', threads * 997) end\n"
+            "function init(args) i = (offset or 0) % #paths end\n"
+            "function request() i = i % #paths + 1; return wrk.format('GET', paths[i]) end\n"
+        )
+    return script
+
+
+_WRK_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+def _wrk_run(port: int, script: str, seconds: float, clients: int) -> dict:
+    """One wrk run: requests, errors (non-2xx/3xx answers, socket errors) and the
+    latency percentiles it prints (ms)."""
+    import re
+    import subprocess
+
+    done = subprocess.run(
+        ["wrk", "-t1", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency",
+         "-s", script, f"http://127.0.0.1:{port}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    out = done.stdout
+    found = re.search(r"(\d+) requests in ([\d.]+)(us|ms|s|m)\b", out)
+    requests = int(found.group(1))
+    duration = float(found.group(2)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[found.group(3)]
+    errors = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses: (\d+)", out))
+    socket = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    errors += sum(int(n) for n in socket.groups()) if socket else 0
+    latency = {
+        int(q): float(v) * _WRK_UNITS[unit]
+        for q, v, unit in re.findall(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+    }
+    return {
+        "requests": requests,
+        "seconds": duration,
+        "errors": errors,
+        "p50": latency.get(50),
+        "p99": latency.get(99),
+    }
+
+
+def measure_wrk(
+    port, routes, *, seconds, rounds, clients, server_pid=None, database_cpu=None, seed=0
+):  # fmt: skip
+    """:func:`measure` with wrk (one thread, ``clients`` keep-alive connections) as the
+    load generator, as the issue tracker's numbers were taken: a C client's CPU a request
+    is small and the same for every route, where the Python clients' grows with the
+    answer's size and takes the same two cores from the server. GET routes only; the
+    latencies are wrk's percentiles (p50: the rounds' median, p99: their highest)."""
+    import random
+    import statistics
+    import tempfile
+
+    database_cpu = database_cpu or database_cpu_seconds
+    rng = random.Random(seed)
+    totals = {id(route): [0, 0, [], [], 0.0, 0.0, 0.0, 0.0] for route in routes}
+    with tempfile.TemporaryDirectory(prefix="cmsshop-wrk-") as directory:
+        scripts = {id(route): _wrk_script(route, rng, directory) for route in routes}
+        for route in routes:
+            _wrk_run(port, scripts[id(route)], 1, clients)  # warm-up
+        for _ in range(rounds):
+            for route in routes:
+                cpu = process_cpu_seconds(server_pid) if server_pid else float("nan")
+                database = database_cpu() if server_pid else float("nan")
+                clients_cpu = client_cpu_seconds()
+                run = _wrk_run(port, scripts[id(route)], seconds / rounds, clients)
+                total = totals[id(route)]
+                total[0] += run["requests"]
+                total[1] += run["errors"]
+                total[2].append(run["p50"])
+                total[3].append(run["p99"])
+                total[6] += client_cpu_seconds() - clients_cpu
+                total[7] += run["seconds"]
+                if server_pid:
+                    total[4] += process_cpu_seconds(server_pid) - cpu
+                    total[5] += database_cpu() - database
+    results = []
+    for route in routes:
+        count, errors, p50s, p99s, cpu, database, clients_cpu, elapsed = totals[id(route)]
+        results.append(
+            {
+                "route": route,
+                "requests": count,
+                "errors": errors,
+                "rps": count / elapsed,
+                "client_cpu_ms": clients_cpu / count * 1000 if count else float("nan"),
+                "p50_ms": statistics.median(p50s),
+                "p99_ms": max(p99s),
+                "cpu_ms": cpu / count * 1000 if count and server_pid else float("nan"),
+                "database_cpu_ms": database / count * 1000
+                if count and server_pid
+                else float("nan"),
+                "hit_share": None,
             }
         )
     return results

@@ -61,9 +61,9 @@ def serve(url: str, storage: str, bound: int) -> None:
     entries and bound, this process's)."""
     import secrets
 
-    from cmsshop.config import configure
+    from benchlib import paste_app
 
-    app = configure(
+    app = paste_app(
         {
             "cmsshop.environment": "benchmark",
             "cmsshop.database_url": url,
@@ -72,7 +72,7 @@ def serve(url: str, storage: str, bound: int) -> None:
             "cmsshop.storage_dir": storage,
             "cmsshop.answer_cache_bytes": str(bound),
         }
-    ).make_wsgi_app()
+    )
     cache = app.registry["cmsshop.answer_cache"]
 
     def dispatch(environ, start_response):

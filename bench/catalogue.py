@@ -135,11 +135,11 @@ def serve(url: str, storage: str, threads: int, processes: int) -> None:
     """Child process: the real app beside the bare route on a free loopback port."""
     import secrets
 
-    from cmsshop.config import configure
+    from benchlib import paste_app
 
     if os.environ.get("BENCH_LOG", "1") == "1":
         production_logging(os.path.join(storage, "server.log"))
-    app = configure(
+    app = paste_app(
         {
             "cmsshop.environment": "benchmark",
             "cmsshop.database_url": url,
@@ -147,7 +147,7 @@ def serve(url: str, storage: str, threads: int, processes: int) -> None:
             "cmsshop.modules": "store docs",
             "cmsshop.storage_dir": storage,
         }
-    ).make_wsgi_app()
+    )
     serve_wsgi(with_bare_route(app), threads, processes)
 
 

@@ -124,12 +124,10 @@ def activated_sample(url: str, count: int) -> list[dict]:
 
 def serve(database_url: str, key_dir: str, threads: int, processes: int, log_path: str) -> None:
     """Child process: the app beside the bare route on a free loopback port."""
-    from benchlib import production_logging, serve_wsgi, with_bare_route
-
-    from cmsshop.config import configure
+    from benchlib import paste_app, production_logging, serve_wsgi, with_bare_route
 
     production_logging(log_path)
-    app = configure(bench_settings(database_url, key_dir)).make_wsgi_app()
+    app = paste_app(bench_settings(database_url, key_dir))
     serve_wsgi(with_bare_route(app), threads, processes)
 
 

@@ -97,7 +97,7 @@ def serve(url: str, storage: str, threads: int, cached: bool = False) -> None:
     store and docs modules with the answer cache on (its default settings)."""
     import secrets
 
-    from cmsshop.config import configure
+    from benchlib import paste_app
 
     settings = {
         "cmsshop.environment": "benchmark",
@@ -108,7 +108,7 @@ def serve(url: str, storage: str, threads: int, cached: bool = False) -> None:
     }
     if not cached:
         settings["cmsshop.answer_cache_ttl"] = "0"
-    app = configure(settings).make_wsgi_app()
+    app = paste_app(settings)
     serve_wsgi(with_bare_route(app), threads)
 
 

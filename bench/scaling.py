@@ -85,7 +85,7 @@ def other_cores(result: dict) -> float:
 def serve(url: str, work: str, threads: int, processes: int, ttl: str, validate: bool) -> None:
     import secrets
 
-    from cmsshop.config import configure
+    from benchlib import paste_app
 
     production_logging(os.path.join(work, "server.log"))
     settings = {
@@ -100,7 +100,7 @@ def serve(url: str, work: str, threads: int, processes: int, ttl: str, validate:
         settings.update(licensing.bench_settings(url, os.path.join(work, "keys")))
         settings["cmsshop.modules"] = "store docs licensing"
         settings["cmsshop.answer_cache_ttl"] = ttl
-    serve_wsgi(with_bare_route(configure(settings).make_wsgi_app()), threads, processes)
+    serve_wsgi(with_bare_route(paste_app(settings)), threads, processes)
 
 
 def routes(visit: bool, sample) -> list:

@@ -10,8 +10,11 @@ The answer cache is OFF (``cmsshop.answer_cache_ttl = 0``): every request runs i
 its statements and its JSON. Two parts:
 
 1. Throughput against the bare route (bench/benchlib.py): 10,000 products and 2,000
-   articles (bench/catalogue.py's load), the real app served by waitress in a child
-   process, keep-alive clients. Routes and targets (share of the bare route's req/s):
+   articles (bench/catalogue.py's load), the real app built by its paste factory (as
+   pserve does) and served by waitress in a child process, wrk's keep-alive connections
+   (``--client python``: the Python clients, whose CPU a request grows with the size of
+   the answer and takes the same two cores from the server). Routes and targets (share
+   of the bare route's req/s):
    the list page (20 products with prices and latest release, pages 1-5) 30 %, a
    product by slug (uniform over all) 50 %, an article search 30 %.
 2. Scaling: for 100, 1,000, 10,000 and 100,000 products, a fresh database each, the real
@@ -45,6 +48,7 @@ from benchlib import (  # noqa: E402 - bench/benchlib.py, beside this script
     WORDS,
     get_route,
     measure,
+    measure_wrk,
     migrate_fresh,
     production_logging,
     report,
@@ -71,10 +75,10 @@ def app_settings(url: str, storage: str) -> dict:
 
 def serve(url: str, storage: str, threads: int) -> None:
     """Child process: the real app (answer cache off) beside the bare route."""
-    from cmsshop.config import configure
+    from benchlib import paste_app
 
     production_logging(os.path.join(storage, "server.log"))
-    app = configure(app_settings(url, storage)).make_wsgi_app()
+    app = paste_app(app_settings(url, storage))
     serve_wsgi(with_bare_route(app), threads)
 
 
@@ -106,7 +110,8 @@ def throughput(url: str, workdir: str, args) -> bool:
     server, port = start_server(__file__, ["--threads", str(args.threads), "--serve", url, workdir])
     try:
         print(
-            f"waitress: 1 process x {args.threads} threads, {args.clients} keep-alive clients, "
+            f"waitress: 1 process x {args.threads} threads, {args.clients} keep-alive clients "
+            f"({args.client}), "
             f"{args.seconds:.0f}s per route in {args.rounds} rounds, {os.cpu_count()} CPUs; "
             "answer cache off\n"
         )
@@ -114,7 +119,8 @@ def throughput(url: str, workdir: str, args) -> bool:
         routes += [
             get_route(name, path, target=target) for name, target, path in paths(catalogue.PRODUCTS)
         ]
-        results = measure(
+        load = measure_wrk if args.client == "wrk" else measure
+        results = load(
             port, routes, seconds=args.seconds, rounds=args.rounds, clients=args.clients,
             server_pid=server.pid,
         )  # fmt: skip
@@ -217,6 +223,13 @@ def main() -> int:
     parser.add_argument("--database-url", help="default: fresh SQLite files in a temp dir")
     parser.add_argument("--reset", action="store_true", help="PostgreSQL: drop the schema first")
     parser.add_argument("--clients", type=int, default=8, help="keep-alive connections")
+    parser.add_argument(
+        "--client",
+        choices=("wrk", "python"),
+        default="wrk" if shutil.which("wrk") else "python",
+        help="load generator: wrk (default where installed: apt-get install wrk), or the "
+        "Python clients of bench/benchlib.py (their CPU a request grows with the answer)",
+    )
     parser.add_argument("--threads", type=int, default=8, help="waitress threads")
     parser.add_argument("--seconds", type=float, default=6.0, help="per route")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")

@@ -427,6 +427,46 @@ def request_db(request) -> Session:
 NO_TRANSACTION_PATHS = frozenset({"/api/health", "/api/license/validate"})
 
 
+_SQLITE_CONFIG_MEMSTATUS = 9  # sqlite3.h
+_sqlite_configured = False
+
+
+def configure_sqlite_for_threads() -> bool:
+    """Turn off SQLite's memory statistics (``SQLITE_CONFIG_MEMSTATUS``), as SQLite
+    recommends for speed; True once done, False where it cannot be (a Python whose
+    sqlite3 hides the library's symbols).
+
+    Statistics on (the default of Debian's library and most builds), SQLite counts every
+    allocation under one mutex for the whole process: the server's threads, each reading
+    on its own connection, queue on it. A list page's statement on two threads cost
+    twice its CPU on one and answered no more a second; without the statistics, two
+    threads answered 1.9 times as many (bench/uncached.py measures the served routes).
+
+    The setting is only accepted while SQLite is not initialised, and Python's sqlite3
+    initialises it on import: so SQLite is shut down and initialised again, which is only
+    safe while the process has no SQLite connection open. The paste app factory
+    (``cmsshop.main``, what pserve calls first in a new process) calls it before
+    anything connects; the test suite, whose process holds connections, never does."""
+    global _sqlite_configured
+    if _sqlite_configured:
+        return True
+    import _sqlite3  # noqa: PLC0415
+    import ctypes  # noqa: PLC0415 - only a server process's start needs it
+
+    try:
+        library = ctypes.CDLL(_sqlite3.__file__)  # the sqlite3 module's own library
+        shutdown, config, initialise = (
+            library.sqlite3_shutdown, library.sqlite3_config, library.sqlite3_initialize
+        )  # fmt: skip
+    except (OSError, AttributeError):
+        return False
+    if shutdown() != 0:
+        return False
+    config(_SQLITE_CONFIG_MEMSTATUS, ctypes.c_int(0))
+    _sqlite_configured = initialise() == 0
+    return _sqlite_configured
+
+
 def add_transactionless_reads(config, *route_names: str) -> None:
     """Declare routes whose GETs never touch request.db: their views read on pooled
     connections of their own (services.store.listing, "public listings on a pooled
