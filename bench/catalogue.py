@@ -6,12 +6,13 @@
 
 It creates and migrates a fresh database (alembic, as `cmsshop-admin initdb` does), loads
 10,000 published products (two prices and a release each) and 2,000 articles, serves the
-real app (the real ``configure()``) with waitress in a separate process on a free loopback
-port, and drives it with concurrent keep-alive clients (stdlib http.client, one thread per
-client). For each route it prints requests/s and p50/p99 latency, and the ratio to the bare
-route. The bare route is ``GET /api/health``: the same app, tweens and transaction
-machinery, a JSON body and one trivial ``SELECT 1`` -- nothing added to the app for the
-benchmark. Not part of the test suite; a run takes about a minute.
+real app (built by its paste factory, as pserve does) with waitress in a separate process
+on a free loopback port, and drives it with concurrent keep-alive clients (stdlib
+http.client, one thread per client). For each route it prints requests/s and p50/p99
+latency, and the ratio to the bare route. The bare route is ``GET /api/health``: the same
+app, tweens and transaction machinery, a JSON body and one trivial ``SELECT 1`` -- nothing
+added to the app for the benchmark. Not part of the test suite; a run takes about a
+minute.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
         --database-url postgresql+psycopg://postgres@127.0.0.1:5432/bench
 
 It creates and migrates a fresh database, loads 200 published products (two prices and a
-release each), serves the real app (the real ``configure()``) with waitress in a separate
+release each), serves the real app (built by its paste factory) with waitress in a separate
 process on a free loopback port, and drives it with concurrent keep-alive clients (see
 bench/benchlib.py). In the same run it measures
 ``GET /products`` (the Jinja2 page) and ``GET /api/store/products`` (the JSON list), both
@@ -41,6 +41,7 @@ from benchlib import (  # noqa: E402 - bench/benchlib.py, beside this script
     get_route,
     load_products,
     measure,
+    measure_wrk,
     migrate_fresh,
     report,
     serve_wsgi,
@@ -197,6 +198,13 @@ def main() -> int:
     parser.add_argument(
         "--cached", action="store_true", help="warm anonymous pages from the answer cache"
     )
+    parser.add_argument(
+        "--client",
+        choices=("wrk", "python"),
+        default="wrk" if shutil.which("wrk") else "python",
+        help="the uncached comparison's load generator (as bench/uncached.py; --cached "
+        "always uses the Python clients, which send the anonymous cookie)",
+    )
     parser.add_argument("--serve", nargs=2, metavar=("URL", "STORAGE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -227,10 +235,12 @@ def main() -> int:
     try:
         print(
             f"database: {url.split('@')[-1]} -- {PRODUCTS} products, {PER_PAGE} a page\n"
-            f"waitress: {args.threads} threads, {args.clients} keep-alive clients, "
-            f"{args.seconds:.0f}s per route, {os.cpu_count()} CPUs; answer cache off\n"
+            f"waitress: {args.threads} threads, {args.clients} keep-alive clients "
+            f"({args.client}), {args.seconds:.0f}s per route, {os.cpu_count()} CPUs; "
+            "answer cache off\n"
         )
-        results = measure(
+        load_with = measure_wrk if args.client == "wrk" else measure
+        results = load_with(
             port, [BARE, json_route, page_route], seconds=args.seconds, rounds=4,
             clients=args.clients,
         )  # fmt: skip

@@ -456,3 +456,28 @@ def test_cancel_page_says_nothing_was_charged(app, shop, customer, dbsession):
     assert "nothing was charged" in response.text
     assert response.html.find("a", string="Back to SiteGuard")["href"] == "/products/site-guard"
     assert order_status(dbsession, order.number) == "pending"
+
+
+def test_the_list_pages_kept_reads_follow_writes_made_elsewhere(make_app, dbsession, engine):
+    """The product list page keeps its currency picker and the footer's legal links per
+    content version (services.store.listing.kept_per_version), and reads each card's
+    first picture with the cards: a write by another process (plain SQL on another
+    connection, or the console's service in another session) shows on the next page."""
+    from helpers.clients import new_client
+    from helpers.legal import publish_legal
+    from helpers.store import add_currencies, add_product
+
+    add_currencies(dbsession)
+    add_product(dbsession, "kept-tool", prices={"EUR": 100})
+    testapp = new_client(make_app(**{"cmsshop.answer_cache_ttl": "0"}))
+    page = testapp.get("/products").text
+    assert "US Dollar" in page and "/legal/terms" not in page
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE currencies SET name = 'Greenback' WHERE code = 'USD'")
+    publish_legal(dbsession, "terms", title="Terms of sale")
+    page = testapp.get("/products").text
+    assert "Greenback" in page and "US Dollar" not in page
+    assert "/legal/terms" in page and "Terms of sale" in page
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE currencies SET enabled = false WHERE code = 'USD'")
+    assert "Greenback" not in testapp.get("/products").text

@@ -17,6 +17,7 @@ from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.models import LEGAL_KINDS, LegalDocument, User
 from cmsshop.services.audit.entries import record_change
 from cmsshop.services.docs.markdown import render_markdown
+from cmsshop.services.store.listing import kept_per_version
 from cmsshop.util import utcnow
 
 # What each kind is called where no version gives it a title yet (the console's list).
@@ -91,6 +92,12 @@ def latest_by_kind(session: Session) -> dict[str, LegalDocument]:
     ).all()
     found = {row.kind: row for row in rows}
     return {kind: found[kind] for kind in LEGAL_KINDS if kind in found}
+
+
+def kept_published_links(session: Session) -> tuple[LegalLink, ...]:
+    """:func:`published_links`, kept per content version (legal_documents bump it,
+    migration 0028): the footer of every page shows them."""
+    return kept_per_version(session, ("legal links",), lambda: tuple(published_links(session)))
 
 
 def published_links(session: Session) -> list[LegalLink]:

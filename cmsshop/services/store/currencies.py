@@ -3,6 +3,7 @@ amount in minor units reads (``4900`` EUR -> ``"€49.00"``)."""
 
 from __future__ import annotations
 
+import collections
 import re
 
 from sqlalchemy import select, update
@@ -10,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from cmsshop.errors import ApiError, Conflict, NotFound, ValidationFailed
 from cmsshop.models import Currency
+from cmsshop.services.store.listing import kept_per_version
 
 CURRENCY_CODE = re.compile(r"^[A-Z]{3}\Z")
 MAX_DECIMALS = 4
@@ -61,6 +63,22 @@ def list_currencies(session: Session, *, enabled_only: bool) -> list[Currency]:
     if enabled_only:
         stmt = stmt.where(Currency.enabled.is_(True))
     return list(session.scalars(stmt))
+
+
+CurrencyChoice = collections.namedtuple("CurrencyChoice", "code name symbol decimals")
+
+
+def kept_enabled_currencies(session: Session) -> tuple[CurrencyChoice, ...]:
+    """The enabled currencies as :func:`list_currencies` orders them, for a page's
+    currency picker: kept per content version (currencies bump it, migration 0017)."""
+    return kept_per_version(
+        session,
+        ("enabled currencies",),
+        lambda: tuple(
+            CurrencyChoice(c.code, c.name, c.symbol, c.decimals)
+            for c in list_currencies(session, enabled_only=True)
+        ),
+    )
 
 
 def currency_not_offered(code: str) -> ValidationFailed:

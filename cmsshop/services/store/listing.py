@@ -158,6 +158,28 @@ def untouched(session: Session) -> bool:
     )
 
 
+def kept_per_version(session: Session, key: tuple, read: Callable[[], Any]) -> Any:
+    """``read()`` (what the public content shows: it must be immutable, and its tables
+    must bump the content version), read again only when the version moved: one one-row
+    read instead. A session that wrote content reads afresh, and keeps nothing."""
+    if not untouched(session):
+        return read()
+    connection = session.connection()
+    # The version is read once a transaction (a page keeps several things).
+    transaction = session.get_transaction()
+    seen = session.info.get(_VERSION_SEEN)
+    if seen is not None and seen[0] is transaction:
+        version = seen[1]
+    else:
+        row = connection.exec_driver_sql(VERSION_SQL).first()
+        version = row[0] if row else None
+        session.info[_VERSION_SEEN] = (transaction, version)
+    return KEPT.value(connection.engine, key, version, read)
+
+
+_VERSION_SEEN = "cmsshop.content_version_seen"  # (transaction, version) in session.info
+
+
 def counted_total(connection, statements: ListingStatements, values: dict) -> int:
     """The listing's total, counted only when the content version moved since it was last
     counted (see above)."""

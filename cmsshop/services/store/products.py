@@ -99,12 +99,14 @@ class ProductCard:
     ``product`` is a Product or a row of CARD_COLUMNS; ``prices`` are rows of
     (product_id, currency, amount, symbol, decimals); ``latest_release`` is a row of
     (product_id, version, file_name, size, sha256, released_at, channel, changelog_html)
-    or None.
+    or None; ``image`` the first picture (a :data:`CardImage`) where the card was read
+    with it (the public list page's), else None.
     """
 
     product: Any
     prices: list = field(default_factory=list)
     latest_release: Any = None
+    image: Any = None
 
 
 @functools.cache
@@ -485,6 +487,8 @@ PublicRelease = collections.namedtuple(
     "PublicRelease",
     "product_id version file_name size sha256 released_at channel changelog_html",
 )
+# What templates/macros/media.html picture() reads of a ProductImage.
+CardImage = collections.namedtuple("CardImage", "alt variants")
 
 _PUBLIC_COLUMNS = (
     "p.id, p.slug, p.name, p.summary, p.description, p.description_html, p.licensed, "
@@ -545,8 +549,14 @@ def _cards_json(dialect: str, products: str, currency: bool) -> str:
     else:
         prices = _ordered_array(dialect, price_rows, "pp.currency", prices_from)
     release = f"SELECT {array.format(_RELEASE_COLUMNS)} {_LATEST_RELEASE_OF_P}"
+    # The first picture, as media.first_images chooses it.
+    image = (
+        f"SELECT {array.format('i.alt, ' + nested.format('i.variants'))} FROM product_images i "  # noqa: S608 - constant SQL
+        "WHERE i.product_id = p.id ORDER BY i.position, i.id LIMIT 1"
+    )
     card = array.format(
-        f"{_PUBLIC_COLUMNS}, {nested.format(f'({prices})')}, {nested.format(f'({release})')}"
+        f"{_PUBLIC_COLUMNS}, {nested.format(f'({prices})')}, {nested.format(f'({release})')}, "
+        f"{nested.format(f'({image})')}"
     )
     # The outer select reads the page's products only: its subqueries run once a card,
     # never for the rows an OFFSET skips.
@@ -666,16 +676,10 @@ def _listing(searched: bool, currency: bool, bodies: bool) -> HotListing:
 _BY_SLUG = f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE p.slug = :slug AND {_PUBLIC}"  # noqa: S608 - constant SQL
 
 
-def _slug_batch(currency: bool, bodies: bool) -> dict[str, HotBatch]:
-    """The card (``bodies``: the API body, as JSON text) of the public product ``:slug``:
-    one statement."""
-    if bodies:
-        return {
-            d: HotBatch(f"SELECT {_text(d, _body_sql(d, currency))} FROM ({_BY_SLUG}) p")  # noqa: S608 - constant SQL
-            for d in DIALECTS
-        }
+def _slug_batch(currency: bool) -> dict[str, HotBatch]:
+    """The API body (JSON text) of the public product ``:slug``: one statement."""
     return {
-        d: HotBatch(HotStatement(_cards_json(d, f"{_BY_SLUG} LIMIT 1", currency), json_text=True))
+        d: HotBatch(f"SELECT {_text(d, _body_sql(d, currency))} FROM ({_BY_SLUG}) p")  # noqa: S608 - constant SQL
         for d in DIALECTS
     }
 
@@ -687,11 +691,7 @@ _HOT = {
         for currency in (False, True)
         for bodies in (False, True)
     },
-    "slug": {
-        (currency, bodies): _slug_batch(currency, bodies)
-        for currency in (False, True)
-        for bodies in (False, True)
-    },
+    "slug": {currency: _slug_batch(currency) for currency in (False, True)},
     "currency": HotBatch(_ENABLED_CURRENCY),
 }
 
@@ -701,7 +701,7 @@ _BY_CURRENCY = operator.itemgetter(1)
 
 def _card(row: list, sqlite: bool) -> ProductCard:
     """A card from its JSON array (see :func:`_cards_json`)."""
-    *product, prices, release = row
+    *product, prices, release, image = row
     prices = prices or []  # no price: null
     if sqlite:
         product[6] = bool(product[6])  # licensed
@@ -712,7 +712,10 @@ def _card(row: list, sqlite: bool) -> ProductCard:
     if release is not None:
         release[5] = from_db_time(release[5])
         release = PublicRelease(*release)
-    return ProductCard(PublicProduct(*product), [PublicPrice(*p) for p in prices], release)
+    if image is not None:
+        image = CardImage(*image)
+    prices = [PublicPrice(*p) for p in prices]
+    return ProductCard(PublicProduct(*product), prices, release, image)
 
 
 def _require_enabled(conn: RawReads, currency: str) -> None:
@@ -753,27 +756,17 @@ def _public_page(engine, request: PageRequest, q, currency, *, bodies: bool) -> 
         return fetch_hot_listing(conn, listing, request, params), conn.dialect_name == "sqlite"
 
 
-def public_product(engine, slug: str, *, currency: str | None = None) -> ProductCard:
-    """The card of the published, not archived product ``slug`` (prices as in
-    :func:`public_products`), or 404 ``product_not_found``: one statement."""
-    found, sqlite = _public_slug(engine, slug, currency, bodies=False)
-    return _card(found[0], sqlite)
-
-
 def public_product_body(engine, slug: str, *, currency: str | None = None) -> bytes:
-    """:func:`public_product` as the API writes it: its body, built by the database."""
-    found, _ = _public_slug(engine, slug, currency, bodies=True)
-    return found[0][0].encode()
-
-
-def _public_slug(engine, slug: str, currency, *, bodies: bool) -> tuple[list, bool]:
+    """The API body of the published, not archived product ``slug`` (prices as in
+    :func:`public_products`), written by the database, or 404 ``product_not_found``: one
+    statement."""
     found = []
     with raw_reads(engine) as conn:
         if currency is not None:
             _require_enabled(conn, currency)
         if is_slug(slug):
-            batch = _HOT["slug"][currency is not None, bodies][conn.dialect_name]
+            batch = _HOT["slug"][currency is not None][conn.dialect_name]
             (found,) = batch.run(conn, {"slug": slug, "currency": currency})
     if not found:
         raise NotFound(f"There is no product {slug!r}.", code="product_not_found")
-    return found, conn.dialect_name == "sqlite"
+    return found[0][0].encode()

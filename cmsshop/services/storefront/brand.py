@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from cmsshop.models import Product, ShopFile, ShopSetting, User
 from cmsshop.services.audit.entries import entries_for, record_change
 from cmsshop.services.store import media
-from cmsshop.services.store.listing import KEPT, VERSION_SQL, untouched
+from cmsshop.services.store.listing import kept_per_version
 from cmsshop.services.store.products import CARD_COLUMNS, ProductCard, load_cards
 from cmsshop.services.tax.logo import LOGO_NAME, logo_url
 from cmsshop.util import utcnow
@@ -112,16 +112,8 @@ def kept_brand(session: Session, settings: Mapping[str, Any]) -> Brand:
     one-row read per page instead of two reads and their ORM objects. Kept with the
     catalogue's totals (services.store.listing.KEPT: per database, emptied with the
     answer caches)."""
-    if not untouched(session):
-        return read_brand(session, settings)
-    connection = session.connection()
-    row = connection.exec_driver_sql(VERSION_SQL).first()
-    return KEPT.value(
-        connection.engine,
-        ("brand", settings.get("cmsshop.site_name")),
-        row[0] if row else None,
-        lambda: read_brand(session, settings),
-    )
+    key = ("brand", settings.get("cmsshop.site_name"))
+    return kept_per_version(session, key, lambda: read_brand(session, settings))
 
 
 def default_brand(settings: Mapping[str, Any]) -> Brand:

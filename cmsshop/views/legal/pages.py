@@ -18,7 +18,7 @@ class LegalLinks:
 
     def _load(self) -> list[documents.LegalLink]:
         if self._links is None:
-            self._links = documents.published_links(self._request.db)
+            self._links = documents.kept_published_links(self._request.db)
         return self._links
 
     def __iter__(self):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyramid.view import view_config
 
-from cmsshop.services.store import currencies, media, products, text
+from cmsshop.services.store import currencies, products, text
 from cmsshop.views.shared.caching import shared_page
 from cmsshop.views.shared.json import query_value, read_page_request
 from cmsshop.views.shared.product_page import product_page_values
@@ -35,12 +35,11 @@ def products_page(request):
     page = products.public_products(engine, page_request, q=q, currency=currency)
     shared_page(request)
     return {
+        # Each card with its first picture (the same statement).
         "page": page,
-        # Each card's picture: the first image of the products of this page, one statement.
-        "card_images": media.first_images(request.db, [card.product.id for card in page.items]),
         "q": q or "",
         "currency": currency or "",
-        "currencies": currencies.list_currencies(request.db, enabled_only=True),
+        "currencies": currencies.kept_enabled_currencies(request.db),
     }
 
 
