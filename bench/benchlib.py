@@ -789,6 +789,25 @@ def measure_wrk(
     return results
 
 
+def add_client_option(parser, note: str = "") -> None:
+    """``--client``: wrk (the default where it is installed: apt-get install wrk) or the
+    Python clients of :func:`measure`, whose CPU a request grows with the answer."""
+    import shutil
+
+    parser.add_argument(
+        "--client",
+        choices=("wrk", "python"),
+        default="wrk" if shutil.which("wrk") else "python",
+        help="load generator: wrk, or the Python clients (their CPU a request grows with "
+        "the answer)" + note,
+    )
+
+
+def measure_with(client: str):
+    """:func:`measure_wrk` or :func:`measure`, as ``--client`` says."""
+    return measure_wrk if client == "wrk" else measure
+
+
 def report(results, title: str = "") -> bool:
     """Print the table (ratio to the first, bare, route) and whether every target holds."""
     bare = results[0]["rps"] or float("nan")

@@ -38,10 +38,11 @@ sys.path.insert(0, HERE)
 
 from benchlib import (  # noqa: E402 - bench/benchlib.py, beside this script
     BARE,
+    add_client_option,
     get_route,
     load_products,
     measure,
-    measure_wrk,
+    measure_with,
     migrate_fresh,
     report,
     serve_wsgi,
@@ -198,13 +199,7 @@ def main() -> int:
     parser.add_argument(
         "--cached", action="store_true", help="warm anonymous pages from the answer cache"
     )
-    parser.add_argument(
-        "--client",
-        choices=("wrk", "python"),
-        default="wrk" if shutil.which("wrk") else "python",
-        help="the uncached comparison's load generator (as bench/uncached.py; --cached "
-        "always uses the Python clients, which send the anonymous cookie)",
-    )
+    add_client_option(parser, " (--cached: always the Python clients, which send cookies)")
     parser.add_argument("--serve", nargs=2, metavar=("URL", "STORAGE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -239,8 +234,7 @@ def main() -> int:
             f"({args.client}), {args.seconds:.0f}s per route, {os.cpu_count()} CPUs; "
             "answer cache off\n"
         )
-        load_with = measure_wrk if args.client == "wrk" else measure
-        results = load_with(
+        results = measure_with(args.client)(
             port, [BARE, json_route, page_route], seconds=args.seconds, rounds=4,
             clients=args.clients,
         )  # fmt: skip

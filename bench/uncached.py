@@ -46,9 +46,9 @@ import catalogue  # noqa: E402 - bench/catalogue.py, beside this script
 from benchlib import (  # noqa: E402 - bench/benchlib.py, beside this script
     BARE,
     WORDS,
+    add_client_option,
     get_route,
-    measure,
-    measure_wrk,
+    measure_with,
     migrate_fresh,
     production_logging,
     report,
@@ -119,8 +119,7 @@ def throughput(url: str, workdir: str, args) -> bool:
         routes += [
             get_route(name, path, target=target) for name, target, path in paths(catalogue.PRODUCTS)
         ]
-        load = measure_wrk if args.client == "wrk" else measure
-        results = load(
+        results = measure_with(args.client)(
             port, routes, seconds=args.seconds, rounds=args.rounds, clients=args.clients,
             server_pid=server.pid,
         )  # fmt: skip
@@ -223,13 +222,7 @@ def main() -> int:
     parser.add_argument("--database-url", help="default: fresh SQLite files in a temp dir")
     parser.add_argument("--reset", action="store_true", help="PostgreSQL: drop the schema first")
     parser.add_argument("--clients", type=int, default=8, help="keep-alive connections")
-    parser.add_argument(
-        "--client",
-        choices=("wrk", "python"),
-        default="wrk" if shutil.which("wrk") else "python",
-        help="load generator: wrk (default where installed: apt-get install wrk), or the "
-        "Python clients of bench/benchlib.py (their CPU a request grows with the answer)",
-    )
+    add_client_option(parser)
     parser.add_argument("--threads", type=int, default=8, help="waitress threads")
     parser.add_argument("--seconds", type=float, default=6.0, help="per route")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
