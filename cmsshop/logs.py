@@ -116,10 +116,21 @@ class BackgroundStreamHandler(logging.StreamHandler):
     _STOP = object()
 
     def __init__(self, stream=None):
+        import os
+        import weakref
+
+        super().__init__(stream)
+        self._start()
+        # A forked process (a pre-fork server's worker, gunicorn's with preload_app)
+        # inherits the queue but not the thread: it gets a writer of its own, and leaves
+        # the records queued before the fork to the parent's.
+        restart = weakref.WeakMethod(self._start)
+        os.register_at_fork(after_in_child=lambda: (method := restart()) and method())
+
+    def _start(self) -> None:
         import queue
         import threading
 
-        super().__init__(stream)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._run, name="log-writer", daemon=True)
         self.thread.start()
