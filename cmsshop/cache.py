@@ -76,6 +76,7 @@ from pyramid.response import Response
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
+from cmsshop.content import CONTENT_CHANGED, VERSION_SQL
 from cmsshop.models.store import CONTENT_TABLES
 from cmsshop.security import (
     CSRF_PLACEHOLDER,
@@ -207,11 +208,11 @@ def clear_with_answers(kept) -> None:
 
 # --- invalidation: the content_versions counter -------------------------------------------
 
-CHANGED = "cmsshop.public_content_changed"
+CHANGED = CONTENT_CHANGED  # cmsshop.content
 # The counter itself is bumped by the database: triggers on the content tables
 # (migration 0017), for every write, whoever makes it. The session only notes that this
 # process wrote content, so that it empties its own caches right after the commit.
-READ_SQL = "SELECT version FROM content_versions WHERE name = 'public'"
+READ_SQL = VERSION_SQL
 
 
 def _touches_content(session: Session) -> bool:

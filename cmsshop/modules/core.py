@@ -7,7 +7,7 @@ from __future__ import annotations
 from pyramid.events import BeforeRender
 
 from cmsshop.cache import clear_with_answers
-from cmsshop.services.store.listing import KEPT
+from cmsshop.content import KEPT
 from cmsshop.views.core import brand, brand_openapi, openapi
 
 ROUTES = {

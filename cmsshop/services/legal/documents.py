@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from cmsshop.content import kept_per_version
 from cmsshop.db import take_write_lock
 from cmsshop.errors import NotFound, ValidationFailed
 from cmsshop.models import LEGAL_KINDS, LegalDocument, User
 from cmsshop.services.audit.entries import record_change
 from cmsshop.services.docs.markdown import render_markdown
-from cmsshop.services.store.listing import kept_per_version
 from cmsshop.util import utcnow
 
 # What each kind is called where no version gives it a title yet (the console's list).

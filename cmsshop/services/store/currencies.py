@@ -9,9 +9,9 @@ import re
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from cmsshop.content import kept_per_version
 from cmsshop.errors import ApiError, Conflict, NotFound, ValidationFailed
 from cmsshop.models import Currency
-from cmsshop.services.store.listing import kept_per_version
 
 CURRENCY_CODE = re.compile(r"^[A-Z]{3}\Z")
 MAX_DECIMALS = 4

@@ -11,8 +11,7 @@ indexed queries, so callers cache what :func:`listing_statements` returns per sh
 from __future__ import annotations
 
 import dataclasses
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Select, bindparam, func, select
@@ -20,6 +19,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.functions import FunctionElement
 
+from cmsshop.content import KEPT, VERSION_SQL, untouched
 from cmsshop.hotsql import HotBatch, HotStatement, RawReads
 from cmsshop.services.paging import Page, PageRequest
 from cmsshop.services.store.text import like_pattern
@@ -95,89 +95,14 @@ def listing_statements(
     return ListingStatements(count, page)
 
 
-# --- totals kept per content version ------------------------------------------------------
+# --- totals kept per content version (cmsshop.content) ---------------------------
 #
 # Counting the rows of a listing reads every matching index entry: 1 ms at 10,000 products,
 # 10 ms at 100,000, on each request -- the one cost of a page that grows with the catalogue.
-# An unsearched total changes only when the content does, and the database numbers every
-# content change: triggers on the content tables bump ``content_versions`` (migration
-# 0017). So the total of each listing shape (and filter value) is kept with the version it
-# was counted at, and a request reads that one-row version instead of counting: the same
-# number of statements, a constant time. Searched totals (``q``) are counted each time.
-
-VERSION_SQL = "SELECT version FROM content_versions WHERE name = 'public'"
-# The session of a request that wrote content (cmsshop.cache notes it before a flush):
-# its version number is not committed, so it neither reads nor fills the kept totals.
-CONTENT_CHANGED = "cmsshop.public_content_changed"
-MAX_KEPT = 1024  # shapes x filter values (a category is the client's): bounded
-
-
-class KeptPerVersion:
-    """What is derived from the public content (a listing's total, the brand), kept with
-    the content version it was read at, per engine (a database): two apps of one process
-    never share them. ``clear()`` forgets them all: the answer cache's clear_all() calls
-    it too (registered by modules.core), for whoever empties the tables behind the
-    triggers' back (the test suite does between tests, content_versions included)."""
-
-    def __init__(self):
-        self.by_engine: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-    def of(self, engine) -> dict:
-        kept = self.by_engine.get(engine)
-        if kept is None:
-            kept = self.by_engine.setdefault(engine, {})
-        return kept
-
-    def clear(self) -> None:
-        for kept in list(self.by_engine.values()):
-            kept.clear()
-
-    def value(self, engine, key: tuple, version, read: Callable[[], Any]) -> Any:
-        """The value kept for ``key`` at ``version``, or ``read()`` kept at it. The
-        caller reads ``version`` first, so what ``read()`` sees is at least as new as the
-        version it is kept at. ``version`` None (no row): read, keep nothing."""
-        kept = self.of(engine)
-        found = kept.get(key)
-        if version is not None and found is not None and found[0] == version:
-            return found[1]
-        value = read()
-        if version is not None:
-            if len(kept) >= MAX_KEPT:
-                kept.clear()
-            kept[key] = (version, value)
-        return value
-
-
-KEPT = KeptPerVersion()
-
-
-def untouched(session: Session) -> bool:
-    """No content written by this session's transaction (its version is committed)."""
-    return not (
-        session.info.get(CONTENT_CHANGED) or session.new or session.dirty or session.deleted
-    )
-
-
-def kept_per_version(session: Session, key: tuple, read: Callable[[], Any]) -> Any:
-    """``read()`` (what the public content shows: it must be immutable, and its tables
-    must bump the content version), read again only when the version moved: one one-row
-    read instead. A session that wrote content reads afresh, and keeps nothing."""
-    if not untouched(session):
-        return read()
-    connection = session.connection()
-    # The version is read once a transaction (a page keeps several things).
-    transaction = session.get_transaction()
-    seen = session.info.get(_VERSION_SEEN)
-    if seen is not None and seen[0] is transaction:
-        version = seen[1]
-    else:
-        row = connection.exec_driver_sql(VERSION_SQL).first()
-        version = row[0] if row else None
-        session.info[_VERSION_SEEN] = (transaction, version)
-    return KEPT.value(connection.engine, key, version, read)
-
-
-_VERSION_SEEN = "cmsshop.content_version_seen"  # (transaction, version) in session.info
+# An unsearched total changes only when the content does, so the total of each listing
+# shape (and filter value) is kept with the content version it was counted at, and a
+# request reads that one-row version instead of counting: the same number of statements,
+# a constant time. Searched totals (``q``) are counted each time.
 
 
 def counted_total(connection, statements: ListingStatements, values: dict) -> int:

@@ -22,10 +22,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cmsshop.content import kept_per_version
 from cmsshop.models import Product, ShopFile, ShopSetting, User
 from cmsshop.services.audit.entries import entries_for, record_change
 from cmsshop.services.store import media
-from cmsshop.services.store.listing import kept_per_version
 from cmsshop.services.store.products import CARD_COLUMNS, ProductCard, load_cards
 from cmsshop.services.tax.logo import LOGO_NAME, logo_url
 from cmsshop.util import utcnow
@@ -110,7 +110,7 @@ def kept_brand(session: Session, settings: Mapping[str, Any]) -> Brand:
     """:func:`read_brand`, read again only when the content version moved: writes to
     shop_settings and shop_files bump it (migration 0028), like every content write. One
     one-row read per page instead of two reads and their ORM objects. Kept with the
-    catalogue's totals (services.store.listing.KEPT: per database, emptied with the
+    catalogue's totals (cmsshop.content: per database, emptied with the
     answer caches)."""
     key = ("brand", settings.get("cmsshop.site_name"))
     return kept_per_version(session, key, lambda: read_brand(session, settings))
