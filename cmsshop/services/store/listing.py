@@ -19,7 +19,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.functions import FunctionElement
 
-from cmsshop.content import KEPT, VERSION_SQL, untouched
+from cmsshop.content import KEPT, VERSION_SQL, kept_per_version
 from cmsshop.hotsql import HotBatch, HotStatement, RawReads
 from cmsshop.services.paging import Page, PageRequest
 from cmsshop.services.store.text import like_pattern
@@ -105,18 +105,6 @@ def listing_statements(
 # a constant time. Searched totals (``q``) are counted each time.
 
 
-def counted_total(connection, statements: ListingStatements, values: dict) -> int:
-    """The listing's total, counted only when the content version moved since it was last
-    counted (see above)."""
-    row = connection.exec_driver_sql(VERSION_SQL).first()
-    return KEPT.value(
-        connection.engine,
-        (id(statements), *sorted(values.items())),
-        row[0] if row else None,
-        lambda: connection.execute(statements.count, values).scalar() or 0,
-    )
-
-
 def fetch_listing(
     session: Session,
     statements: ListingStatements,
@@ -129,17 +117,19 @@ def fetch_listing(
     statements built with ``search_in``, ``params`` the values of their other filters.
 
     Two statements on the session's connection (plain column selects need none of the
-    ORM's per-statement work): the total (see :func:`counted_total`), then the page. A
+    ORM's per-statement work): the total (kept per content version: see above), then the page. A
     page past the end is answered without asking for it (see services.paging)."""
     values = {name: value for name, value in params.items() if value is not None}
     connection = session.connection()
+
+    def count() -> int:
+        return connection.execute(statements.count, values).scalar() or 0
+
     if q:
         values["pattern"] = like_pattern(q)
-        total = connection.execute(statements.count, values).scalar() or 0
-    elif untouched(session):
-        total = counted_total(connection, statements, values)
-    else:
-        total = connection.execute(statements.count, values).scalar() or 0
+        total = count()
+    else:  # kept per content version (see above)
+        total = kept_per_version(session, (id(statements), *sorted(values.items())), count)
     window = request.window(total)
     if window is None:
         return Page([], request.page, request.per_page, total)
@@ -200,7 +190,7 @@ def fetch_hot_listing(
     conn: RawReads, listing: HotListing, request: PageRequest, params: dict
 ) -> Page:
     """One page of rows of ``listing`` and its total, in one batch: the searched total or
-    the content version (then the total kept for it: see :func:`counted_total`) with
+    the content version (then the total kept for it, as :func:`fetch_listing` keeps its) with
     the page; a second batch only to count a total not kept yet."""
     dialect = conn.dialect_name
     window = {"limit": request.per_page, "offset": request.offset}
