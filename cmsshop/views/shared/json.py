@@ -10,6 +10,7 @@ from typing import Any
 
 import colander
 import orjson
+from pyramid.response import Response
 
 from cmsshop.errors import (
     ApiError,
@@ -253,6 +254,18 @@ def json_with_etag(request, body: Any, max_age: int = 60):
         except TypeError:
             payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
     etag = hashlib.sha256(payload).hexdigest()[:32]
+    if etag not in request.if_none_match and "response" not in request.__dict__:
+        # No one touched request.response yet (the usual case): the answer made whole,
+        # its headers written once (each of webob's header setters scans all of them).
+        response = request.__dict__["response"] = Response(
+            body=payload,
+            headerlist=[
+                ("Content-Type", "application/json"),
+                ("Cache-Control", f"public, max-age={max_age}"),
+                ("ETag", f'"{etag}"'),
+            ],
+        )
+        return response
     response = request.response
     response.cache_control = f"public, max-age={max_age}"
     response.etag = etag

@@ -1,0 +1,108 @@
+"""Raw reads of hot batches (cmsshop.hotsql.raw_reads): on PostgreSQL they go through
+libpq with the parameters written as literals here (HotBatch._pg_reads), so the literal
+writer is tested against psycopg's own binding (a raw_transaction's batch) with values
+built to break quoting, and the failure paths keep the connection usable."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from cmsshop.db import is_nul_refused, is_retryable_db_error
+from cmsshop.hotsql import _PREPARED, HotBatch, raw_reads, raw_transaction
+
+ECHO = HotBatch(
+    "SELECT CAST(:text AS TEXT), CAST(:number AS BIGINT), CAST(:flag AS BOOLEAN), "
+    "CAST(:nothing AS TEXT)",
+    "SELECT CAST(:text AS TEXT) = :same",
+)
+
+PARAMS = {"text": "a", "number": 1, "flag": True, "nothing": None, "same": "a"}
+
+HOSTILE_TEXTS = [
+    "plain",
+    "it's",
+    "''; DROP TABLE products; --",
+    "back\\slash \\' \\\\",
+    "%(text)s %s %% 100%",
+    "$1 $$dollar$$ :name",
+    "é ü 中文 \U0001f600 \u202e",
+    "line\nbreak\ttab\r",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXTS)
+@pytest.mark.parametrize("number", [0, -1, 2**62, -(2**63)])
+def test_parameters_reach_the_database_as_they_were_given(engine, text, number):
+    params = {"text": text, "number": number, "flag": number > 0, "nothing": None, "same": text}
+    with raw_transaction(engine) as conn:  # psycopg's own binding (the reference)
+        expected = ECHO.run(conn, params)
+    with raw_reads(engine) as conn:
+        found = ECHO.run(conn, params)
+    assert [list(map(list, rows)) for rows in found] == [list(map(list, r)) for r in expected]
+    first, compared = found
+    assert list(first[0]) == [text, number, number > 0, None]
+    assert bool(compared[0][0]) is True
+
+
+def test_times_are_passed_as_the_instant_they_are(engine):
+    batch = HotBatch(
+        "SELECT CAST(:at AS TIMESTAMP WITH TIME ZONE) = CAST(:utc AS TIMESTAMP WITH TIME ZONE)"
+    )
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's literal writer")
+    at = dt.datetime(2026, 3, 4, 7, 8, 9, 123456, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    with raw_reads(engine) as conn:
+        (((same,),),) = batch.run(conn, {"at": at, "utc": "2026-03-04T05:08:09.123456Z"})
+    assert same is True
+
+
+def test_a_nul_is_refused_as_psycopg_refuses_it(engine):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's text cannot hold NUL")
+    with pytest.raises(Exception) as caught, raw_reads(engine) as conn:
+        ECHO.run(conn, {**PARAMS, "text": "a\x00b"})
+    assert is_nul_refused(caught.value)
+
+
+def test_a_value_of_another_type_is_a_programming_error(engine):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's literal writer")
+    with pytest.raises(TypeError, match="float"), raw_reads(engine) as conn:
+        ECHO.run(conn, {**PARAMS, "number": 1.5})
+
+
+def test_an_error_leaves_the_connection_idle_and_the_reads_outside_a_transaction(engine):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's transaction status")
+    import psycopg
+
+    failing = HotBatch("SELECT 1 / CAST(:zero AS INTEGER)")
+    with raw_reads(engine) as conn:
+        assert ECHO.run(conn, PARAMS)
+        # No BEGIN was sent: nothing is left open between two reads.
+        assert conn.dbapi.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            failing.run(conn, {"zero": 0})
+        assert conn.dbapi.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        # Its PREPARE went through before the error: it is not sent again.
+        assert {name for name, _ in failing.prepare} <= _PREPARED[conn.dbapi]
+        assert failing.run(conn, {"zero": 2}) == [[(0,)]]
+
+
+def test_reads_prepare_again_when_the_session_lost_its_statements(engine):
+    """DEALLOCATE ALL between two reads: the next one fails whole, marked retryable
+    (the request runs again), and the one after prepares afresh."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's prepared statements")
+    params = PARAMS
+    with raw_reads(engine) as conn:
+        expected = ECHO.run(conn, params)
+        conn.dbapi.execute("DEALLOCATE ALL")
+        conn.dbapi.rollback()
+        with pytest.raises(Exception) as caught:
+            ECHO.run(conn, params)
+        assert is_retryable_db_error(caught.value)
+        assert ECHO.run(conn, params) == expected
