@@ -49,6 +49,20 @@ def test_robots_txt(app):
     assert "public" in response.headers["Cache-Control"]
 
 
+def test_private_answers_ask_not_to_be_indexed(app, shop):
+    """What robots.txt keeps crawlers from says noindex itself (robots.txt forbids the
+    crawl, not the indexing of an address found in a link); public pages do not."""
+    client = page_client(app)
+    for path in ("/account/login", "/admin", "/admin/products", "/cart", "/api/health"):
+        response = client.get(path, status="*")
+        assert response.headers.get("X-Robots-Tag") == "noindex", path
+    for path in ("/", "/products", "/products/site-guard", "/docs", "/robots.txt"):
+        response = client.get(path)
+        assert "X-Robots-Tag" not in response.headers, path
+    # A path that only begins like a private one is public.
+    assert "X-Robots-Tag" not in client.get("/accounting", status="*").headers
+
+
 def test_sitemap_lists_published_content_only(app, shop, dbsession):
     add_product(dbsession, "secret-draft", published=False)
     add_product(dbsession, "old-thing", archived=True)
