@@ -124,7 +124,7 @@ class HotBatch:
             args = ", ".join(f"%({n})s" for n in names)
             parts.append(f"EXECUTE {name}({args})" if names else f"EXECUTE {name}")
         self.pg_sql = "; ".join(parts)
-        # For _pg_reads: the same text with each parameter a bytes %-placeholder (the
+        # For _pg_autocommit: the same text with each parameter a bytes %-placeholder (the
         # only % in it: the statements themselves are in the PREPAREs).
         self._pg_names = [(n, n.encode()) for n in dict.fromkeys(_PLACEHOLDER.findall(self.pg_sql))]
         self._pg_bytes = self.pg_sql.encode()
@@ -134,8 +134,8 @@ class HotBatch:
         for statement in self.statements:
             announce(conn, statement.sql[name], params)
         results = []
-        if name == "postgresql" and isinstance(conn, RawReads):
-            return self._parsed(self._pg_reads(dbapi, params))
+        if name == "postgresql" and (isinstance(conn, RawReads) or dbapi.autocommit):
+            return self._parsed(self._pg_autocommit(dbapi, params))
         if name == "postgresql":
             import psycopg  # noqa: PLC0415 - PostgreSQL installs only
 
@@ -177,13 +177,15 @@ class HotBatch:
             cursor.close()
         return self._parsed(results)
 
-    def _pg_reads(self, dbapi, params: dict[str, Any]) -> list:
-        """The batch on a :class:`RawReads` connection, through libpq itself: the
-        parameters written as literals here, the statements not yet PREPAREd on the
-        connection sent in the same message, the rows read by psycopg's Transformer.
-        psycopg's cursor would do the same work for these statements with about a third
-        more CPU (its query parser, dumpers and prepare bookkeeping; bench/uncached.py).
-        No BEGIN is sent: the message is one implicit transaction, as in autocommit.
+    def _pg_autocommit(self, dbapi, params: dict[str, Any]) -> list:
+        """The batch outside any transaction of psycopg's -- on a :class:`RawReads`
+        connection, or one in autocommit (:func:`raw_autocommit`: its batches carry
+        their own BEGIN and COMMIT) -- through libpq itself: the parameters written as
+        literals here, the statements not yet PREPAREd on the connection sent in the same
+        message, the rows read by psycopg's Transformer. psycopg's cursor would do the same
+        work with about a third more CPU (its query parser, dumpers and prepare
+        bookkeeping; bench/uncached.py). No BEGIN is added: the message is one implicit
+        transaction, as in autocommit.
 
         A multi-statement message stops at its first error; a PREPARE before it stays
         (PostgreSQL's prepared statements are not transactional)."""
@@ -349,7 +351,7 @@ def raw_autocommit(engine: Engine, reads: bool = False):
         conn = RawReads(engine.dialect.name, pooled.driver_connection, engine)
     else:
         conn = RawTransaction(engine.dialect.name, pooled.driver_connection)
-    # A HotBatch on RawReads sends no BEGIN whatever psycopg's setting (_pg_reads): its
+    # A HotBatch on RawReads sends no BEGIN whatever psycopg's setting (_pg_autocommit): its
     # connection stays as the pool keeps it.
     postgresql = conn.dialect_name == "postgresql" and not reads
     try:
