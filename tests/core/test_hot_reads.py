@@ -6,6 +6,7 @@ built to break quoting, and the failure paths keep the connection usable."""
 from __future__ import annotations
 
 import datetime as dt
+import enum
 
 import pytest
 
@@ -44,6 +45,20 @@ def test_parameters_reach_the_database_as_they_were_given(engine, text, number):
     assert [list(map(list, rows)) for rows in found] == [list(map(list, r)) for r in expected]
     first, compared = found
     assert list(first[0]) == [text, number, number > 0, None]
+    assert bool(compared[0][0]) is True
+
+
+def test_enumerations_are_passed_as_their_values(engine):
+    class Kind(enum.StrEnum):
+        QUOTED = "it's"
+
+    class Size(enum.IntEnum):
+        BIG = 2**40
+
+    params = {**PARAMS, "text": Kind.QUOTED, "same": "it's", "number": Size.BIG}
+    with raw_reads(engine) as conn:
+        (first, compared) = ECHO.run(conn, params)
+    assert list(first[0])[:2] == ["it's", 2**40]
     assert bool(compared[0][0]) is True
 
 
