@@ -202,6 +202,9 @@ class HotBatch:
         query = self._pg_bytes % literals
         if missing:
             query = b"; ".join([*(sql.encode() for _, sql in missing), query])
+        # psycopg's own pieces, as its cursor uses them (psycopg >= 3.0): libpq's send,
+        # the connection's wait (with cmsshop.db's answer bound) on the generator that
+        # flushes the message and collects every result.
         with dbapi.lock:
             pgconn.send_query(query)
             answers = dbapi.wait(generators.execute(pgconn))
@@ -247,7 +250,7 @@ def _escaping(dbapi) -> tuple[Any, str]:
     if found is None:
         import psycopg  # noqa: PLC0415 - PostgreSQL installs only
 
-        found = _ESCAPING[dbapi] = (psycopg.pq.Escaping(dbapi.pgconn), _encoding(dbapi))
+        found = _ESCAPING[dbapi] = (psycopg.pq.Escaping(dbapi.pgconn), dbapi.info.encoding)
     return found
 
 
@@ -260,12 +263,6 @@ def _transformer(dbapi):
 
         found = _TRANSFORMERS[dbapi] = Transformer(dbapi)
     return found
-
-
-def _encoding(dbapi) -> str:
-    from psycopg._encodings import conn_encoding  # noqa: PLC0415 - PostgreSQL installs only
-
-    return conn_encoding(dbapi)
 
 
 def _pg_literal(escaping: tuple[Any, str], value: Any) -> bytes:
