@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from fakes.smtp import FakeSmtpServer
 from fakes.stripe_api import API_KEY, SECRET, FakeStripe
 from helpers.app import ROOT
+from helpers.smoke_databases import SMOKE_PREFIX, drop_left_behind, host_tag
 from requests.adapters import HTTPAdapter
 from sqlalchemy.orm import Session
 
@@ -92,10 +93,11 @@ def smoke_database_url():
         if configured.startswith("postgresql")
         else os.environ.get("CMSSHOP_SMOKE_DATABASE_SERVER", DEFAULT_SERVER)
     )
-    name = f"cmsshop_smoke_{secrets.token_hex(4)}"
+    name = f"{SMOKE_PREFIX}{host_tag()}_{os.getpid()}_{secrets.token_hex(4)}"
     admin = sa.create_engine(server.set(database="postgres"), isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as connection:
+            drop_left_behind(connection)
             connection.exec_driver_sql(f"CREATE DATABASE {name}")
     except sa.exc.OperationalError as exc:
         admin.dispose()
