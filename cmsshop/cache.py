@@ -21,7 +21,8 @@ delete in the writing transaction -- through the app, the ORM's bulk statements 
 operator's SQL alike.
 
 - In the process that writes, at once: a session that wrote content empties the
-  process's caches right after its commit.
+  process's caches right after its commit, and the next request reads the counter (so
+  what the process keeps after its write is not emptied again at its next check).
 - In the other processes, within ``cmsshop.answer_cache_check_interval`` seconds (1): a
   request that finds the interval elapsed reads the counter (one primary-key read, once
   per interval per process, not per request) and empties the cache when it moved.
@@ -262,6 +263,14 @@ class VersionWatch:
         self.seen: int | None = None
         self.due = 0.0
         self.lock = threading.Lock()
+        clear_with_answers(self)
+
+    def clear(self) -> None:
+        """Read the version at the next request (:func:`clear_all` calls this after this
+        process wrote content): the process learns the new version before it keeps
+        anything again, instead of emptying the cache a second time, and for nothing, at
+        its next check."""
+        self.due = 0.0
 
     def check(self) -> None:
         if self.clock() < self.due or not self.lock.acquire(blocking=False):
