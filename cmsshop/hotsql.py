@@ -193,12 +193,12 @@ class HotBatch:
         from psycopg import generators  # noqa: PLC0415
 
         pgconn = dbapi.pgconn
-        escaping = _escaping(dbapi)
+        tools = _libpq_tools(dbapi)
         prepared = _PREPARED.get(dbapi)
         if prepared is None:
             prepared = _PREPARED[dbapi] = set()
         missing = [(name, sql) for name, sql in self.prepare if name not in prepared]
-        literals = {key: _pg_literal(escaping, params[name]) for name, key in self._pg_names}
+        literals = {key: _pg_literal(tools, params[name]) for name, key in self._pg_names}
         query = self._pg_bytes % literals
         if missing:
             query = b"; ".join([*(sql.encode() for _, sql in missing), query])
@@ -215,14 +215,14 @@ class HotBatch:
         answers = answers[len(missing) :]
         for answer in answers:
             if answer.status not in (ok, rows_ok):
-                exc = psycopg.errors.error_from_result(answer, encoding=escaping[1])
+                exc = psycopg.errors.error_from_result(answer, encoding=tools.encoding)
                 if isinstance(exc, psycopg.errors.InvalidSqlStatementName):
                     _PREPARED.pop(dbapi, None)  # see run()
                     exc.cmsshop_connection_lost = True
                 raise exc
         if len(answers) < len(self.statements):  # an error result ends the message
             raise psycopg.OperationalError("the server answered fewer statements than sent")
-        transformer = _transformer(dbapi)
+        transformer = tools.transformer
         results = []
         for answer in answers:
             if answer.status != rows_ok:
@@ -240,35 +240,36 @@ class HotBatch:
         return results
 
 
-_ESCAPING: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_TRANSFORMERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+@dataclasses.dataclass(frozen=True)
+class _LibpqTools:
+    """What :meth:`HotBatch._pg_autocommit` needs of a connection, made once: libpq's
+    escaping, the Python name of the client encoding, psycopg's row loader (one per
+    connection: a connection serves one thread at a time)."""
+
+    escaping: Any
+    encoding: str
+    transformer: Any
 
 
-def _escaping(dbapi) -> tuple[Any, str]:
-    """libpq's escaping for ``dbapi`` and the Python name of its client encoding."""
-    found = _ESCAPING.get(dbapi)
-    if found is None:
+def _libpq_tools(dbapi) -> _LibpqTools:
+    # Kept on the connection itself: the Transformer refers to its connection, so in a
+    # dictionary keyed weakly by the connection it would keep every connection alive.
+    tools = getattr(dbapi, "_cmsshop_libpq_tools", None)
+    if tools is None:
         import psycopg  # noqa: PLC0415 - PostgreSQL installs only
+        from psycopg.adapt import Transformer  # noqa: PLC0415
 
-        found = _ESCAPING[dbapi] = (psycopg.pq.Escaping(dbapi.pgconn), dbapi.info.encoding)
-    return found
-
-
-def _transformer(dbapi):
-    """psycopg's row loader for ``dbapi`` (one per connection: a connection serves one
-    thread at a time)."""
-    found = _TRANSFORMERS.get(dbapi)
-    if found is None:
-        from psycopg.adapt import Transformer  # noqa: PLC0415 - PostgreSQL installs only
-
-        found = _TRANSFORMERS[dbapi] = Transformer(dbapi)
-    return found
+        tools = _LibpqTools(
+            psycopg.pq.Escaping(dbapi.pgconn), dbapi.info.encoding, Transformer(dbapi)
+        )
+        dbapi._cmsshop_libpq_tools = tools
+    return tools
 
 
-def _pg_literal(escaping: tuple[Any, str], value: Any) -> bytes:
+def _pg_literal(tools: _LibpqTools, value: Any) -> bytes:
     """``value`` as a PostgreSQL literal, for an ``EXECUTE name(...)`` argument (the
-    prepared statement's parameter types apply to it). The types hot reads pass; any
-    other is a programming error."""
+    prepared statement's parameter types apply to it). The types hot statements pass;
+    any other is a programming error."""
     if value is None:
         return b"NULL"
     if value is True or value is False:
@@ -281,9 +282,9 @@ def _pg_literal(escaping: tuple[Any, str], value: Any) -> bytes:
 
             # As psycopg's own dumper says it (cmsshop.db.is_nul_refused).
             raise psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
-        return escaping[0].escape_literal(value.encode(escaping[1]))
+        return tools.escaping.escape_literal(value.encode(tools.encoding))
     if isinstance(value, dt.datetime | dt.date):
-        return escaping[0].escape_literal(value.isoformat().encode())
+        return tools.escaping.escape_literal(value.isoformat().encode())
     raise TypeError(f"a hot read's parameter cannot be a {type(value).__name__}")
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import gc
+import weakref
 
 import pytest
 
 from cmsshop.db import is_nul_refused, is_retryable_db_error
-from cmsshop.hotsql import _PREPARED, HotBatch, raw_reads, raw_transaction
+from cmsshop.hotsql import _PREPARED, HotBatch, RawReads, raw_reads, raw_transaction
 
 ECHO = HotBatch(
     "SELECT CAST(:text AS TEXT), CAST(:number AS BIGINT), CAST(:flag AS BOOLEAN), "
@@ -121,3 +123,21 @@ def test_reads_prepare_again_when_the_session_lost_its_statements(engine):
             ECHO.run(conn, params)
         assert is_retryable_db_error(caught.value)
         assert ECHO.run(conn, params) == expected
+
+
+def test_a_connection_that_served_reads_is_freed_when_dropped(engine):
+    """What the libpq path keeps per connection (its escaping, its row loader, which
+    refers to the connection) goes with the connection: a pool that drops connections
+    (recycled, invalidated) does not keep them alive."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's libpq path")
+    import psycopg
+
+    url = engine.url.set(drivername="postgresql")
+    dbapi = psycopg.connect(url.render_as_string(hide_password=False))
+    assert ECHO.run(RawReads("postgresql", dbapi), PARAMS)[1] == [(True,)]
+    freed = weakref.ref(dbapi)
+    dbapi.close()
+    del dbapi
+    gc.collect()
+    assert freed() is None
