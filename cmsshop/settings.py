@@ -128,6 +128,10 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     # Days before its expiry a license is offered a renewal on the customer's licenses
     # page (not the day after it was bought).
     "cmsshop.license_renewal_window_days": (as_int, 30, None),
+    # Days a subscription's license stays valid past its paid period while the provider
+    # still retries the card (services/subscriptions/lifecycle.py); Stripe's default
+    # retry schedule ends within three weeks.
+    "cmsshop.subscription_grace_days": (as_int, 21, None),
     "cmsshop.demo_data": (as_bool, False, None),
     # The answer cache of public catalogue and docs answers (cmsshop.cache): seconds an
     # answer is fresh (0 turns the cache off), seconds a stale one is still served while
@@ -201,6 +205,8 @@ def load_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | None
         raise ConfigurationError("cmsshop.license_renewal_grace_days must be 0..3650")
     if not 0 <= result["cmsshop.license_renewal_window_days"] <= 3650:
         raise ConfigurationError("cmsshop.license_renewal_window_days must be 0..3650")
+    if not 0 <= result["cmsshop.subscription_grace_days"] <= 365:
+        raise ConfigurationError("cmsshop.subscription_grace_days must be 0..365")
     return result
 
 

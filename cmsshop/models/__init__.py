@@ -14,6 +14,7 @@ whichever feature modules are switched on. One module per feature, as in service
     dashboard  DownloadLog
     support    SupportTicket, TicketMessage, ErrorRecord
     mail       OutboxMessage (the transactional outbox)
+    subscriptions  SubscriptionPlan, Subscription, SubscriptionPeriod
     webhooks   WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt (outgoing)
     ratelimit  RateCounter
     tax        ShopSetting, ShopFile, BillingProfile, CreditNote, CreditNoteCounter
@@ -83,6 +84,14 @@ from cmsshop.models.store import (
     ProductPrice,
     Release,
 )
+from cmsshop.models.subscriptions import (
+    INTERVALS,
+    RENEWING_STATUSES,
+    SUBSCRIPTION_STATUSES,
+    Subscription,
+    SubscriptionPeriod,
+    SubscriptionPlan,
+)
 from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket, TicketMessage
 from cmsshop.models.tax import (
     BillingProfile,
@@ -103,6 +112,12 @@ from cmsshop.models.webhooks import (
 )
 
 __all__ = [
+    "INTERVALS",
+    "RENEWING_STATUSES",
+    "SUBSCRIPTION_STATUSES",
+    "Subscription",
+    "SubscriptionPeriod",
+    "SubscriptionPlan",
     "API_TOKEN_SCOPES",
     "ATTEMPT_OUTCOMES",
     "DELIVERY_STATUSES",

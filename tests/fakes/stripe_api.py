@@ -20,10 +20,27 @@ session paid and complete with a PaymentIntent, sends a signed
 ``checkout.session.completed`` delivery to ``webhook_url`` (from a thread, as Stripe
 does, after the browser is on its way; or when the test calls ``release_webhooks()``
 if ``hold_webhooks`` is set), and redirects the browser to the session's success URL.
+
+Subscriptions (Stripe Billing) are played in the shapes of the API version stripe-python
+16.x speaks (``BILLING_API_VERSION``): an invoice names its subscription under
+``parent.subscription_details``, its payments under ``payments`` and the service period
+under ``lines.data[].period``; a subscription's current period is on its items. A session
+created with ``mode=subscription`` needs recurring lines of one interval and refuses
+``payment_intent_data``. Paying it makes a customer, a subscription, its first invoice
+(paid by a PaymentIntent kept in ``intents``, so refunds work on it) and sends
+``checkout.session.completed`` -- and, unless ``subscription_events_on_pay`` is off,
+``customer.subscription.created`` and ``invoice.paid`` -- as the payment-mode ``pay``
+does. ``GET /v1/subscriptions/{id}`` and ``GET /v1/invoices/{id}`` serve them. What
+happens later (``renew``, ``retry``, ``give_up``, ``schedule_cancel``, ``end``, ``pause``,
+``resume_paused``, ``change_plan``) changes the objects and returns the events Stripe
+would send without sending them, so a test chooses their order and duplicates and sends
+them with ``send_webhook`` or ``send_all``.
 """
 
 from __future__ import annotations
 
+import calendar
+import copy
 import html
 import json
 import secrets
@@ -32,6 +49,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import stripe
@@ -39,6 +57,9 @@ import stripe
 API_KEY = "sk_test_fake_0123456789"
 SECRET = "whsec_test_current_0123456789abcdef"
 PREVIOUS_SECRET = "whsec_test_previous_0123456789abcdef"
+# The API version of the Billing objects (stripe-python 16.x's): their events say so, while
+# the payment-mode events keep the version cmsshop's own simulated events carry.
+BILLING_API_VERSION = "2026-10-28.endive"
 
 
 def sign(body: bytes, secret: str = SECRET, timestamp: int | None = None) -> str:
@@ -48,13 +69,23 @@ def sign(body: bytes, secret: str = SECRET, timestamp: int | None = None) -> str
     )
 
 
-def event(event_type: str, obj: dict, event_id: str | None = None) -> dict:
+def event(
+    event_type: str,
+    obj: dict,
+    event_id: str | None = None,
+    *,
+    api_version: str = "2024-06-20",
+    previous_attributes: dict | None = None,
+) -> dict:
+    data = {"object": obj}
+    if previous_attributes is not None:
+        data["previous_attributes"] = previous_attributes
     return {
         "id": event_id or f"evt_{secrets.token_hex(12)}",
         "object": "event",
-        "api_version": "2024-06-20",
+        "api_version": api_version,
         "created": int(time.time()),
-        "data": {"object": obj},
+        "data": data,
         "livemode": False,
         "pending_webhooks": 1,
         "request": {"id": None, "idempotency_key": None},
@@ -83,6 +114,8 @@ def session_object(
         "payment_intent": payment_intent or f"pi_{secrets.token_hex(10)}",
         "payment_status": payment_status,
         "status": "complete" if payment_status == "paid" else "open",
+        "subscription": None,
+        "invoice": None,
     }
 
 
@@ -170,13 +203,13 @@ def _whole(value, least: int) -> int | None:
     return number if number >= least else None
 
 
-def line_items_problem(items) -> tuple[str, str] | None:
+def line_items_problem(items, mode: str = "payment") -> tuple[str, str] | None:
     """What Stripe refuses in a Checkout Session's ``line_items`` (param, message), or
     None: at least one line, each with a quantity of at least 1, a non-negative integer
     ``unit_amount`` and a name, all in one currency; the session charges the sum of
     unit_amount x quantity, which must reach the minimum charge."""
     if not isinstance(items, list) or not items:
-        return "line_items", "line_items is required in payment mode"
+        return "line_items", f"line_items is required in {mode} mode"
     currencies = set()
     total = 0
     for index, item in enumerate(items):
@@ -200,6 +233,81 @@ def line_items_problem(items) -> tuple[str, str] | None:
     if total < MINIMUM_CHARGE:
         return "line_items", "the total amount due must add up to at least the minimum charge"
     return None
+
+
+INTERVALS = ("day", "week", "month", "year")
+# Stripe bills at most every three years.
+_LONGEST = {"day": 3 * 365, "week": 3 * 52, "month": 3 * 12, "year": 3}
+
+
+def recurring_problem(params: dict) -> tuple[str, str] | None:
+    """What Stripe refuses in a Checkout Session's mode and recurring prices (param,
+    message), or None; run after ``line_items_problem`` passed. Subscription mode needs at
+    least one recurring line, all of one interval and interval_count, and refuses
+    ``payment_intent_data``; payment mode refuses recurring lines and ``subscription_data``."""
+    mode = params.get("mode") or "payment"
+    if mode not in ("payment", "subscription"):
+        return "mode", f"the fake plays payment and subscription mode, not {mode!r}"
+    cycles = set()
+    for index, item in enumerate(params["line_items"]):
+        recurring = item["price_data"].get("recurring")
+        if recurring is None:
+            continue
+        where = f"line_items[{index}][price_data][recurring]"
+        if mode == "payment":
+            return where, (
+                "You specified `payment` mode but passed a recurring price. Either switch to "
+                "`subscription` mode or use only one-time prices."
+            )
+        interval = recurring.get("interval") if isinstance(recurring, dict) else None
+        if interval not in INTERVALS:
+            return f"{where}[interval]", "interval must be one of day, week, month or year"
+        count = _whole(recurring.get("interval_count", "1"), 1)
+        if count is None or count > _LONGEST[interval]:
+            return f"{where}[interval_count]", "interval_count must be 1 to three years' worth"
+        cycles.add((interval, count))
+    if mode == "payment":
+        if "subscription_data" in params:
+            return "subscription_data", (
+                "You can only pass `subscription_data` in `subscription` mode."
+            )
+        return None
+    if not cycles:
+        return "line_items", (
+            "You must provide at least one recurring price in `subscription` mode when using "
+            "prices."
+        )
+    if len(cycles) > 1:
+        return "line_items", (
+            "All prices on a subscription must have the same `recurring.interval` and "
+            "`recurring.interval_count`."
+        )
+    if "payment_intent_data" in params:
+        return "payment_intent_data", (
+            "You can not pass `payment_intent_data` in `subscription` mode."
+        )
+    return None
+
+
+def add_interval(start: int, interval: str, count: int = 1, anchor: int | None = None) -> int:
+    """``start`` (unix seconds) plus ``count`` intervals in UTC calendar terms. Months and
+    years land on the anchor's day of the month (``start``'s if none), or on the month's
+    last day when it is shorter, as Stripe bills from a subscription's billing cycle
+    anchor (31 January, 28 February, 31 March)."""
+    if interval in ("day", "week"):
+        return start + count * 86400 * (1 if interval == "day" else 7)
+    moment = datetime.fromtimestamp(start, UTC)
+    months = moment.year * 12 + moment.month - 1 + count * (12 if interval == "year" else 1)
+    year, month = divmod(months, 12)
+    day = datetime.fromtimestamp(anchor if anchor is not None else start, UTC).day
+    day = min(day, calendar.monthrange(year, month + 1)[1])
+    return int(moment.replace(year=year, month=month + 1, day=day).timestamp())
+
+
+def _diff(before: dict, after: dict) -> dict:
+    """Stripe's ``previous_attributes``: the earlier value of every top-level key that
+    changed."""
+    return {key: before.get(key) for key in after if before.get(key) != after[key]}
 
 
 class FakeStripe:
@@ -236,6 +344,21 @@ class FakeStripe:
         self.refund_fail_with: int | None = None
         self.refund_status = "succeeded"
         self._refund_lock = threading.Lock()
+        # Subscriptions (see the module docstring). ``subscription_events_on_pay`` off
+        # leaves pay() at checkout.session.completed alone. Stripe advances a
+        # subscription's period when it bills the renewal, paid or not, and so does this
+        # fake (``period_advances_at_renewal`` off leaves it where it was until paid).
+        # ``POST /v1/subscriptions/{id}`` (cancel_at_period_end) and
+        # ``POST /v1/billing_portal/sessions`` (kept in ``portal_sessions``) serve the
+        # customer's self-service; the events an update causes go where pay()'s go.
+        self.subscriptions: dict[str, dict] = {}
+        self.invoices: dict[str, dict] = {}
+        self.subscription_events_on_pay = True
+        self.period_advances_at_renewal = True
+        self.portal_sessions: list[dict] = []
+        self.retry_delay = 3 * 86400  # seconds to an invoice's next_payment_attempt
+        self._subscription_terms: dict[str, dict] = {}  # session id -> its subscription_data
+        self._product_names: dict[str, str] = {}  # price id -> the line's product name
         self._server: ThreadingHTTPServer | None = None
 
     # -- arranging ---------------------------------------------------------------------
@@ -336,19 +459,31 @@ class FakeStripe:
 
     def pay(self, session_id: str) -> dict:
         """What Stripe does when the buyer pays: the session paid and complete, its
-        PaymentIntent on record, and a signed ``checkout.session.completed`` sent."""
+        PaymentIntent on record, and a signed ``checkout.session.completed`` sent. In
+        subscription mode the PaymentIntent pays the subscription's first invoice instead
+        (the session names the subscription and invoice, no PaymentIntent), and the
+        subscription's first events follow (see ``subscription_events_on_pay``)."""
         session = self.sessions[session_id]
-        number = session["client_reference_id"]
-        intent = self.add_intent(
-            intent_object(number, session["amount_total"], session["currency"])
-        )
-        session.update(payment_status="paid", status="complete", payment_intent=intent["id"])
-        payload = event("checkout.session.completed", dict(session))
-        if self.hold_webhooks:
-            self.held.append(payload)
+        if session.get("mode") == "subscription":
+            payloads = self._start_subscription(session)
         else:
-            threading.Thread(target=self.send_webhook, args=(payload,), daemon=True).start()
+            number = session["client_reference_id"]
+            intent = self.add_intent(
+                intent_object(number, session["amount_total"], session["currency"])
+            )
+            session.update(payment_status="paid", status="complete", payment_intent=intent["id"])
+            payloads = [event("checkout.session.completed", dict(session))]
+        for payload in payloads:
+            if self.hold_webhooks:
+                self.held.append(payload)
+            else:
+                # One thread each: Stripe does not promise the order of deliveries.
+                threading.Thread(target=self.send_webhook, args=(payload,), daemon=True).start()
         return session
+
+    def send_all(self, events: list[dict]) -> list[int]:
+        """Send ``events`` one after the other; the app's status for each."""
+        return [self.send_webhook(payload) for payload in events]
 
     def release_webhooks(self) -> None:
         """Send the deliveries held back by ``hold_webhooks``."""
@@ -368,6 +503,428 @@ class FakeStripe:
             status = exc.code
         self.delivered.append((payload["type"], status))
         return status
+
+    # -- subscriptions ------------------------------------------------------------------
+
+    def _start_subscription(self, session: dict) -> list[dict]:
+        terms = self._subscription_terms[session["id"]]
+        now = int(time.time())
+        customer = f"cus_{secrets.token_hex(7)}"
+        end = add_interval(now, terms["interval"], terms["interval_count"])
+        items = []
+        for line in session["line_items"]:
+            if "recurring" not in line["price_data"]:
+                continue
+            price = self._price(
+                int(line["price_data"]["unit_amount"]),
+                session["currency"],
+                terms["interval"],
+                terms["interval_count"],
+                line["price_data"]["product_data"]["name"],
+            )
+            items.append(
+                {
+                    "id": f"si_{secrets.token_hex(7)}",
+                    "object": "subscription_item",
+                    "current_period_start": now,
+                    "current_period_end": end,
+                    "quantity": int(line["quantity"]),
+                    "price": price,
+                }
+            )
+        sub = {
+            "id": f"sub_{secrets.token_hex(12)}",
+            "object": "subscription",
+            "status": "active",
+            "customer": customer,
+            "currency": session["currency"],
+            "collection_method": "charge_automatically",
+            "billing_cycle_anchor": now,
+            "cancel_at_period_end": False,
+            "cancel_at": None,
+            "canceled_at": None,
+            "cancellation_details": {"reason": None, "comment": None, "feedback": None},
+            "ended_at": None,
+            "created": now,
+            "start_date": now,
+            "livemode": False,
+            "metadata": dict(terms["metadata"]),
+            "latest_invoice": None,
+            "items": {"object": "list", "data": items, "has_more": False},
+        }
+        self.subscriptions[sub["id"]] = sub
+        # The first invoice bills every line of the session: the recurring ones for the
+        # first period, one-time ones once (their period is the moment they were billed).
+        lines = []
+        for line in session["line_items"]:
+            recurring = "recurring" in line["price_data"]
+            lines.append(
+                self._invoice_line(
+                    int(line["price_data"]["unit_amount"]) * int(line["quantity"]),
+                    session["currency"],
+                    line["price_data"]["product_data"]["name"],
+                    now,
+                    end if recurring else now,
+                    int(line["quantity"]),
+                )
+            )
+        invoice = self._open_invoice(sub, lines, "subscription_create")
+        self._attempt(invoice, paid=True)
+        session.update(
+            payment_status="paid",
+            status="complete",
+            customer=customer,
+            subscription=sub["id"],
+            invoice=invoice["id"],
+        )
+        payloads = [self._event("checkout.session.completed", session)]
+        if self.subscription_events_on_pay:
+            payloads.append(self._event("customer.subscription.created", sub))
+            payloads.append(self._event("invoice.paid", invoice))
+        return payloads
+
+    def _price(self, unit_amount: int, currency: str, interval: str, count: int, name: str):
+        price = {
+            "id": f"price_{secrets.token_hex(7)}",
+            "object": "price",
+            "unit_amount": unit_amount,
+            "currency": currency,
+            "product": f"prod_{secrets.token_hex(7)}",
+            "recurring": {"interval": interval, "interval_count": count},
+        }
+        self._product_names[price["id"]] = name
+        return price
+
+    @staticmethod
+    def _invoice_line(amount, currency, description, start, end, quantity) -> dict:
+        return {
+            "id": f"il_{secrets.token_hex(7)}",
+            "object": "line_item",
+            "amount": amount,
+            "currency": currency,
+            "description": description,
+            "period": {"start": start, "end": end},
+            "quantity": quantity,
+        }
+
+    def _open_invoice(self, sub: dict, lines: list[dict], billing_reason: str) -> dict:
+        """A finalized invoice of ``sub``, not yet attempted. Its period_start and
+        period_end are its creation time, not the period it bills: on real invoices they
+        are the usage window before it, and code that reads them as the paid period is
+        wrong."""
+        now = int(time.time())
+        amount = sum(line["amount"] for line in lines)
+        invoice_id = f"in_{secrets.token_hex(12)}"
+        invoice = {
+            "id": invoice_id,
+            "object": "invoice",
+            "status": "open",
+            "billing_reason": billing_reason,
+            "collection_method": "charge_automatically",
+            "customer": sub["customer"],
+            "currency": sub["currency"],
+            "amount_due": amount,
+            "amount_paid": 0,
+            "amount_remaining": amount,
+            "created": now,
+            "attempt_count": 0,
+            "attempted": False,
+            "next_payment_attempt": None,
+            "period_start": now,
+            "period_end": now,
+            "livemode": False,
+            "parent": {
+                "type": "subscription_details",
+                "quote_details": None,
+                "subscription_details": {
+                    "subscription": sub["id"],
+                    "metadata": dict(sub["metadata"]),
+                },
+            },
+            "lines": {"object": "list", "data": lines, "has_more": False},
+            "payments": {"object": "list", "data": [], "has_more": False},
+            "status_transitions": {"finalized_at": now, "paid_at": None},
+            "hosted_invoice_url": f"{self._base_url()}/i/{invoice_id}",
+        }
+        self.invoices[invoice_id] = invoice
+        sub["latest_invoice"] = invoice_id
+        return invoice
+
+    def _attempt(self, invoice: dict, *, paid: bool) -> None:
+        """One attempt to charge ``invoice``, through its one PaymentIntent (made at the
+        first attempt, reused by retries as Stripe does)."""
+        now = int(time.time())
+        payments = invoice["payments"]["data"]
+        if not payments:
+            intent = intent_object(None, invoice["amount_due"], invoice["currency"])
+            intent["customer"] = invoice["customer"]
+            self.add_intent(intent)
+            payments.append(
+                {
+                    "id": f"inpay_{secrets.token_hex(12)}",
+                    "object": "invoice_payment",
+                    "invoice": invoice["id"],
+                    "is_default": True,
+                    "status": "open",
+                    "amount_paid": None,
+                    "amount_requested": invoice["amount_due"],
+                    "currency": invoice["currency"],
+                    "payment": {"type": "payment_intent", "payment_intent": intent["id"]},
+                    "status_transitions": {"paid_at": None, "canceled_at": None},
+                }
+            )
+        payment = payments[0]
+        intent = self.intents[payment["payment"]["payment_intent"]]
+        invoice["attempt_count"] += 1
+        invoice["attempted"] = True
+        if paid:
+            intent.update(status="succeeded", amount_received=intent["amount"])
+            payment.update(status="paid", amount_paid=invoice["amount_due"])
+            payment["status_transitions"]["paid_at"] = now
+            invoice.update(
+                status="paid",
+                amount_paid=invoice["amount_due"],
+                amount_remaining=0,
+                next_payment_attempt=None,
+            )
+            invoice["status_transitions"]["paid_at"] = now
+        else:
+            intent.update(status="requires_payment_method", amount_received=0)
+            invoice["next_payment_attempt"] = now + self.retry_delay
+
+    @staticmethod
+    def _event(event_type: str, obj: dict, previous: dict | None = None) -> dict:
+        return event(
+            event_type,
+            copy.deepcopy(obj),
+            api_version=BILLING_API_VERSION,
+            previous_attributes=previous,
+        )
+
+    def _updated(self, sub: dict, before: dict) -> list[dict]:
+        """``customer.subscription.updated`` with what changed since ``before`` (none if
+        nothing did)."""
+        previous = _diff(before, sub)
+        if not previous:
+            return []
+        return [self._event("customer.subscription.updated", sub, copy.deepcopy(previous))]
+
+    @staticmethod
+    def _set_period(sub: dict, start: int, end: int) -> None:
+        for item in sub["items"]["data"]:
+            item.update(current_period_start=start, current_period_end=end)
+
+    def _live(self, sub_id: str) -> dict:
+        sub = self.subscriptions[sub_id]
+        if sub["status"] == "canceled":
+            raise ValueError(f"{sub_id} is canceled")
+        return sub
+
+    def renew(self, sub_id: str, *, paid: bool = True) -> list[dict]:
+        """The renewal at the end of the current period: an invoice for the next period
+        (every item's price x quantity), paid or declined. Paid, the period advances and
+        the subscription is active; declined, the invoice stays open for a retry and the
+        subscription is past_due. Returns the events, unsent."""
+        sub = self._live(sub_id)
+        before = copy.deepcopy(sub)
+        items = sub["items"]["data"]
+        recurring = items[0]["price"]["recurring"]
+        start = items[0]["current_period_end"]
+        end = add_interval(
+            start, recurring["interval"], recurring["interval_count"], sub["billing_cycle_anchor"]
+        )
+        lines = [
+            self._invoice_line(
+                item["price"]["unit_amount"] * item["quantity"],
+                sub["currency"],
+                self._product_names.get(item["price"]["id"]),
+                start,
+                end,
+                item["quantity"],
+            )
+            for item in items
+        ]
+        invoice = self._open_invoice(sub, lines, "subscription_cycle")
+        self._attempt(invoice, paid=paid)
+        if paid or self.period_advances_at_renewal:
+            self._set_period(sub, start, end)
+        if paid:
+            sub["status"] = "active"
+            events = [
+                self._event("invoice.paid", invoice),
+                self._event("invoice.payment_succeeded", invoice),
+            ]
+        else:
+            sub["status"] = "past_due"
+            events = [self._event("invoice.payment_failed", invoice)]
+        return events + self._updated(sub, before)
+
+    def retry(self, invoice_id: str, *, paid: bool = True) -> list[dict]:
+        """A later attempt at an open invoice. Paid, its subscription is active again over
+        the invoice's period; declined again, attempt_count grows and the next attempt is
+        scheduled. Returns the events, unsent."""
+        invoice = self.invoices[invoice_id]
+        if invoice["status"] != "open":
+            raise ValueError(f"{invoice_id} is {invoice['status']}, not open")
+        sub = self.subscriptions[invoice["parent"]["subscription_details"]["subscription"]]
+        before = copy.deepcopy(sub)
+        self._attempt(invoice, paid=paid)
+        if not paid:
+            return [self._event("invoice.payment_failed", invoice)]
+        if sub["status"] != "canceled":
+            period = invoice["lines"]["data"][0]["period"]
+            self._set_period(sub, period["start"], period["end"])
+            sub["status"] = "active"
+        return [
+            self._event("invoice.paid", invoice),
+            self._event("invoice.payment_succeeded", invoice),
+        ] + self._updated(sub, before)
+
+    def give_up(self, sub_id: str) -> list[dict]:
+        """The last retry failed and the subscription is canceled for it (its open
+        invoices get no further attempt). Returns the events, unsent."""
+        sub = self._live(sub_id)
+        now = int(time.time())
+        for invoice in self.invoices.values():
+            details = invoice["parent"]["subscription_details"]
+            if details["subscription"] == sub_id and invoice["status"] == "open":
+                invoice["next_payment_attempt"] = None
+        sub.update(status="canceled", canceled_at=now, ended_at=now)
+        sub["cancellation_details"]["reason"] = "payment_failed"
+        return [self._event("customer.subscription.deleted", sub)]
+
+    def update_subscription(self, sub_id: str, params: dict) -> tuple[int, dict]:
+        """``POST /v1/subscriptions/{id}``: ``cancel_at_period_end`` (true/false); the
+        ``customer.subscription.updated`` it causes is sent (or held) as pay()'s are."""
+        sub = self.subscriptions.get(sub_id)
+        if sub is None:
+            return 404, {
+                "error": {"type": "invalid_request_error", "message": "No such subscription"}
+            }
+        if sub["status"] == "canceled":
+            return 400, {
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "A canceled subscription can only update its metadata.",
+                }
+            }
+        if "cancel_at_period_end" in params:
+            events = self.schedule_cancel(sub_id, params["cancel_at_period_end"] == "true")
+            for payload in events:
+                if self.hold_webhooks:
+                    self.held.append(payload)
+                elif self.webhook_url:
+                    threading.Thread(target=self.send_webhook, args=(payload,), daemon=True).start()
+        return 200, copy.deepcopy(sub)
+
+    def list_invoices(self, query: dict) -> dict:
+        """``GET /v1/invoices?subscription=&status=&limit=&starting_after=``: newest
+        first, a page at a time, as Stripe lists them."""
+        found = [
+            invoice
+            for invoice in sorted(self.invoices.values(), key=lambda i: i["created"], reverse=True)
+            if invoice["parent"]["subscription_details"]["subscription"]
+            == query.get("subscription", invoice["parent"]["subscription_details"]["subscription"])
+            and invoice["status"] == query.get("status", invoice["status"])
+        ]
+        after = query.get("starting_after")
+        if after:
+            ids = [invoice["id"] for invoice in found]
+            found = found[ids.index(after) + 1 :] if after in ids else []
+        limit = int(query.get("limit", 10))
+        return {
+            "object": "list",
+            "url": "/v1/invoices",
+            "has_more": len(found) > limit,
+            "data": [copy.deepcopy(invoice) for invoice in found[:limit]],
+        }
+
+    def portal_session(self, params: dict) -> dict:
+        """``POST /v1/billing_portal/sessions``: a page where the customer replaces the card."""
+        portal = {
+            "id": f"bps_{secrets.token_hex(10)}",
+            "object": "billing_portal.session",
+            "customer": params.get("customer"),
+            "return_url": params.get("return_url"),
+            "flow_data": params.get("flow_data"),
+            "url": f"{self.url}/p/session/{secrets.token_hex(8)}",
+        }
+        self.portal_sessions.append(portal)
+        return portal
+
+    def schedule_cancel(self, sub_id: str, cancel: bool = True) -> list[dict]:
+        """Cancel at the end of the current period (or take that back). As on Stripe,
+        canceled_at is the time of the request while the subscription runs on."""
+        sub = self._live(sub_id)
+        before = copy.deepcopy(sub)
+        end = sub["items"]["data"][0]["current_period_end"]
+        sub.update(
+            cancel_at_period_end=cancel,
+            cancel_at=end if cancel else None,
+            canceled_at=int(time.time()) if cancel else None,
+            cancellation_details={
+                "reason": "cancellation_requested" if cancel else None,
+                "comment": None,
+                "feedback": None,
+            },
+        )
+        return self._updated(sub, before)
+
+    def end(self, sub_id: str) -> list[dict]:
+        """The subscription ends: a scheduled cancellation taking effect (ended at the
+        period end it was scheduled for) or an immediate one (ended now). Returns the
+        events, unsent."""
+        sub = self._live(sub_id)
+        now = int(time.time())
+        if sub["cancel_at"] is not None:
+            ended = sub["cancel_at"]
+        else:
+            ended = now
+            sub["cancellation_details"]["reason"] = "cancellation_requested"
+        sub.update(status="canceled", ended_at=ended, canceled_at=sub["canceled_at"] or now)
+        return [self._event("customer.subscription.deleted", sub)]
+
+    def pause(self, sub_id: str) -> list[dict]:
+        """The subscription paused. Returns the events, unsent."""
+        sub = self._live(sub_id)
+        before = copy.deepcopy(sub)
+        sub["status"] = "paused"
+        return self._updated(sub, before) + [self._event("customer.subscription.paused", sub)]
+
+    def resume_paused(self, sub_id: str) -> list[dict]:
+        """A paused subscription active again. Returns the events, unsent."""
+        sub = self._live(sub_id)
+        before = copy.deepcopy(sub)
+        sub["status"] = "active"
+        return self._updated(sub, before) + [self._event("customer.subscription.resumed", sub)]
+
+    def change_plan(
+        self,
+        sub_id: str,
+        unit_amount: int,
+        interval: str | None = None,
+        interval_count: int | None = None,
+    ) -> list[dict]:
+        """The first item moved to a new price (and interval), from its next renewal on;
+        no proration invoice. Returns the events, unsent."""
+        sub = self._live(sub_id)
+        before = copy.deepcopy(sub)
+        item = sub["items"]["data"][0]
+        old = item["price"]
+        recurring = old["recurring"]
+        item["price"] = self._price(
+            unit_amount,
+            old["currency"],
+            interval or recurring["interval"],
+            interval_count or (1 if interval else recurring["interval_count"]),
+            self._product_names.get(old["id"], ""),
+        )
+        return self._updated(sub, before)
+
+    def _base_url(self) -> str:
+        if self._server is None:
+            return "https://invoice.stripe.test"
+        return self.url
 
     def hosted_page(self, session: dict) -> bytes:
         amount = session["amount_total"]
@@ -440,6 +997,9 @@ class FakeStripe:
                 if not self._check():
                     return
                 path = urllib.parse.urlsplit(self.path).path
+                if path == "/v1/invoices":
+                    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
+                    return self._answer(200, fake.list_invoices(query))
                 if path == "/v1/account":
                     if fake.account_forbidden:
                         return self._answer(
@@ -452,6 +1012,8 @@ class FakeStripe:
                 for prefix, store in (
                     ("/v1/checkout/sessions/", fake.sessions),
                     ("/v1/payment_intents/", fake.intents),
+                    ("/v1/subscriptions/", fake.subscriptions),
+                    ("/v1/invoices/", fake.invoices),
                 ):
                     if path.startswith(prefix) and path[len(prefix) :] in store:
                         return self._answer(200, store[path[len(prefix) :]])
@@ -481,13 +1043,23 @@ class FakeStripe:
                     params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
                     status, body = fake.create_refund(params, self.headers.get("Idempotency-Key"))
                     return self._answer(status, body)
-                if urllib.parse.urlsplit(self.path).path != "/v1/checkout/sessions":
+                path = urllib.parse.urlsplit(self.path).path
+                if path.startswith("/v1/subscriptions/"):
+                    params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
+                    status, body = fake.update_subscription(path.rsplit("/", 1)[1], params)
+                    return self._answer(status, body)
+                if path == "/v1/billing_portal/sessions":
+                    params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
+                    return self._answer(200, fake.portal_session(params))
+                if path != "/v1/checkout/sessions":
                     return self._answer(404, {"error": {"type": "invalid_request_error"}})
                 params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
                 fake.created.append(params)
                 if fake.on_create is not None:
                     fake.on_create(params)
-                refused = line_items_problem(params.get("line_items"))
+                mode = params.get("mode") or "payment"
+                refused = line_items_problem(params.get("line_items"), mode)
+                refused = refused or recurring_problem(params)
                 if refused:
                     param, message = refused
                     return self._answer(
@@ -502,7 +1074,7 @@ class FakeStripe:
                     )
                 items = params["line_items"]
                 session = session_object(
-                    params["client_reference_id"],
+                    params.get("client_reference_id"),
                     sum(int(i["price_data"]["unit_amount"]) * int(i["quantity"]) for i in items),
                     items[0]["price_data"]["currency"],
                     payment_status="unpaid",
@@ -515,11 +1087,28 @@ class FakeStripe:
                     session["success_url"] = params.get("success_url")
                     session["cancel_url"] = params.get("cancel_url")
                 session["payment_intent"] = None
+                session["mode"] = mode
+                if mode == "subscription":
+                    recurring = next(
+                        i["price_data"]["recurring"]
+                        for i in items
+                        if "recurring" in i["price_data"]
+                    )
+                    subscription_data = params.get("subscription_data") or {}
+                    fake._subscription_terms[session["id"]] = {
+                        "interval": recurring["interval"],
+                        "interval_count": int(recurring.get("interval_count", "1")),
+                        "metadata": subscription_data.get("metadata") or {},
+                    }
+                    session["customer"] = None
                 fake.add_session(session)
                 self._answer(200, session)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # stop() waits for the loop's next poll: a short one saves each test half a second.
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         return self.url
 
     @property

@@ -52,6 +52,7 @@ from cmsshop.services.payments.lines import checkout_items
 from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.store.currencies import default_currency
+from cmsshop.services.subscriptions import plans as subscription_plans
 from cmsshop.services.tax import billing as billing_details
 from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax import seller
@@ -418,6 +419,17 @@ def place_order(
     if spec is None and pricing.totals(lines).total > 0:
         raise CheckoutInvalid({"provider": "no payment provider is enabled on this site"})
     try:
+        recurring = subscription_plans.recurring_of(
+            session,
+            lines,
+            coupon=bool(coupon_code),
+            sells_subscriptions=getattr(spec.provider, "sells_subscriptions", False)
+            if spec is not None
+            else False,
+        )
+    except subscription_plans.SubscriptionRefused as exc:
+        raise CheckoutInvalid({exc.field: exc.message}) from None
+    try:
         tax = tax_checkout.quote_order(
             session, settings, profile, lines, currency, billing, evidence_country=evidence_country
         )
@@ -455,6 +467,7 @@ def place_order(
         customer_email=email or "",
         success_url=success,
         cancel_url=cancel,
+        recurring=recurring,
     )
     try:
         checkout = spec.provider.create_checkout(request, provider_config(registry, spec))

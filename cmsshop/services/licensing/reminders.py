@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, joinedload
 
-from cmsshop.models import License, User
+from cmsshop.models import License, Subscription, User
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.util import utcnow
 
@@ -31,7 +31,12 @@ def reminder_days(settings: Mapping[str, Any]) -> int:
 
 
 def expiring_licenses(session: Session, days: int, now: dt.datetime) -> list[License]:
-    """Active licenses of a customer that have not expired yet and expire within ``days``."""
+    """Active licenses of a customer that have not expired yet and expire within ``days``,
+    but for those a live subscription renews (a reminder to renew by hand would be
+    wrong: a manual renewal is refused while it lives)."""
+    renewed = select(Subscription.license_id).where(
+        Subscription.status != "ended", Subscription.license_id.is_not(None)
+    )
     return list(
         session.scalars(
             select(License)
@@ -41,6 +46,7 @@ def expiring_licenses(session: Session, days: int, now: dt.datetime) -> list[Lic
                 License.expires_at.is_not(None),
                 License.expires_at > now,
                 License.expires_at <= now + dt.timedelta(days=days),
+                License.id.not_in(renewed),
             )
             .options(joinedload(License.product))
             .order_by(License.expires_at, License.id)

@@ -13,6 +13,7 @@ operator trusts verified events, development only) -> shared fulfilment; for
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -30,6 +31,11 @@ DISPUTE_LOST = "dispute_lost"  # disputed -> refunded, revoke
 # The buyer approved; ask the provider to take the money (``capture``), for a pending
 # order only. Nothing is marked paid: the provider's "payment completed" event fulfils.
 CAPTURE = "capture"
+# Subscriptions (services/subscriptions): an invoice of a subscription was paid (the
+# first period or a renewal), or the subscription changed (renewing, past due, paused,
+# cancelled). Both are refetched from the provider before anything is written.
+PERIOD_PAID = "period_paid"
+SUBSCRIPTION_SYNC = "subscription_sync"
 IGNORE = "ignore"  # nothing to do (200 "ignored")
 ACTIONS = (
     FULFIL,
@@ -40,6 +46,8 @@ ACTIONS = (
     DISPUTE_WON,
     DISPUTE_LOST,
     CAPTURE,
+    PERIOD_PAID,
+    SUBSCRIPTION_SYNC,
     IGNORE,
 )
 
@@ -78,6 +86,11 @@ class EventAction:
     # its amount (``amount`` is then the cumulative refunded amount of the payment).
     refund_id: str | None = None
     refund_amount: int | None = None
+    # Subscription events: the provider's subscription and invoice ids, and when the
+    # provider made the event (aware UTC; an event older than what is stored is ignored).
+    subscription_ref: str | None = None
+    invoice_ref: str | None = None
+    event_created: dt.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +105,44 @@ class Confirmation:
     # The country the buyer gave the provider with the payment (Stripe's customer
     # details, PayPal's payer), a second piece of evidence of where the buyer is.
     country: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Recurring:
+    """A subscription's billing cycle: every ``count`` ``interval`` (day/week/month/year)."""
+
+    interval: str
+    count: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderInvoice:
+    """The provider API's account of one invoice of a subscription."""
+
+    invoice_id: str
+    subscription_ref: str
+    paid: bool
+    amount: int  # minor units paid
+    currency: str  # upper-case ISO 4217
+    period_start: dt.datetime  # the service period it pays for (the provider's dates)
+    period_end: dt.datetime
+    payment_reference: str | None  # the payment a refund goes back through
+    first: bool  # it opened the subscription (paid by the order that bought it)
+    order_number: str | None  # our order that bought the subscription
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderSubscription:
+    """The provider API's account of a subscription, in our statuses
+    (models.SUBSCRIPTION_STATUSES)."""
+
+    subscription_ref: str
+    status: str
+    current_period_end: dt.datetime | None
+    cancel_at_period_end: bool
+    ended_at: dt.datetime | None
+    order_number: str | None
+    customer_ref: str | None = None  # the buyer at the provider
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +172,8 @@ class CheckoutRequest:
     discount: int | None = None
     tax: int = 0
     tax_label: str = "Tax"
+    # A subscription: the provider charges the same lines again every cycle.
+    recurring: Recurring | None = None
 
 
 class PaymentProvider(Protocol):
@@ -148,6 +201,12 @@ class PaymentProvider(Protocol):
     ) -> CheckoutSession:
         """Create the provider-side checkout; raise ProviderUnavailable."""
 
+    # Optional, for a provider that sells subscriptions (``sells_subscriptions = True``):
+    #
+    # def fetch_invoice(self, invoice_ref: str, config) -> ProviderInvoice: ...
+    # def fetch_subscription(self, subscription_ref: str, config) -> ProviderSubscription:
+    #     """Both raise ProviderUnavailable or NotConfigured."""
+    #
     # Optional (looked up with getattr; a provider whose ``interpret`` never answers
     # CAPTURE need not have it):
     #

@@ -26,6 +26,7 @@ https://api.stripe.com), ``timeout`` (seconds), ``signatureTolerance``.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import hmac
 import json
@@ -165,7 +166,18 @@ class CardProvider:
                     order_number=_session_order_number(obj),
                     reason=f"payment_status is {str(obj.get('payment_status'))[:40]}",
                 )
+            if obj.get("mode") == "subscription":
+                # Paid by the subscription's first invoice: the same step as that
+                # invoice's own invoice.paid, so whichever comes first does it, once.
+                return dataclasses.replace(
+                    _session_action(pb.PERIOD_PAID, obj),
+                    subscription_ref=_object_id(obj.get("subscription")),
+                    invoice_ref=_object_id(obj.get("invoice")),
+                    event_created=_event_time(event.payload),
+                )
             return _session_action(pb.FULFIL, obj)
+        if kind in SUBSCRIPTION_EVENTS:
+            return _subscription_action(kind, obj, _event_time(event.payload))
         if kind == "checkout.session.async_payment_failed":
             return _session_action(pb.FAIL, obj)
         if kind == "checkout.session.expired":
@@ -215,6 +227,8 @@ class CardProvider:
         return pb.EventAction(pb.IGNORE, reason=f"{kind[:100]} is not acted on")
 
     # -- the API ---------------------------------------------------------------------------
+
+    sells_subscriptions = True
 
     def _client(self, config: Mapping[str, Any]) -> stripe.StripeClient:
         api_key = _text(config.get("apiKey"))
@@ -294,6 +308,18 @@ class CardProvider:
             "success_url": checkout.success_url,
             "cancel_url": checkout.cancel_url,
         }
+        if checkout.recurring is not None:
+            # Stripe Billing: the lines become the subscription's, charged every cycle;
+            # the subscription carries our order number to its invoices' events.
+            recurring = {
+                "interval": checkout.recurring.interval,
+                "interval_count": checkout.recurring.count,
+            }
+            for line in params["line_items"]:
+                line["price_data"]["recurring"] = recurring
+            del params["payment_intent_data"]
+            params["mode"] = "subscription"
+            params["subscription_data"] = {"metadata": {"orderNumber": checkout.order_number}}
         if checkout.customer_email:
             params["customer_email"] = checkout.customer_email
         try:
@@ -339,6 +365,212 @@ class CardProvider:
         if status in ("failed", "canceled"):
             raise RefundRefused(f"Stripe refund {refund_id} is {status}")
         return ProviderRefund(refund_id, "succeeded" if status == "succeeded" else "pending")
+
+    def fetch_invoice(self, invoice_ref: str, config: Mapping[str, Any]) -> pb.ProviderInvoice:
+        """A subscription's invoice as Stripe holds it (``GET /v1/invoices/{id}``)."""
+        return invoice_of(self._retrieve("invoices", invoice_ref, config))
+
+    def fetch_subscription(
+        self, subscription_ref: str, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
+        """A subscription as Stripe holds it (``GET /v1/subscriptions/{id}``)."""
+        return subscription_of(self._retrieve("subscriptions", subscription_ref, config))
+
+    def _retrieve(self, kind: str, object_id: str, config: Mapping[str, Any]) -> dict:
+        if not _OBJECT_ID.match(object_id or ""):
+            raise pb.ProviderUnavailable(f"the event names no {kind[:-1]}")
+        try:
+            return getattr(self._client(config).v1, kind).retrieve(object_id).to_dict()
+        except stripe.StripeError as exc:
+            raise pb.ProviderUnavailable(_describe(exc)) from None
+
+    def list_paid_invoices(
+        self, subscription_ref: str, config: Mapping[str, Any]
+    ) -> list[pb.ProviderInvoice]:
+        """Every paid invoice of the subscription (``GET /v1/invoices``, page by page):
+        what the reconciliation compares with the periods recorded here."""
+        if not _OBJECT_ID.match(subscription_ref or ""):
+            raise pb.ProviderUnavailable("no such subscription")
+        params = {"subscription": subscription_ref, "status": "paid", "limit": 100}
+        try:
+            found = self._client(config).v1.invoices.list(params=params)  # type: ignore[arg-type]
+            return [invoice_of(item.to_dict()) for item in found.auto_paging_iter()]
+        except stripe.StripeError as exc:
+            raise pb.ProviderUnavailable(_describe(exc)) from None
+
+    def set_cancel_at_period_end(
+        self, subscription_ref: str, cancel: bool, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
+        """Schedule the subscription's end at its period end, or take that back
+        (``POST /v1/subscriptions/{id}``; setting a flag twice is harmless)."""
+        if not _OBJECT_ID.match(subscription_ref or ""):
+            raise pb.ProviderUnavailable("no such subscription")
+        try:
+            found = (
+                self._client(config)
+                .v1.subscriptions.update(
+                    subscription_ref,
+                    params={"cancel_at_period_end": cancel},  # type: ignore[arg-type]
+                )
+                .to_dict()
+            )
+        except stripe.StripeError as exc:
+            raise pb.ProviderUnavailable(_describe(exc)) from None
+        return subscription_of(found)
+
+    def payment_method_url(
+        self, customer_ref: str, return_url: str, config: Mapping[str, Any]
+    ) -> str:
+        """Stripe's hosted page where the buyer replaces the card (a billing portal
+        session for that one task; it lives a few minutes, so it is made on demand)."""
+        if not _OBJECT_ID.match(customer_ref or ""):
+            raise pb.ProviderUnavailable("no customer at the provider")
+        params = {
+            "customer": customer_ref,
+            "return_url": return_url,
+            "flow_data": {"type": "payment_method_update"},
+        }
+        try:
+            portal = (
+                self._client(config)
+                .v1.billing_portal.sessions.create(params=params)  # type: ignore[arg-type]
+                .to_dict()
+            )
+        except stripe.StripeError as exc:
+            raise pb.ProviderUnavailable(_describe(exc)) from None
+        url = portal.get("url")
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            raise pb.ProviderUnavailable("the billing portal session has no URL")
+        return url
+
+
+# --- subscriptions -----------------------------------------------------------------------
+
+# The events that may change a subscription; each is refetched before it is acted on.
+SUBSCRIPTION_EVENTS = (
+    "invoice.paid",
+    "invoice.payment_succeeded",
+    "invoice.payment_failed",
+    "customer.subscription.created",
+    "customer.subscription.updated",
+    "customer.subscription.deleted",
+    "customer.subscription.paused",
+    "customer.subscription.resumed",
+)
+PAID_INVOICE_EVENTS = ("invoice.paid", "invoice.payment_succeeded")
+
+# Stripe's subscription statuses in ours (models.SUBSCRIPTION_STATUSES). "unpaid" is
+# Stripe having given up its retries while keeping the subscription open: access ends,
+# as it does when Stripe cancels (a later payment is still honoured: its period counts).
+_STATUSES = {
+    "trialing": "trialing",
+    "active": "active",
+    "past_due": "past_due",
+    "incomplete": "past_due",
+    "paused": "paused",
+    "unpaid": "ended",
+    "canceled": "ended",
+    "incomplete_expired": "ended",
+}
+
+
+def _stamp(value: Any) -> dt.datetime | None:
+    """A Stripe unix time as an aware UTC datetime."""
+    return dt.datetime.fromtimestamp(value, dt.UTC) if _is_int(value) and value > 0 else None
+
+
+def _event_time(payload: Mapping[str, Any]) -> dt.datetime | None:
+    return _stamp(payload.get("created"))
+
+
+def _invoice_subscription(invoice: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(subscription id, our order number) of an invoice: under ``parent`` since API
+    version 2025-03-31, at the top level before."""
+    details = _mapping(_mapping(invoice.get("parent")).get("subscription_details"))
+    legacy = _mapping(invoice.get("subscription_details"))
+    ref = _object_id(details.get("subscription")) or _object_id(invoice.get("subscription"))
+    metadata = _mapping(details.get("metadata")) or _mapping(legacy.get("metadata"))
+    return ref, _text(metadata.get("orderNumber"))
+
+
+def _subscription_action(kind: str, obj: Mapping[str, Any], created) -> pb.EventAction:
+    if kind.startswith("invoice."):
+        ref, number = _invoice_subscription(obj)
+        if ref is None:
+            return pb.EventAction(pb.IGNORE, reason="the invoice is not a subscription's")
+        action = pb.PERIOD_PAID if kind in PAID_INVOICE_EVENTS else pb.SUBSCRIPTION_SYNC
+        return pb.EventAction(
+            action,
+            order_number=number,
+            subscription_ref=ref,
+            invoice_ref=_text(obj.get("id")),
+            event_created=created,
+        )
+    return pb.EventAction(
+        pb.SUBSCRIPTION_SYNC,
+        order_number=_text(_mapping(obj.get("metadata")).get("orderNumber")),
+        subscription_ref=_text(obj.get("id")),
+        event_created=created,
+    )
+
+
+def _invoice_payment(invoice: Mapping[str, Any]) -> str | None:
+    """The PaymentIntent that paid an invoice (``payments`` since 2025-03-31)."""
+    for entry in _mapping(invoice.get("payments")).get("data") or []:
+        payment = _mapping(_mapping(entry).get("payment"))
+        if _mapping(entry).get("status") == "paid":
+            return _object_id(payment.get("payment_intent")) or _object_id(payment.get("charge"))
+    return _object_id(invoice.get("payment_intent"))
+
+
+def invoice_of(invoice: Mapping[str, Any]) -> pb.ProviderInvoice:
+    """Our account of a Stripe invoice. The period it pays for is its subscription lines'
+    (``lines[].period``): the invoice's own ``period_start``/``period_end`` are the
+    billing run's, the previous period for a renewal."""
+    ref, number = _invoice_subscription(invoice)
+    periods = [
+        _mapping(_mapping(line).get("period"))
+        for line in _mapping(invoice.get("lines")).get("data") or []
+    ]
+    starts = [s for s in (_stamp(p.get("start")) for p in periods) if s is not None]
+    ends = [e for e in (_stamp(p.get("end")) for p in periods) if e is not None]
+    if not ref or not ends or not starts:
+        raise pb.ProviderUnavailable("Stripe's invoice names no subscription or period")
+    return pb.ProviderInvoice(
+        invoice_id=_text(invoice.get("id")) or "",
+        subscription_ref=ref,
+        paid=invoice.get("status") == "paid",
+        amount=_int(invoice.get("amount_paid")),
+        currency=_currency(invoice.get("currency")) or "",
+        period_start=min(starts),
+        period_end=max(ends),
+        payment_reference=_invoice_payment(invoice),
+        first=invoice.get("billing_reason") == "subscription_create",
+        order_number=number,
+    )
+
+
+def subscription_of(found: Mapping[str, Any]) -> pb.ProviderSubscription:
+    """Our account of a Stripe subscription (its period is on its items since
+    2025-03-31, on the subscription before)."""
+    items = _mapping(found.get("items")).get("data") or []
+    ends = [_stamp(_mapping(item).get("current_period_end")) for item in items]
+    period_end = max((e for e in ends if e is not None), default=None) or _stamp(
+        found.get("current_period_end")
+    )
+    status = _STATUSES.get(str(found.get("status")), "past_due")
+    cancelling = found.get("cancel_at_period_end") is True or _is_int(found.get("cancel_at"))
+    if status == "active" and cancelling:
+        status = "cancel_scheduled"
+    return pb.ProviderSubscription(
+        subscription_ref=_text(found.get("id")) or "",
+        status=status,
+        current_period_end=period_end,
+        cancel_at_period_end=cancelling,
+        ended_at=_stamp(found.get("ended_at")),
+        order_number=_text(_mapping(found.get("metadata")).get("orderNumber")),
+        customer_ref=_object_id(found.get("customer")),
+    )
 
 
 def _tax_line(checkout: pb.CheckoutRequest, currency: str) -> list[dict[str, Any]]:

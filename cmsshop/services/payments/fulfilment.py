@@ -305,6 +305,7 @@ def fulfil_order(
     manual: bool = False,
     admin_id: int | None = None,
     reason: str | None = None,
+    renews_until: dt.datetime | None = None,
 ) -> Fulfilment:
     """Mark a locked order paid and deliver it: the fulfilment gate row first (its unique
     constraints stop a second delivery), then entitlements, licenses, the invoice and the
@@ -315,7 +316,10 @@ def fulfil_order(
     transaction ends, and every fulfilment in the shop queues on that lock, so it is
     taken as close to the commit as possible. The receipt shows the invoice number, so
     it can only be written after it: everything it says is read before the number is
-    taken, leaving rendering two small templates (~50 µs) and one insert inside the lock."""
+    taken, leaving rendering two small templates (~50 µs) and one insert inside the lock.
+
+    ``renews_until``: the expiry a subscription's renewal order gives its license (the
+    provider's period, services/subscriptions) instead of one product duration more."""
     now = utcnow()
     fulfilment = Fulfilment(
         **fulfilment_values(
@@ -337,7 +341,7 @@ def fulfil_order(
     if order.coupon_code:
         redeem_redemptions(session, [order.id], now)
     grant_items(session, order)
-    license_changes.apply_license_changes(session, order, settings)
+    license_changes.apply_license_changes(session, order, settings, renews_until=renews_until)
     session.flush()
     subject, data = payloads.order_event(session, order)
     emit_event(session, "order.paid", subject=subject, data=data)

@@ -56,6 +56,7 @@ from cmsshop.models import (
     Order,
     OrderItem,
     Product,
+    Subscription,
     User,
 )
 from cmsshop.services.licensing.domains import PRODUCTION
@@ -158,6 +159,9 @@ def price_renewal(
         raise ItemRefused("renew", "this license never expires; there is nothing to renew")
     if license.status in ("revoked", "suspended"):
         raise ItemRefused("renew", f"this license is {license.status}")
+    if subscribed(session, [license.id]):
+        # Paying by hand on top of a live subscription would charge the buyer twice.
+        raise ItemRefused("renew", "this license renews itself by subscription")
     if license.expires_at < now - grace:
         raise ItemRefused(
             "renew",
@@ -172,6 +176,20 @@ def price_renewal(
     quantity = purchased_quantities(session, [license])[license.id]
     name = f"Renewal of {product.name} ({license.key}) until {new_expiry:%Y-%m-%d}"
     return _line(product, name, "renewal", license, amount, quantity)
+
+
+def subscribed(session: Session, license_ids: list[int]) -> set[int]:
+    """Those of ``license_ids`` that a live subscription renews (services/subscriptions):
+    they are not renewed or upgraded by hand."""
+    if not license_ids:
+        return set()
+    return set(
+        session.scalars(
+            select(Subscription.license_id).where(
+                Subscription.license_id.in_(license_ids), Subscription.status != "ended"
+            )
+        )
+    )
 
 
 def upgrade_problem(
@@ -197,6 +215,9 @@ def price_upgrade(
     license, current = _customer_license(session, user_id, key, "upgrade")
     if license.status != "active" or is_expired(license, now):
         raise ItemRefused("upgrade", f"only an active license can be upgraded ({license.status})")
+    if subscribed(session, [license.id]):
+        # The subscription would go on charging the old product's price.
+        raise ItemRefused("upgrade", "this license renews itself by subscription")
     target = session.scalar(select(Product).where(Product.slug == slug))
     if target is None or not target.published or target.archived or not target.licensed:
         raise ItemRefused("to", "no such product for sale")
@@ -264,11 +285,13 @@ def license_offers(
         else []
     )
     quantities = purchased_quantities(session, licenses)
+    renewing = subscribed(session, [lic.id for lic in licenses])
     offers = {}
     for lic in licenses:
         product = lic.product
         renewable = (
-            product.duration_days is not None
+            lic.id not in renewing
+            and product.duration_days is not None
             and lic.expires_at is not None
             and lic.status not in ("revoked", "suspended")
             and now - grace <= lic.expires_at <= now + window
@@ -279,7 +302,7 @@ def license_offers(
         if amount is None:
             renewable = False
         upgrades = []
-        if lic.status == "active" and not is_expired(lic, now):
+        if lic.status == "active" and not is_expired(lic, now) and lic.id not in renewing:
             upgrades = [
                 p
                 for p in candidates
@@ -296,7 +319,8 @@ def license_offers(
 # --- at fulfilment ---------------------------------------------------------------------------
 
 
-def _lock_license(session: Session, license_id: int) -> License | None:
+def lock_license(session: Session, license_id: int) -> License | None:
+    """The license, re-read and locked FOR UPDATE (renewals, upgrades, subscriptions)."""
     return session.scalar(
         select(License)
         .where(License.id == license_id)
@@ -311,7 +335,7 @@ def change_problems(session: Session, order: Order, now: dt.datetime) -> list[st
     for item in order.items:
         if item.kind == "purchase":
             continue
-        license = _lock_license(session, item.target_license_id)
+        license = lock_license(session, item.target_license_id)
         if license is None or license.user_id != order.user_id:
             problems.append(f"item {item.id}: the license to {item.kind} is gone")
         elif license.status in ("revoked", "suspended"):
@@ -340,15 +364,22 @@ def _audit(session: Session, license: License, action: str, detail: str, order: 
     )
 
 
-def apply_license_changes(session: Session, order: Order, settings: Mapping[str, Any]) -> None:
+def apply_license_changes(
+    session: Session,
+    order: Order,
+    settings: Mapping[str, Any],
+    *,
+    renews_until: dt.datetime | None = None,
+) -> None:
     """Extend or upgrade the licenses of the order's renewal/upgrade items (in the
-    fulfilment's transaction, after its gate row; call change_problems first)."""
+    fulfilment's transaction, after its gate row; call change_problems first).
+    ``renews_until``: a subscription's renewal sets this expiry (services/subscriptions)."""
     now = utcnow()
     grace = grace_of(settings)
     for item in order.items:
         if item.kind == "purchase":
             continue
-        license = _lock_license(session, item.target_license_id)
+        license = lock_license(session, item.target_license_id)
         product = session.get(Product, license.product_id)
         change = LicenseChange(
             order_item_id=item.id,
@@ -362,7 +393,7 @@ def apply_license_changes(session: Session, order: Order, settings: Mapping[str,
         )
         if item.kind == "renewal":
             old = license.expires_at
-            license.expires_at = renewed_expiry(license, product, now, grace)
+            license.expires_at = renews_until or renewed_expiry(license, product, now, grace)
             detail = f"expiry {old:%Y-%m-%d} -> {license.expires_at:%Y-%m-%d}"
             if license.status == "expired":
                 license.status = "active"
@@ -573,7 +604,7 @@ def reverse_license_changes(
     done: list[Reversed] = []
     notes = []
     for change in _changes_of(session, order):
-        license = _lock_license(session, change.license_id)
+        license = lock_license(session, change.license_id)
         if license is None:
             continue
         if license.status == "revoked":

@@ -40,6 +40,7 @@ from cmsshop.services.payments.events.log import (
 )
 from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
+from cmsshop.services.subscriptions import events as subscription_events
 from cmsshop.services.tax import credit_notes
 
 log = logging.getLogger(__name__)
@@ -264,6 +265,8 @@ def _act(
     registry, spec, row_id, config = target.registry, target.spec, target.row_id, target.config
     if action.action == pb.IGNORE:
         return _settle(session, row_id, "ignored", action.order_number, action.reason)
+    if action.action in (pb.PERIOD_PAID, pb.SUBSCRIPTION_SYNC):
+        return _subscription_event(target, session, action)
     if not looked_up:
         ref = find_order(registry, spec.name, action)
     if ref is None:
@@ -293,6 +296,30 @@ def _act(
         note = f"needs review: {note}"
         log.warning("order %s needs review: %s", order.number, result.note)
     return _settle(session, row_id, result.status, order.number, note)
+
+
+def _subscription_event(
+    target: _Target, session: Session, action: pb.EventAction
+) -> DeliveryResult:
+    """PERIOD_PAID / SUBSCRIPTION_SYNC: the provider is asked first (no claim, no lock
+    held while waiting on the network), then services/subscriptions applies its account."""
+    spec = target.spec
+    if not getattr(spec.provider, "sells_subscriptions", False):
+        note = f"{spec.name} sells no subscriptions"
+        return _settle(session, target.row_id, "ignored", action.order_number, note)
+    try:
+        facts = subscription_events.fetch_facts(spec.provider, action, target.config)
+    except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
+        raise ConfirmFailed(f"could not fetch the subscription from {spec.name}: {exc}") from None
+    claim(session, target.row_id)
+    outcome = subscription_events.apply_facts(
+        session, target.registry.settings, spec.name, action, facts, target.row_id
+    )
+    note = outcome.note
+    if outcome.status == "needs_review":
+        note = f"needs review: {note}"
+        log.warning("subscription order %s needs review: %s", outcome.order_number, outcome.note)
+    return _settle(session, target.row_id, outcome.status, outcome.order_number, note)
 
 
 def _capture(

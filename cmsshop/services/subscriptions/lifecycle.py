@@ -1,0 +1,458 @@
+"""What the provider's account of a subscription does here, in one transaction.
+
+Everything is keyed on the order that bought the subscription: every step locks that
+order's row first, so the events of one subscription are applied one at a time, in
+whichever process they arrive. Then:
+
+* a paid invoice is a period. The first one fulfils the order that bought the
+  subscription (through the same checks as any payment) and creates the subscription
+  row; each later one is a renewal order of the license, fulfilled at once. A
+  ``subscription_periods`` row per provider invoice makes each of them happen once:
+  ``checkout.session.completed`` and the first ``invoice.paid`` are the same invoice.
+* ``paid_through`` is the latest end of a period paid for, the provider's own date;
+  nothing is computed by adding durations.
+* the status is the provider's, refetched; ``ended`` is final (a late "active" never
+  revives a cancelled subscription), and an event older than the newest applied
+  changes nothing.
+* the license expires at ``paid_through`` plus the grace (``cmsshop.subscription_grace_days``)
+  while the subscription renews itself (trialing, active, past due: the provider is
+  still retrying the card), at ``paid_through`` once it will not renew (cancellation
+  scheduled, paused, ended). Leases and update checks already stop at the license's
+  expiry, so a renewal reaches the product at its next check-in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from cmsshop.models import (
+    License,
+    LicenseAuditEntry,
+    Order,
+    OrderItem,
+    Product,
+    Subscription,
+    SubscriptionPeriod,
+    SubscriptionPlan,
+    User,
+)
+from cmsshop.models.subscriptions import RENEWING_STATUSES
+from cmsshop.services.checkout.orders import new_order_number
+from cmsshop.services.mail.outbox import enqueue
+from cmsshop.services.payments import base as pb
+from cmsshop.services.payments import fulfilment, license_changes
+from cmsshop.services.payments.lines import display_name
+from cmsshop.util import utcnow
+
+GRACE_SETTING = "cmsshop.subscription_grace_days"
+DEFAULT_GRACE_DAYS = 21
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a subscription event did: the event log's status, order number and note."""
+
+    status: str  # processed / duplicate / ignored / needs_review
+    order_number: str | None
+    note: str
+
+
+def grace_of(settings: Mapping[str, Any]) -> dt.timedelta:
+    return dt.timedelta(days=int(settings.get(GRACE_SETTING, DEFAULT_GRACE_DAYS)))
+
+
+def license_expiry(subscription: Subscription, grace: dt.timedelta) -> dt.datetime | None:
+    """The expiry the subscription gives its license (None: no period paid yet)."""
+    if subscription.paid_through is None:
+        return None
+    if subscription.status in RENEWING_STATUSES:
+        return subscription.paid_through + grace
+    return subscription.paid_through
+
+
+def find_subscription(
+    session: Session, provider: str, subscription_ref: str, *, for_update: bool = False
+) -> Subscription | None:
+    query = select(Subscription).where(
+        Subscription.provider == provider,
+        Subscription.provider_subscription_id == subscription_ref[:255],
+    )
+    if for_update:
+        query = query.with_for_update().execution_options(populate_existing=True)
+    return session.scalar(query)
+
+
+def live_subscription_of(session: Session, license_id: int) -> Subscription | None:
+    return session.scalar(
+        select(Subscription).where(
+            Subscription.license_id == license_id, Subscription.status != "ended"
+        )
+    )
+
+
+def first_order_id(
+    session: Session, provider: str, subscription_ref: str, order_number: str | None
+) -> int | None:
+    """The order that bought the subscription: the subscription row's, else the one the
+    provider's metadata names."""
+    found = session.scalar(
+        select(Subscription.order_id).where(
+            Subscription.provider == provider,
+            Subscription.provider_subscription_id == subscription_ref[:255],
+        )
+    )
+    if found is None and order_number:
+        found = session.scalar(
+            select(Order.id).where(Order.number == order_number[:64], Order.provider == provider)
+        )
+    return found
+
+
+def apply_state(
+    subscription: Subscription,
+    state: pb.ProviderSubscription,
+    event_created: dt.datetime | None,
+    now: dt.datetime,
+) -> str:
+    """Take the provider's refetched ``state``; a note of what changed ('' for nothing)."""
+    if subscription.status == "ended":
+        return ""
+    before = subscription.status
+    subscription.status = state.status
+    subscription.current_period_end = state.current_period_end
+    subscription.cancel_at_period_end = state.cancel_at_period_end
+    subscription.provider_customer_id = state.customer_ref or subscription.provider_customer_id
+    if state.status == "ended":
+        subscription.ended_at = state.ended_at or now
+    if event_created is not None and (
+        subscription.last_event_at is None or event_created > subscription.last_event_at
+    ):
+        subscription.last_event_at = event_created
+    subscription.synced_at = now
+    subscription.updated_at = now
+    return f"status {before} -> {state.status}" if before != state.status else ""
+
+
+def follow_license(
+    session: Session, subscription: Subscription, settings, now, *, first: bool = False
+) -> str:
+    """Set the license's expiry to what the subscription gives; a note of the change.
+    While it renews itself that never shortens the license (an admin may have given
+    more); once it will not renew, the license ends with what was paid for. The first
+    period replaces the expiry the purchase gave (one product duration)."""
+    license = (
+        license_changes.lock_license(session, subscription.license_id)
+        if subscription.license_id is not None
+        else None
+    )
+    expiry = license_expiry(subscription, grace_of(settings))
+    if license is None or expiry is None or license.status in ("revoked", "suspended"):
+        return ""
+    if not first and subscription.status in RENEWING_STATUSES and license.expires_at:
+        expiry = max(expiry, license.expires_at)
+    if license.expires_at == expiry:
+        return ""
+    old = license.expires_at
+    license.expires_at = expiry
+    if license.status == "expired" and expiry > now:
+        license.status = "active"
+    license.updated_at = now
+    detail = f"subscription {subscription.status}: expiry {_day(old)} -> {_day(expiry)}"
+    session.add(
+        LicenseAuditEntry(
+            created_at=now,
+            action="subscription",
+            outcome="ok",
+            status=200,
+            license_id=license.id,
+            ip="-",
+            detail=detail[:500],
+        )
+    )
+    return f"license expires {_day(expiry)}"
+
+
+def _renewed_expiry(session: Session, subscription: Subscription, settings) -> dt.datetime:
+    """A paid period's expiry: the later of the license's and what the subscription
+    gives (a renewal never shortens what the license already has)."""
+    license = session.get(License, subscription.license_id)
+    expiry = license_expiry(subscription, grace_of(settings))
+    return max(expiry, license.expires_at) if license.expires_at is not None else expiry
+
+
+def _day(value: dt.datetime | None) -> str:
+    return "never" if value is None else f"{value:%Y-%m-%d}"
+
+
+def _paid_through(session: Session, subscription_id: int) -> dt.datetime | None:
+    return session.scalar(
+        select(func.max(SubscriptionPeriod.period_end)).where(
+            SubscriptionPeriod.subscription_id == subscription_id
+        )
+    )
+
+
+def _license_of_order(session: Session, order: Order) -> License | None:
+    return session.scalar(
+        select(License)
+        .join(OrderItem, OrderItem.id == License.order_item_id)
+        .where(OrderItem.order_id == order.id)
+        .order_by(License.id)
+    )
+
+
+def _plan_of(session: Session, product_id: int) -> int | None:
+    return session.scalar(
+        select(SubscriptionPlan.id).where(SubscriptionPlan.product_id == product_id)
+    )
+
+
+def _new_subscription(
+    session: Session, provider: str, order: Order, state: pb.ProviderSubscription, now
+) -> Subscription:
+    license = _license_of_order(session, order)
+    product_id = order.items[0].product_id if order.items else None
+    subscription = Subscription(
+        provider=provider,
+        provider_subscription_id=state.subscription_ref[:255],
+        user_id=order.user_id,
+        order_id=order.id,
+        license_id=license.id if license is not None else None,
+        plan_id=_plan_of(session, product_id) if product_id is not None else None,
+        status="active",
+        cancel_at_period_end=False,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(subscription)
+    session.flush()
+    return subscription
+
+
+def _period_recorded(session: Session, provider: str, invoice_id: str) -> bool:
+    return (
+        session.scalar(
+            select(SubscriptionPeriod.id).where(
+                SubscriptionPeriod.provider == provider,
+                SubscriptionPeriod.provider_invoice_id == invoice_id[:255],
+            )
+        )
+        is not None
+    )
+
+
+def _add_period(
+    session: Session,
+    subscription: Subscription,
+    invoice: pb.ProviderInvoice,
+    order: Order,
+    now: dt.datetime,
+) -> None:
+    session.add(
+        SubscriptionPeriod(
+            subscription_id=subscription.id,
+            provider=subscription.provider,
+            provider_invoice_id=invoice.invoice_id[:255],
+            order_id=order.id,
+            period_start=invoice.period_start,
+            period_end=invoice.period_end,
+            amount=invoice.amount,
+            currency=invoice.currency,
+            created_at=now,
+        )
+    )
+    session.flush()
+    subscription.paid_through = _paid_through(session, subscription.id)
+
+
+def renewal_order(
+    session: Session, subscription: Subscription, first: Order, invoice: pb.ProviderInvoice
+) -> Order:
+    """The renewal order recording a later period's payment: one line for the license
+    (its seat multiplier shown in the name), the invoice's amount, and the first order's
+    billing details and tax split. An amount that differs from the first order's (a
+    plan change) splits its tax in the first order's proportion, the tax rounded half
+    up to the minor unit; the net is the rest, so net + tax is the amount paid."""
+    license = session.get(License, subscription.license_id)
+    product = session.get(Product, license.product_id)
+    bought = first.items[0]
+    now = utcnow()
+    name = (
+        f"{display_name(product.name, bought.quantity)}: "
+        f"{invoice.period_start:%Y-%m-%d} to {invoice.period_end:%Y-%m-%d}"
+    )
+    item = OrderItem(
+        product_id=product.id,
+        product_slug=product.slug,
+        name=name[:200],
+        quantity=1,
+        unit_amount=invoice.amount,
+        discount=0,
+        amount=invoice.amount,
+        kind="renewal",
+        target_license_id=license.id,
+    )
+    order = Order(
+        number=new_order_number(),
+        user_id=subscription.user_id,
+        currency=invoice.currency,
+        total=invoice.amount,
+        discount=0,
+        status="pending",
+        provider=subscription.provider,
+        guest=False,
+        created_at=now,
+        billing=first.billing,
+    )
+    if first.tax:
+        tax = (
+            first.tax
+            if invoice.amount == first.total
+            else (2 * invoice.amount * first.tax + first.total) // (2 * first.total)
+        )
+        order.tax, order.tax_details = tax, first.tax_details
+        order.cross_border_eur = first.cross_border_eur
+        item.net, item.tax = invoice.amount - tax, tax
+    order.items = [item]
+    session.add(order)
+    session.flush()
+    return order
+
+
+def record_paid_invoice(
+    session: Session,
+    settings: Mapping[str, Any],
+    provider: str,
+    first: Order,
+    invoice: pb.ProviderInvoice,
+    state: pb.ProviderSubscription,
+    *,
+    event_created: dt.datetime | None,
+    payment_event_id: int | None,
+) -> Outcome:
+    """A paid invoice of the subscription bought by the locked order ``first``."""
+    now = utcnow()
+    if _period_recorded(session, provider, invoice.invoice_id):
+        return Outcome("duplicate", first.number, f"invoice {invoice.invoice_id} already counted")
+    subscription = find_subscription(session, provider, invoice.subscription_ref, for_update=True)
+    if fulfilment.fulfilment_of(session, first.id) is None:
+        if not invoice.first:
+            # A renewal before the first payment is recorded: the provider sends the
+            # first period's events again, and this one (retried on "pending").
+            return Outcome("pending", first.number, "the first period is not recorded yet")
+        confirmation = pb.Confirmation(
+            final=invoice.paid,
+            amount=invoice.amount,
+            currency=invoice.currency,
+            order_number=invoice.order_number,
+            payment_reference=invoice.payment_reference or invoice.invoice_id,
+        )
+        result = fulfilment.fulfil_confirmed_payment(
+            session,
+            first,
+            settings=settings,
+            provider=provider,
+            confirmation=confirmation,
+            payment_event_id=payment_event_id,
+        )
+        if result.status != "processed":
+            return Outcome(result.status, first.number, result.note)
+    if subscription is None:
+        subscription = _new_subscription(session, provider, first, state, now)
+    if invoice.first:
+        _add_period(session, subscription, invoice, first, now)
+        notes = [f"first period to {_day(invoice.period_end)}"]
+        notes.append(apply_state(subscription, state, event_created, now))
+        notes.append(follow_license(session, subscription, settings, now, first=True))
+        return Outcome("processed", first.number, "; ".join(n for n in notes if n))
+    renewal = renewal_order(session, subscription, first, invoice)
+    _add_period(session, subscription, invoice, renewal, now)
+    changed = apply_state(subscription, state, event_created, now)
+    problems = license_changes.change_problems(session, renewal, now)
+    if problems:
+        # Paid, but the license was revoked or suspended meanwhile: a human decides.
+        fulfilment.move(renewal, "needs_review")
+        renewal.payment_reference = invoice.payment_reference
+        return Outcome("needs_review", renewal.number, "; ".join(problems))
+    fulfilment.fulfil_order(
+        session,
+        renewal,
+        settings=settings,
+        provider=provider,
+        payment_reference=invoice.payment_reference or invoice.invoice_id,
+        payment_event_id=payment_event_id,
+        confirmed_amount=invoice.amount,
+        confirmed_currency=invoice.currency,
+        renews_until=_renewed_expiry(session, subscription, settings),
+    )
+    notes = [f"renewal {renewal.number} to {_day(invoice.period_end)}", changed]
+    return Outcome("processed", renewal.number, "; ".join(n for n in notes if n))
+
+
+def sync_state(
+    session: Session,
+    settings: Mapping[str, Any],
+    provider: str,
+    first: Order,
+    state: pb.ProviderSubscription,
+    *,
+    event_created: dt.datetime | None,
+) -> Outcome:
+    """The subscription changed at the provider (bought by the locked order ``first``)."""
+    now = utcnow()
+    subscription = find_subscription(session, provider, state.subscription_ref, for_update=True)
+    if subscription is None:
+        return Outcome("ignored", first.number, "no period is recorded yet; its payment adds it")
+    if subscription.status == "ended":
+        return Outcome("ignored", first.number, "the subscription has ended; that is final")
+    if (
+        event_created is not None
+        and subscription.last_event_at is not None
+        and event_created < subscription.last_event_at
+    ):
+        return Outcome("ignored", first.number, "older than the state already applied")
+    before = subscription.status
+    notes = [apply_state(subscription, state, event_created, now)]
+    notes.append(follow_license(session, subscription, settings, now))
+    failed = subscription.status == "past_due" and before != "past_due"
+    if failed and queue_payment_failed(session, settings, subscription):
+        notes.append("payment-failed mail queued")
+    session.flush()
+    return Outcome("processed", first.number, "; ".join(n for n in notes if n) or "no change")
+
+
+PAYMENT_FAILED_MAIL = "subscription_payment_failed"
+
+
+def queue_payment_failed(session: Session, settings, subscription: Subscription) -> bool:
+    """Tell the buyer a charge failed, with the way to replace the card (their account's
+    subscriptions page hands off to the provider's page: the provider's own links
+    expire within minutes). Once per subscription and paid period."""
+    user = session.get(User, subscription.user_id)
+    license = session.get(License, subscription.license_id) if subscription.license_id else None
+    product = session.get(Product, license.product_id) if license is not None else None
+    base_url = settings["cmsshop.base_url"].rstrip("/")
+    name = product.name if product is not None else "your"
+    return enqueue(
+        session,
+        settings,
+        kind=PAYMENT_FAILED_MAIL,
+        to=user.email,
+        subject=f"The payment for your {name} subscription failed",
+        template=PAYMENT_FAILED_MAIL,
+        context={
+            "customer_name": user.name,
+            "product": name,
+            "paid_through": _day(subscription.paid_through),
+            "valid_until": _day(license_expiry(subscription, grace_of(settings))),
+            "subscriptions_url": f"{base_url}/account/subscriptions",
+        },
+        dedupe_key=f"{PAYMENT_FAILED_MAIL}:{subscription.id}:{_day(subscription.paid_through)}",
+        user_id=user.id,
+    )
