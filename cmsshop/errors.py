@@ -213,6 +213,26 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "refund_provider_unavailable": ErrorCode(
         503, "Refund unavailable", "The provider could not be reached; nothing changed."
     ),
+    # --- subscriptions ---------------------------------------------------------------------
+    "subscription_plan_not_found": ErrorCode(
+        404, "Not found", "The product is not sold as a subscription (admin)."
+    ),
+    "subscription_not_found": ErrorCode(404, "Not found", "You have no such subscription."),
+    "subscription_not_renewing": ErrorCode(
+        409, "Not renewing", "The subscription does not renew itself; there is nothing to cancel."
+    ),
+    "subscription_not_cancelling": ErrorCode(
+        409, "No cancellation scheduled", "Only a scheduled cancellation can be taken back."
+    ),
+    "subscription_provider_off": ErrorCode(
+        409, "Provider switched off", "The subscription's provider is not enabled on this site."
+    ),
+    "subscription_payment_method_unavailable": ErrorCode(
+        409, "Payment method unavailable", "The card of this subscription cannot be changed here."
+    ),
+    "subscription_provider_unavailable": ErrorCode(
+        503, "Provider unavailable", "The provider could not be reached; nothing changed."
+    ),
     # --- dashboard, downloads and tickets --------------------------------------------------
     "invalid_download_token": ErrorCode(
         403, "Invalid download link", "The signed download link is malformed or forged."

@@ -35,7 +35,13 @@ SETTINGS = {
     # (CSP form-action applies to the redirect after a form is submitted, too).
     "cmsshop.web.payment_origins": (
         as_list,
-        ["https://checkout.stripe.com", "https://www.paypal.com", "https://www.sandbox.paypal.com"],
+        # Stripe's checkout, and its billing portal where a subscriber replaces the card.
+        [
+            "https://checkout.stripe.com",
+            "https://billing.stripe.com",
+            "https://www.paypal.com",
+            "https://www.sandbox.paypal.com",
+        ],
         "CMSSHOP_WEB_PAYMENT_ORIGINS",
     ),
 }

@@ -17,13 +17,15 @@ from pyramid.exceptions import ConfigurationError
 from cmsshop.errors import ApiError
 
 # Always on, in this order: the core, accounts, the mail outbox, the admin order pages,
-# taxes and legal invoices, the shop's legal pages, then the integrations: API tokens,
+# the subscriptions (their console; the customer's pages only with the dashboard), taxes
+# and legal invoices, the shop's legal pages, then the integrations: API tokens,
 # outgoing webhooks and the audit log.
 ALWAYS_ON = (
     "cmsshop.modules.core",
     "cmsshop.modules.accounts",
     "cmsshop.modules.mail",
     "cmsshop.modules.payments.orders",
+    "cmsshop.modules.subscriptions",
     "cmsshop.modules.tax",
     "cmsshop.modules.legal",
     "cmsshop.modules.apitokens",

@@ -27,6 +27,7 @@ ROUTES = {
     "store.admin_product_releases": "/api/admin/products/{slug}/releases",
     "store.admin_product_images": "/api/admin/products/{slug}/images",
     "store.admin_product_image": "/api/admin/products/{slug}/images/{image_id}",
+    "store.admin_product_subscription": "/api/admin/products/{slug}/subscription",
     "store.admin_currencies": "/api/admin/currencies",
     "store.admin_currency": "/api/admin/currencies/{code}",
     # The customer's pages and the admin console's catalogue pages.
@@ -86,6 +87,9 @@ def includeme(config) -> None:
     config.add_openapi(paths=openapi.ADMIN_PRODUCT_PATHS, schemas=openapi.ADMIN_PRODUCT_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_IMAGE_PATHS, schemas=openapi.ADMIN_IMAGE_SCHEMAS)
     config.add_openapi(paths=openapi.ADMIN_CURRENCY_PATHS, schemas=openapi.ADMIN_CURRENCY_SCHEMAS)
+    config.add_openapi(
+        paths=openapi.SUBSCRIPTION_PLAN_PATHS, schemas=openapi.SUBSCRIPTION_PLAN_SCHEMAS
+    )
     config.add_page_notices(admin_pages.NOTICES)
     config.add_page_notices(admin_media.NOTICES)
     config.scan("cmsshop.views.store")

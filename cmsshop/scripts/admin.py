@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "cmsshop.scripts.mail",
     "cmsshop.scripts.worker",
     "cmsshop.scripts.tax",
+    "cmsshop.scripts.subscriptions",
 )
 
 

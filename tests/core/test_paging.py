@@ -17,7 +17,7 @@ from helpers.purchases import make_purchase
 from helpers.store import create_published
 from sqlalchemy import select
 
-from cmsshop.models import Coupon, CouponRedemption, PaymentEvent
+from cmsshop.models import Coupon, CouponRedemption, License, PaymentEvent, Subscription
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.paging import MAX_PER_PAGE, Page, PageRequest, fetch_page
 
@@ -34,6 +34,7 @@ LIST_ROUTES = [
     "/api/admin/coupons",
     "/api/admin/coupons/{code}/redemptions",
     "/api/admin/audit",
+    "/api/admin/subscriptions",
     "/api/admin/webhooks/{id}/deliveries",
     "/api/dashboard/orders",
     "/api/dashboard/invoices",
@@ -92,6 +93,18 @@ def clients(app, testapp, admin_app, customer_app, customer, dbsession, storage_
             status="redeemed",
             discount=0,
             currency=purchase.order.currency,
+        )
+    )
+    dbsession.commit()
+    dbsession.add(
+        Subscription(
+            provider="cardprovider",
+            provider_subscription_id="sub_paging",
+            user_id=customer.id,
+            order_id=purchase.order.id,
+            license_id=dbsession.scalar(select(License.id).where(License.key == license["key"])),
+            status="active",
+            cancel_at_period_end=False,
         )
     )
     dbsession.commit()

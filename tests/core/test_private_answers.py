@@ -13,7 +13,7 @@ from helpers.coupons import make_coupon
 from helpers.docs import add_article
 from helpers.support import open_ticket
 
-from cmsshop.models import ErrorRecord
+from cmsshop.models import ErrorRecord, Subscription, SubscriptionPlan
 from cmsshop.services.support.codes import new_support_code
 
 # Routes that answer about the caller, whatever the OpenAPI document says of them.
@@ -62,6 +62,18 @@ def real_parameters(account, customer_app, admin_app, dbsession) -> dict[str, st
     dbsession.commit()
     ticket = open_ticket(customer_app)["id"]
     make_coupon(dbsession, "PRIVATE")
+    dbsession.add(SubscriptionPlan(product_id=account.license.product_id, interval="year"))
+    subscription = Subscription(
+        provider="cardprovider",
+        provider_subscription_id="sub_private",
+        user_id=account.order.user_id,
+        order_id=account.order.id,
+        license_id=account.license.id,
+        status="active",
+        cancel_at_period_end=False,
+    )
+    dbsession.add(subscription)
+    dbsession.commit()
     endpoint = admin_app.post_json(
         "/api/admin/webhooks",
         {"url": "http://127.0.0.1:9/hook", "eventTypes": ["order.paid"]},
@@ -70,6 +82,7 @@ def real_parameters(account, customer_app, admin_app, dbsession) -> dict[str, st
     return {
         "/api/admin/webhooks/{id}:id": str(endpoint),
         "/api/admin/webhooks/{id}/deliveries:id": str(endpoint),
+        "/api/admin/subscriptions/{id}:id": str(subscription.id),
         "code": "PRIVATE",
         "key": account.license.key,
         "id": str(ticket),

@@ -31,7 +31,7 @@ def account(account, app):
 def test_every_account_page_passes_the_checks(page, customer, account):
     log_in(page, customer.email, lands_on="/account")
     check_page(page, "account-overview")
-    for name in ("Orders", "Invoices", "Downloads", "Licenses"):
+    for name in ("Orders", "Invoices", "Downloads", "Licenses", "Subscriptions"):
         page.get_by_role("navigation", name="Your account").get_by_role("link", name=name).click()
         page.wait_for_url(f"**/account/{name.lower()}")
         check_page(page, f"account-{name.lower()}")

@@ -21,6 +21,7 @@ ACCOUNT_PAGES = [
     ("/account/invoices", "Your invoices"),
     ("/account/downloads", "Your downloads"),
     ("/account/licenses", "Your licenses"),
+    ("/account/subscriptions", "Your subscriptions"),
 ]
 HOSTILE_IDS = ["0", "-1", "99999999999999999999", "2147483648", "abc", "1.5", "%00", "1%00"]
 HOSTILE_NUMBERS = ["%00", "INV-%00", "x" * 300, "%F0%9F%98%80", "'%20OR%201=1--", "0", "-1"]

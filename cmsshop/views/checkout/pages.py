@@ -19,6 +19,7 @@ from cmsshop.services.legal import documents as legal
 from cmsshop.services.payments import simulation
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, text
+from cmsshop.services.subscriptions import plans as subscription_plans
 from cmsshop.services.tax import billing
 from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.views.checkout import carts as cart_views
@@ -305,6 +306,10 @@ def cart_values(request, cart, errors=None, form=None) -> dict:
     currency = view.currency if view is not None else None
     return {
         "view": view,
+        # A subscription is said to be one before the buyer pays: on the button and under it.
+        "billing_cycle": subscription_plans.billing_cycle(
+            request.db, [line.product_id for line in cart.lines] if cart is not None else []
+        ),
         "currency_row": currencies.find_currency(request.db, currency) if currency else None,
         "currency_choices": [
             (c.code, c.code) for c in currencies.list_currencies(request.db, enabled_only=True)

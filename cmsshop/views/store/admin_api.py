@@ -7,11 +7,12 @@ import colander
 import multipart
 from pyramid.view import view_config
 
-from cmsshop.errors import ApiError, UnsupportedMediaType, ValidationFailed
-from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES, Release
+from cmsshop.errors import ApiError, NotFound, UnsupportedMediaType, ValidationFailed
+from cmsshop.models import INTERVALS, RELEASE_CHANNELS, VERSION_SCHEMES, Release
 from cmsshop.security import ADMIN
 from cmsshop.services.checkout import pricing
 from cmsshop.services.store import currencies, products, releases, text
+from cmsshop.services.subscriptions import plans as subscription_plans
 from cmsshop.views.shared.bodies import release_body
 from cmsshop.views.shared.caching import no_store
 from cmsshop.views.shared.json import (
@@ -473,3 +474,61 @@ def update_currency(request):
     changes = read_json(request, CurrencyPatchSchema())
     currency = currencies.update_currency(request.db, code, changes)
     return currency_body(currency, admin=True)
+
+
+# --- a product sold as a subscription (services/subscriptions/plans.py) -----------------
+
+
+class SubscriptionPlanSchema(colander.MappingSchema):
+    interval = colander.SchemaNode(StrictString(), validator=colander.OneOf(INTERVALS))
+    intervalCount = int_node(1, 52, missing=1)  # noqa: N815 - the JSON name
+    active = bool_node(missing=True)
+
+
+def subscription_plan_body(product, plan) -> dict:
+    return {
+        "product": product.slug,
+        "interval": plan.interval,
+        "intervalCount": plan.interval_count,
+        "active": plan.active,
+    }
+
+
+@view_config(
+    route_name="store.admin_product_subscription",
+    request_method="GET",
+    renderer="json",
+    permission=ADMIN,
+)
+def get_subscription_plan(request):
+    no_store(request)
+    product = products.find_product(request.db, request.matchdict["slug"], public=False)
+    plan = subscription_plans.plan_of(request.db, product.id)
+    if plan is None:
+        raise NotFound(
+            f"{product.slug} is not sold as a subscription.", code="subscription_plan_not_found"
+        )
+    return subscription_plan_body(product, plan)
+
+
+@view_config(
+    route_name="store.admin_product_subscription",
+    request_method="PUT",
+    renderer="json",
+    permission=ADMIN,
+)
+def put_subscription_plan(request):
+    product = products.find_product(request.db, request.matchdict["slug"], public=False)
+    data = read_json(request, SubscriptionPlanSchema())
+    try:
+        plan, created = subscription_plans.set_plan(
+            request.db,
+            product,
+            interval=data["interval"],
+            count=data["intervalCount"],
+            active=data["active"],
+        )
+    except subscription_plans.SubscriptionRefused as exc:
+        raise ValidationFailed({exc.field: exc.message}) from None
+    request.response.status = 201 if created else 200
+    return subscription_plan_body(product, plan)

@@ -5,7 +5,7 @@ products and releases (``ADMIN_PRODUCT_*``) and the admin currencies
 from __future__ import annotations
 
 from cmsshop import openapi as oa
-from cmsshop.models import RELEASE_CHANNELS, VERSION_SCHEMES
+from cmsshop.models import INTERVALS, RELEASE_CHANNELS, VERSION_SCHEMES
 from cmsshop.services.store import currencies, media, releases, text
 from cmsshop.util import format_filesize
 from cmsshop.views.shared.bodies import RELEASE_SCHEMA
@@ -531,3 +531,50 @@ ADMIN_IMAGE_PATHS = {
     },
 }
 ADMIN_IMAGE_SCHEMAS = {"AdminImage": ADMIN_IMAGE, "AdminImageSize": IMAGE_SIZE}
+
+
+# --- a product sold as a subscription -----------------------------------------------------
+
+SUBSCRIPTION_PLAN = {
+    "type": "object",
+    "required": ["product", "interval", "intervalCount", "active"],
+    "properties": {
+        "product": SLUG_SCHEMA,
+        "interval": {"type": "string", "enum": list(INTERVALS)},
+        "intervalCount": {"type": "integer", "minimum": 1, "maximum": 52},
+        "active": {"type": "boolean"},
+    },
+}
+SUBSCRIPTION_PLAN_PATHS = {
+    "/api/admin/products/{slug}/subscription": {
+        "get": oa.operation(
+            "How the product is sold as a subscription (admin); 404 "
+            "subscription_plan_not_found when it is not",
+            {**oa.ok(oa.ref("SubscriptionPlan")), **oa.errors(401, 403, 404)},
+            params=[SLUG_PARAM],
+            tags=ADMIN_TAGS,
+        ),
+        "put": oa.operation(
+            "Sell a licensed product as a subscription billed every intervalCount interval "
+            "at its own price, or stop (active false: the subscriptions sold go on); 422 "
+            "for a product without licenses or more than three years between charges",
+            {
+                **oa.ok(oa.ref("SubscriptionPlan")),
+                **oa.ok(oa.ref("SubscriptionPlan"), "Created", 201),
+                **oa.errors(401, 403, 404, 415, 422),
+            },
+            params=[SLUG_PARAM],
+            body=body_schema(
+                {
+                    "interval": {"type": "string", "enum": list(INTERVALS)},
+                    "intervalCount": {"type": "integer", "minimum": 1, "maximum": 52},
+                    "active": {"type": "boolean"},
+                },
+                ["interval"],
+            ),
+            csrf=True,
+            tags=ADMIN_TAGS,
+        ),
+    },
+}
+SUBSCRIPTION_PLAN_SCHEMAS = {"SubscriptionPlan": SUBSCRIPTION_PLAN}

@@ -1,0 +1,42 @@
+"""cmsshop-admin subcommands of the subscriptions area.
+
+``reconcile-subscriptions [--all]`` compares every live subscription (every one with
+``--all``) with the provider's account of it and repairs the drift: paid invoices whose
+events never arrived are recorded, each once, and the status is the provider's again
+(services/subscriptions/reconcile.py). It prints one line per change and exits 1 when a
+provider could not be asked, so a scheduler notices.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cmsshop.services.payments.registry import PaymentProviders
+from cmsshop.services.subscriptions.reconcile import reconcile_all
+
+
+def cmd_reconcile_subscriptions(env, args) -> int:
+    registry = env["registry"]
+    providers = env["request"].find_service(PaymentProviders)
+    reports = reconcile_all(registry, providers, include_ended=args.all)
+    failed = 0
+    for report in reports:
+        label = f"subscription {report.subscription_id} ({report.provider_ref})"
+        if report.error:
+            failed += 1
+            print(f"{label}: not checked: {report.error}", file=sys.stderr)
+        for change in report.changes:
+            print(f"{label}: {change}")
+    changed = sum(1 for report in reports if report.changes)
+    print(f"checked {len(reports) - failed} of {len(reports)} subscriptions; {changed} repaired")
+    return 1 if failed else 0
+
+
+def register(subparsers) -> None:
+    """Add this area's subcommands to the cmsshop-admin parser."""
+    p = subparsers.add_parser(
+        "reconcile-subscriptions",
+        help="repair subscriptions from the provider's account of them (one pass)",
+    )
+    p.add_argument("--all", action="store_true", help="ended subscriptions too")
+    p.set_defaults(handler=cmd_reconcile_subscriptions)

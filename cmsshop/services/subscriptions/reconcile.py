@@ -1,0 +1,100 @@
+"""Comparing what is stored with what the provider holds, and repairing the drift: a
+paid invoice whose events never arrived (or were given up) is recorded as its event
+would have recorded it, and the subscription's status is the provider's again.
+
+Used by ``cmsshop-admin <ini> reconcile-subscriptions`` (every live subscription, or
+all) and by the console's "Resync" button (one). The provider is asked first, with no
+transaction open; each subscription is then repaired in a short transaction of its own,
+under the lock of the order that bought it, exactly as its events are applied, so a
+repair racing a late event still counts every invoice once."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlalchemy import select
+
+from cmsshop.db import own_transaction, take_write_lock
+from cmsshop.models import Subscription, SubscriptionPeriod
+from cmsshop.services.payments import base as pb
+from cmsshop.services.payments import fulfilment
+from cmsshop.services.payments.registry import PaymentProviders
+from cmsshop.services.payments.settings import provider_config
+from cmsshop.services.subscriptions import lifecycle
+from cmsshop.util import utcnow
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """What one reconciliation did: each change in a line, or why it could not run."""
+
+    subscription_id: int
+    provider_ref: str
+    changes: list[str]
+    error: str | None = None
+
+
+def reconcile(registry, providers: PaymentProviders, subscription_id: int) -> Report:
+    """Repair one subscription from the provider's account of it."""
+    with own_transaction(registry) as session:
+        subscription = session.get(Subscription, subscription_id)
+        provider, ref = subscription.provider, subscription.provider_subscription_id
+        order_id = subscription.order_id
+    spec = providers.get(provider)
+    if spec is None or not hasattr(spec.provider, "list_paid_invoices"):
+        return Report(subscription_id, ref, [], f"{provider} is not enabled here")
+    config = provider_config(registry, spec)
+    try:
+        state = spec.provider.fetch_subscription(ref, config)
+        invoices = spec.provider.list_paid_invoices(ref, config)
+    except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
+        return Report(subscription_id, ref, [], f"{provider} could not be asked: {exc}")
+    settings = registry.settings
+    with own_transaction(registry) as session:
+        take_write_lock(session)
+        first = fulfilment.lock_order(session, order_id)
+        recorded = set(
+            session.scalars(
+                select(SubscriptionPeriod.provider_invoice_id).where(
+                    SubscriptionPeriod.subscription_id == subscription_id
+                )
+            )
+        )
+        changes = []
+        # Oldest first: the first period fulfils the order that bought it, and each
+        # renewal then counts from the periods before it.
+        for invoice in sorted(invoices, key=lambda i: (not i.first, i.period_end)):
+            if invoice.invoice_id in recorded:
+                continue
+            outcome = lifecycle.record_paid_invoice(
+                session,
+                settings,
+                provider,
+                first,
+                invoice,
+                state,
+                event_created=None,
+                payment_event_id=None,
+            )
+            changes.append(
+                f"invoice {invoice.invoice_id} recorded: {outcome.status} {outcome.note}"
+            )
+        stored = lifecycle.find_subscription(session, provider, ref, for_update=True)
+        if stored is not None:
+            now = utcnow()
+            note = lifecycle.apply_state(stored, state, None, now)
+            expiry = lifecycle.follow_license(session, stored, settings, now)
+            changes.extend(n for n in (note, expiry) if n)
+    return Report(subscription_id, ref, changes)
+
+
+def reconcile_all(
+    registry, providers: PaymentProviders, *, include_ended: bool = False
+) -> list[Report]:
+    """Every live subscription (and the ended ones with ``include_ended``), one by one."""
+    with own_transaction(registry) as session:
+        query = select(Subscription.id).order_by(Subscription.id)
+        if not include_ended:
+            query = query.where(Subscription.status != "ended")
+        ids = list(session.scalars(query))
+    return [reconcile(registry, providers, subscription_id) for subscription_id in ids]

@@ -1,0 +1,180 @@
+"""The customer's subscriptions: what each costs next and when, cancelling at the period
+end (a paid period is never shortened), resuming before it, and the hand-off to the
+provider's own page to replace the card.
+
+A change is asked of the provider first (nothing is written while waiting on the
+network), then the provider's answer is applied as its events are (``lifecycle``), under
+the lock of the order that bought the subscription; the provider's own event about the
+same change arrives later and changes nothing more."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cmsshop.db import take_write_lock
+from cmsshop.errors import Conflict, NotFound
+from cmsshop.models import License, Product, Subscription, SubscriptionPeriod
+from cmsshop.models.meta import MAX_ID
+from cmsshop.models.subscriptions import RENEWING_STATUSES
+from cmsshop.services.payments import base as pb
+from cmsshop.services.payments import fulfilment
+from cmsshop.services.payments.registry import PaymentProviders
+from cmsshop.services.payments.settings import provider_config
+from cmsshop.services.subscriptions import lifecycle
+from cmsshop.util import utcnow
+
+
+class ProviderRefused(Exception):
+    """The provider could not make the change now; nothing changed here."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SubscriptionCard:
+    """One subscription as the customer's account shows it."""
+
+    id: int
+    product: str
+    license_key: str | None
+    status: str
+    paid_through: dt.datetime | None
+    # The next charge: when and how much (the last period's amount), while it renews.
+    next_charge_at: dt.datetime | None
+    next_charge_amount: int | None
+    currency: str | None
+    # When access ends, once it will not renew.
+    ends_at: dt.datetime | None
+    can_cancel: bool
+    can_resume: bool
+    can_update_payment: bool
+
+
+def _card(subscription: Subscription, product: str, key, last: SubscriptionPeriod | None):
+    renewing = subscription.status in RENEWING_STATUSES
+    return SubscriptionCard(
+        id=subscription.id,
+        product=product,
+        license_key=key,
+        status=subscription.status,
+        paid_through=subscription.paid_through,
+        next_charge_at=subscription.current_period_end if renewing else None,
+        next_charge_amount=last.amount if renewing and last is not None else None,
+        currency=last.currency if last is not None else None,
+        ends_at=None if renewing else subscription.paid_through,
+        can_cancel=renewing,
+        can_resume=subscription.status == "cancel_scheduled",
+        can_update_payment=subscription.status != "ended"
+        and subscription.provider_customer_id is not None,
+    )
+
+
+def customer_subscriptions(session: Session, user_id: int) -> list[SubscriptionCard]:
+    """The customer's subscriptions, live ones first, newest first."""
+    rows = session.execute(
+        select(Subscription, Product.name, License.key)
+        .join(License, License.id == Subscription.license_id, isouter=True)
+        .join(Product, Product.id == License.product_id, isouter=True)
+        .where(Subscription.user_id == user_id)
+        .order_by((Subscription.status == "ended"), Subscription.id.desc())
+    ).all()
+    latest = _latest_periods(session, [row[0].id for row in rows])
+    return [
+        _card(subscription, name or "", key, latest.get(subscription.id))
+        for subscription, name, key in rows
+    ]
+
+
+def _latest_periods(session: Session, ids: list[int]) -> dict[int, SubscriptionPeriod]:
+    if not ids:
+        return {}
+    latest: dict[int, SubscriptionPeriod] = {}
+    for period in session.scalars(
+        select(SubscriptionPeriod)
+        .where(SubscriptionPeriod.subscription_id.in_(ids))
+        .order_by(SubscriptionPeriod.period_end)
+    ):
+        latest[period.subscription_id] = period
+    return latest
+
+
+def customer_subscription(session: Session, user_id: int, subscription_id) -> Subscription:
+    """The customer's own subscription ``subscription_id``; another customer's answers
+    as one that does not exist."""
+    found = None
+    if isinstance(subscription_id, int) and 1 <= subscription_id <= MAX_ID:
+        found = session.scalar(
+            select(Subscription).where(
+                Subscription.id == subscription_id, Subscription.user_id == user_id
+            )
+        )
+    if found is None:
+        raise NotFound("You have no such subscription.", code="subscription_not_found")
+    return found
+
+
+def set_cancellation(
+    providers: PaymentProviders,
+    registry,
+    session: Session,
+    settings: Mapping[str, Any],
+    subscription: Subscription,
+    *,
+    cancel: bool,
+) -> Subscription:
+    """Cancel at the period end (``cancel``) or resume a scheduled cancellation."""
+    if cancel and subscription.status not in RENEWING_STATUSES:
+        raise Conflict(
+            f"This subscription is {subscription.status.replace('_', ' ')}; it does not renew.",
+            code="subscription_not_renewing",
+        )
+    if not cancel and subscription.status != "cancel_scheduled":
+        raise Conflict("No cancellation is scheduled.", code="subscription_not_cancelling")
+    spec = providers.get(subscription.provider)
+    if spec is None or not hasattr(spec.provider, "set_cancel_at_period_end"):
+        raise Conflict(
+            "This subscription cannot be changed here now.", code="subscription_provider_off"
+        )
+    try:
+        state = spec.provider.set_cancel_at_period_end(
+            subscription.provider_subscription_id, cancel, provider_config(registry, spec)
+        )
+    except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
+        raise ProviderRefused(str(exc)) from None
+    take_write_lock(session)
+    fulfilment.lock_order(session, subscription.order_id)
+    locked = lifecycle.find_subscription(
+        session, subscription.provider, subscription.provider_subscription_id, for_update=True
+    )
+    now = utcnow()
+    lifecycle.apply_state(locked, state, None, now)
+    lifecycle.follow_license(session, locked, settings, now)
+    session.flush()
+    return locked
+
+
+def payment_method_url(
+    providers: PaymentProviders, registry, subscription: Subscription, return_url: str
+) -> str:
+    """Where the customer replaces the card: the provider's own page."""
+    spec = providers.get(subscription.provider)
+    if (
+        spec is None
+        or not hasattr(spec.provider, "payment_method_url")
+        or subscription.status == "ended"
+        or not subscription.provider_customer_id
+    ):
+        raise Conflict(
+            "The payment method of this subscription cannot be changed here.",
+            code="subscription_payment_method_unavailable",
+        )
+    try:
+        return spec.provider.payment_method_url(
+            subscription.provider_customer_id, return_url, provider_config(registry, spec)
+        )
+    except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
+        raise ProviderRefused(str(exc)) from None

@@ -1,0 +1,1 @@
+"""The customer's subscriptions: JSON (``api``) and the account page (``pages``)."""

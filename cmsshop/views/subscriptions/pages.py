@@ -1,0 +1,51 @@
+"""The account's subscriptions page (/account/subscriptions) and its buttons."""
+
+from __future__ import annotations
+
+from pyramid.httpexceptions import HTTPSeeOther
+from pyramid.view import view_config
+
+from cmsshop.security import CUSTOMER
+from cmsshop.services.store.currencies import list_currencies
+from cmsshop.services.subscriptions import selfservice
+from cmsshop.views.shared.forms import see_other
+from cmsshop.views.subscriptions.api import change_cancellation, payment_method_url
+
+NOTICES = {
+    "subscription_cancelled": "Your subscription ends at the end of the period you paid for.",
+    "subscription_resumed": "Your subscription renews itself again.",
+}
+
+
+@view_config(
+    route_name="account.subscriptions",
+    request_method="GET",
+    renderer="subscriptions/account.html",
+    permission=CUSTOMER,
+)
+def subscriptions_page(request):
+    request.response.cache_control = "no-store"
+    return {
+        "account_section": "subscriptions",
+        "subscriptions": selfservice.customer_subscriptions(request.db, request.user.id),
+        "currencies": {c.code: c for c in list_currencies(request.db, enabled_only=False)},
+    }
+
+
+@view_config(route_name="account.subscription_cancel", request_method="POST", permission=CUSTOMER)
+def cancel(request):
+    change_cancellation(request, cancel=True)
+    return see_other(request, "/account/subscriptions", notice="subscription_cancelled")
+
+
+@view_config(route_name="account.subscription_resume", request_method="POST", permission=CUSTOMER)
+def resume(request):
+    change_cancellation(request, cancel=False)
+    return see_other(request, "/account/subscriptions", notice="subscription_resumed")
+
+
+@view_config(
+    route_name="account.subscription_payment_method", request_method="POST", permission=CUSTOMER
+)
+def payment_method(request):
+    return HTTPSeeOther(location=payment_method_url(request))
