@@ -112,6 +112,7 @@ def upgrade() -> None:
         sa.Column("amount", sa.Integer(), nullable=False),
         sa.Column("currency", sa.String(length=3), nullable=False),
         sa.Column("created_at", UTC, nullable=False),
+        sa.Column("refunded_at", UTC, nullable=True),
         sa.ForeignKeyConstraint(
             ["order_id"], ["orders.id"], name=op.f("fk_subscription_periods_order_id_orders")
         ),

@@ -119,3 +119,5 @@ class SubscriptionPeriod(Base):
     amount: Mapped[int] = mapped_column(Integer)
     currency: Mapped[str] = mapped_column(String(3))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Its order's money went back in full: it no longer counts towards paid_through.
+    refunded_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)

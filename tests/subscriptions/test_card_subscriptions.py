@@ -294,3 +294,32 @@ def test_a_renewal_storm_across_two_processes_counts_once(
     assert count(dbsession, Order, Order.status == "paid") == 2
     assert count(dbsession, LicenseChange) == 1
     assert license.expires_at == subscription.paid_through + GRACE
+
+
+# --- refunds ------------------------------------------------------------------------------
+
+
+def test_refunding_one_renewal_takes_back_that_period_only(
+    subscribed, fake_stripe, webhook, dbsession
+):
+    number, sub_id = subscribed
+    first_paid_through = state(dbsession, number)[0].paid_through
+    renewal = fake_stripe.renew(sub_id)
+    for payload in renewal:
+        send(webhook, payload)
+    invoice = renewal[0]["data"]["object"]
+    intent = invoice["payments"]["data"][0]["payment"]["payment_intent"]
+    status, refund = fake_stripe.create_refund({"payment_intent": intent}, None)
+    assert status == 200
+    assert send(webhook, fake_stripe.refund_event(refund["id"]))["status"] == "processed"
+    subscription, license, periods = state(dbsession, number)
+    assert [p.refunded_at is not None for p in periods] == [False, True]
+    assert subscription.paid_through == first_paid_through
+    assert license.expires_at == first_paid_through + GRACE
+    renewal_order = dbsession.get(Order, periods[1].order_id)
+    assert renewal_order.status == "refunded"
+    assert dbsession.get(Order, subscription.order_id).status == "paid"
+    # A later state event does not give the refunded period back.
+    for payload in fake_stripe.schedule_cancel(sub_id, cancel=False):
+        send(webhook, payload)
+    assert state(dbsession, number)[1].expires_at == first_paid_through + GRACE

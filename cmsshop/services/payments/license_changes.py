@@ -43,7 +43,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cmsshop.models import (
@@ -57,6 +57,7 @@ from cmsshop.models import (
     OrderItem,
     Product,
     Subscription,
+    SubscriptionPeriod,
     User,
 )
 from cmsshop.services.licensing.domains import PRODUCTION
@@ -625,10 +626,39 @@ def reverse_license_changes(
         license.updated_at = now
         _audit(session, license, f"{change.kind}_reversed", f"{reversal}: {detail}", order)
         done.append(told)
+    take_back_period(session, order, now)
     session.flush()
     if done:
         _queue_reversal_mail(session, settings, order, reversal, done)
     return notes
+
+
+def take_back_period(session: Session, order: Order, now: dt.datetime) -> None:
+    """The subscription period ``order`` paid for (services/subscriptions), if any, no
+    longer counts: its subscription's ``paid_through`` is the latest period still paid
+    for, so a later sync cannot give the refunded time back."""
+    period = session.scalar(
+        select(SubscriptionPeriod).where(
+            SubscriptionPeriod.order_id == order.id, SubscriptionPeriod.refunded_at.is_(None)
+        )
+    )
+    if period is None:
+        return
+    period.refunded_at = now
+    subscription = session.scalar(
+        select(Subscription)
+        .where(Subscription.id == period.subscription_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    session.flush()
+    subscription.paid_through = session.scalar(
+        select(func.max(SubscriptionPeriod.period_end)).where(
+            SubscriptionPeriod.subscription_id == subscription.id,
+            SubscriptionPeriod.refunded_at.is_(None),
+        )
+    )
+    subscription.updated_at = now
 
 
 def _queue_reversal_mail(

@@ -193,7 +193,8 @@ def _day(value: dt.datetime | None) -> str:
 def _paid_through(session: Session, subscription_id: int) -> dt.datetime | None:
     return session.scalar(
         select(func.max(SubscriptionPeriod.period_end)).where(
-            SubscriptionPeriod.subscription_id == subscription_id
+            SubscriptionPeriod.subscription_id == subscription_id,
+            SubscriptionPeriod.refunded_at.is_(None),
         )
     )
 
