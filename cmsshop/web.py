@@ -22,7 +22,7 @@ from pyramid.static import QueryStringCacheBuster
 
 from cmsshop.security import answer_depends_on_session
 from cmsshop.services.store.currencies import format_amount
-from cmsshop.services.storefront.seo import DISALLOWED
+from cmsshop.services.storefront.seo import is_disallowed
 from cmsshop.settings import as_list, declare
 
 STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -103,10 +103,6 @@ def security_headers_tween_factory(handler, registry):
     }
 
     lowered = {name.lower(): (name, value) for name, value in page_headers.items()}
-    # The paths robots.txt keeps crawlers from also say so in every answer: a crawler
-    # that reached one by a link (robots.txt forbids crawling, not indexing) or ignores
-    # robots.txt leaves it out of its index.
-    private_paths, private_prefixes = set(DISALLOWED), tuple(p + "/" for p in DISALLOWED)
 
     def security_headers_tween(request):
         response = handler(request)
@@ -121,7 +117,10 @@ def security_headers_tween_factory(handler, registry):
             headerlist.append(("X-Content-Type-Options", "nosniff"))
         path = request.environ.get("PATH_INFO", "")
         is_page = not is_api_path(path)
-        if path in private_paths or path.startswith(private_prefixes):
+        # The paths robots.txt keeps crawlers from also say so in every answer: a crawler
+        # that reached one by a link (robots.txt forbids crawling, not indexing) or
+        # ignores robots.txt leaves it out of its index.
+        if is_disallowed(path):
             headerlist.append(("X-Robots-Tag", "noindex"))
         if is_page:
             headerlist.extend(pair for key, pair in lowered.items() if key not in present)

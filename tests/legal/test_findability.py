@@ -14,6 +14,8 @@ from helpers.docs import add_article
 from helpers.legal import publish_legal
 from helpers.store import add_product
 
+from cmsshop.services.storefront.seo import DISALLOWED, is_disallowed
+
 SITEMAP = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
 HOSTILE_NAME = "</script><script>alert(1)</script>"
 
@@ -61,6 +63,27 @@ def test_private_answers_ask_not_to_be_indexed(app, shop):
         assert "X-Robots-Tag" not in response.headers, path
     # A path that only begins like a private one is public.
     assert "X-Robots-Tag" not in client.get("/accounting", status="*").headers
+
+
+@pytest.mark.parametrize(
+    ("path", "disallowed"),
+    [
+        *((path, True) for path in DISALLOWED),
+        ("/admin/", True),
+        ("/admin/products/7", True),
+        ("/api/store/products", True),
+        ("/adminx", False),  # begins with the same letters: another path
+        ("/accounting", False),
+        ("/cart.json", False),
+        ("/Admin", False),  # paths are case-sensitive
+        ("/products/admin", False),  # only at the start
+        ("//admin", False),  # the path as given, not normalised
+        ("/", False),
+        ("", False),
+    ],
+)
+def test_what_robots_are_kept_from(path, disallowed):
+    assert is_disallowed(path) is disallowed
 
 
 def test_sitemap_lists_published_content_only(app, shop, dbsession):

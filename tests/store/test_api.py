@@ -10,10 +10,12 @@ import datetime as dt
 import jsonschema_rs
 import pytest
 from helpers.store import add_currencies, add_product
+from pyramid.request import Request
 from sqlalchemy import event, insert, select
 
 from cmsshop.models import Product, ProductPrice, Release
 from cmsshop.util import utcnow
+from cmsshop.views.shared.json import json_with_etag
 
 # --- helpers -----------------------------------------------------------------------------
 
@@ -271,6 +273,39 @@ def test_etag_cache_control_and_304(testapp, catalogue):
     testapp.get(
         "/api/store/currencies", headers={"If-None-Match": currencies.headers["ETag"]}, status=304
     )
+
+
+def test_a_response_a_view_prepared_gets_the_same_etag_answer(app):
+    """json_with_etag on a response someone touched first (a cookie set) answers as on a
+    new one, 200 and 304 alike, with the cookie kept and no header twice."""
+
+    def answer(prepared: bool, if_none_match: str | None = None):
+        request = Request.blank("/api/store/products")
+        request.registry = app.registry
+        if if_none_match:
+            request.headers["If-None-Match"] = if_none_match
+        if prepared:
+            request.response.set_cookie("seen", "1")
+        return json_with_etag(request, {"items": ["it's"]})
+
+    def without_cookie(response):
+        return sorted(pair for pair in response.headerlist if pair[0] != "Set-Cookie")
+
+    fresh, prepared = answer(False), answer(True)
+    assert (prepared.status_int, prepared.body) == (200, fresh.body)
+    assert without_cookie(prepared) == without_cookie(fresh)
+    assert len({name for name, _ in fresh.headerlist}) == len(fresh.headerlist)
+    assert prepared.headers["Set-Cookie"].startswith("seen=1")
+
+    etag = fresh.headers["ETag"]
+    fresh, prepared = answer(False, etag), answer(True, etag)
+    for response in fresh, prepared:
+        assert (response.status_int, response.body) == (304, b"")
+        # A 304 names no type and no length of its own (the length would be the 200's).
+        assert "Content-Type" not in response.headers
+        assert "Content-Length" not in response.headers
+    assert without_cookie(prepared) == without_cookie(fresh)
+    assert prepared.headers["Set-Cookie"].startswith("seen=1")
 
 
 def test_etag_changes_when_the_catalogue_changes(testapp, catalogue, dbsession):

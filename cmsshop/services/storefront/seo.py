@@ -24,6 +24,9 @@ from cmsshop.services.store import media
 
 # Where robots are not welcome: private or transactional pages, and the API.
 DISALLOWED = ("/admin", "/account", "/api", "/checkout", "/cart")
+# is_disallowed's two tests, made once: the security headers tween asks on every answer.
+_DISALLOWED_PATHS = frozenset(DISALLOWED)
+_DISALLOWED_PREFIXES = tuple(path + "/" for path in DISALLOWED)
 # Query parameters that name a different page of the same list (kept in a canonical URL).
 PAGING_PARAMS = ("page",)
 DESCRIPTION_LIMIT = 300
@@ -39,6 +42,12 @@ class SitemapEntry:
 def base_url(settings: Mapping[str, Any]) -> str:
     """The shop's public address as configured (cmsshop.base_url), without a trailing /."""
     return str(settings["cmsshop.base_url"]).rstrip("/")
+
+
+def is_disallowed(path: str) -> bool:
+    """Whether ``path`` is one of DISALLOWED or under it: ``/account`` and ``/account/...``,
+    not ``/accounting`` (a public page may begin with the same letters)."""
+    return path in _DISALLOWED_PATHS or path.startswith(_DISALLOWED_PREFIXES)
 
 
 def canonical_url(base: str, path: str, query: Mapping[str, str]) -> str:

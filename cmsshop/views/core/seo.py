@@ -23,7 +23,7 @@ def page_canonical_url(request) -> str | None:
     if getattr(request, "exception", None) is not None or request.response.status_int != 200:
         return None
     path = request.path
-    if any(path == p or path.startswith(p + "/") for p in seo.DISALLOWED):
+    if seo.is_disallowed(path):
         return None
     try:
         query = request.GET

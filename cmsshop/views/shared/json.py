@@ -254,28 +254,42 @@ def json_with_etag(request, body: Any, max_age: int = 60):
         except TypeError:
             payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
     etag = hashlib.sha256(payload).hexdigest()[:32]
-    if etag not in request.if_none_match and "response" not in request.__dict__:
-        # No one touched request.response yet (the usual case): the answer made whole,
-        # its headers written once (each of webob's header setters scans all of them).
+    cache_control = ("Cache-Control", f"public, max-age={max_age}")
+    validator = ("ETag", f'"{etag}"')
+    if etag in request.if_none_match:
+        return _answer(request, [cache_control, validator], b"", not_modified=True)
+    return _answer(
+        request, [("Content-Type", "application/json"), cache_control, validator], payload
+    )
+
+
+# What _answer writes: any earlier value of these goes (a 304 has neither a Content-Type
+# nor a Content-Length).
+_ANSWER_HEADERS = frozenset({"content-type", "cache-control", "etag", "content-length"})
+
+
+def _answer(request, headers: list[tuple[str, str]], body: bytes, not_modified: bool = False):
+    """``request.response`` with ``headers`` and ``body``: a 304, or the response's own
+    status (200 unless a view set another). No one touched request.response yet (the
+    usual case): the answer made whole, its headers written at once, as each of webob's
+    header setters scans all of them. Otherwise the response a view or subscriber
+    prepared keeps its other headers (a cookie, Vary)."""
+    response = request.__dict__.get("response")
+    if response is None:
+        # Response adds the Content-Length (none to a 304). No status given for a 200:
+        # webob's status setter adds a quarter to making the response.
         response = request.__dict__["response"] = Response(
-            body=payload,
-            headerlist=[
-                ("Content-Type", "application/json"),
-                ("Cache-Control", f"public, max-age={max_age}"),
-                ("ETag", f'"{etag}"'),
-            ],
+            body=body, status=304 if not_modified else None, headerlist=headers
         )
         return response
-    response = request.response
-    response.cache_control = f"public, max-age={max_age}"
-    response.etag = etag
-    if etag in request.if_none_match:
+    response.app_iter = [body]  # before the headers: it drops the Content-Length
+    if not_modified:
         response.status = 304
-        response.content_type = None
-        response.body = b""
-        return response
-    response.content_type = "application/json"
-    response.body = payload
+    else:
+        headers.append(("Content-Length", str(len(body))))
+    headerlist = response.headerlist
+    headerlist[:] = [pair for pair in headerlist if pair[0].lower() not in _ANSWER_HEADERS]
+    headerlist.extend(headers)
     return response
 
 
