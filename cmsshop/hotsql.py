@@ -120,7 +120,9 @@ class HotBatch:
             numbers = {n: f"${i}" for i, n in enumerate(names, 1)}
             numbered = _PLACEHOLDER.sub(lambda m, numbers=numbers: numbers[m.group(1)], sql)
             name = "cmsshop_" + hashlib.sha256(numbered.encode()).hexdigest()[:20]
-            self.prepare.append((name, f"PREPARE {name} AS {numbered}"))
+            if all(name != known for known, _ in self.prepare):
+                # Once per batch: a second PREPARE of the name in the message would fail.
+                self.prepare.append((name, f"PREPARE {name} AS {numbered}"))
             args = ", ".join(f"%({n})s" for n in names)
             parts.append(f"EXECUTE {name}({args})" if names else f"EXECUTE {name}")
         self.pg_sql = "; ".join(parts)

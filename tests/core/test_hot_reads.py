@@ -1,7 +1,9 @@
-"""Raw reads of hot batches (cmsshop.hotsql.raw_reads): on PostgreSQL they go through
-libpq with the parameters written as literals here (HotBatch._pg_reads), so the literal
-writer is tested against psycopg's own binding (a raw_transaction's batch) with values
-built to break quoting, and the failure paths keep the connection usable."""
+"""Hot batches outside psycopg's transactions: on PostgreSQL a batch on a raw_reads
+connection, or on a raw_autocommit one (its batches carry their own BEGIN and COMMIT),
+goes through libpq with the parameters written as literals here
+(HotBatch._pg_autocommit), so the literal writer is tested against psycopg's own binding
+(a raw_transaction's batch) with values built to break quoting, and the failure paths
+keep the connection usable."""
 
 from __future__ import annotations
 
@@ -12,8 +14,15 @@ import weakref
 
 import pytest
 
-from cmsshop.db import is_nul_refused, is_retryable_db_error
-from cmsshop.hotsql import _PREPARED, HotBatch, RawReads, raw_reads, raw_transaction
+from cmsshop.db import is_nul_refused, is_retryable_db_error, make_engine
+from cmsshop.hotsql import (
+    _PREPARED,
+    HotBatch,
+    RawReads,
+    raw_autocommit,
+    raw_reads,
+    raw_transaction,
+)
 
 ECHO = HotBatch(
     "SELECT CAST(:text AS TEXT), CAST(:number AS BIGINT), CAST(:flag AS BOOLEAN), "
@@ -48,6 +57,17 @@ def test_parameters_reach_the_database_as_they_were_given(engine, text, number):
     first, compared = found
     assert list(first[0]) == [text, number, number > 0, None]
     assert bool(compared[0][0]) is True
+
+
+def test_a_batch_may_run_the_same_statement_twice(engine):
+    """Its statement is prepared once in the message (a second PREPARE of the same name
+    would fail the whole batch), on both paths, and on a connection that has it already."""
+    twice = HotBatch("SELECT CAST(:a AS BIGINT) + 1", "SELECT CAST(:a AS BIGINT) + 1")
+    for _ in range(2):
+        with raw_reads(engine) as conn:
+            assert [rows[0][0] for rows in twice.run(conn, {"a": 41})] == [42, 42]
+        with raw_transaction(engine) as conn:
+            assert [rows[0][0] for rows in twice.run(conn, {"a": 1})] == [2, 2]
 
 
 def test_enumerations_are_passed_as_their_values(engine):
@@ -107,6 +127,46 @@ def test_an_error_leaves_the_connection_idle_and_the_reads_outside_a_transaction
         # Its PREPARE went through before the error: it is not sent again.
         assert {name for name, _ in failing.prepare} <= _PREPARED[conn.dbapi]
         assert failing.run(conn, {"zero": 2}) == [[(0,)]]
+
+
+def test_a_failed_autocommit_batch_leaves_nothing_written_and_the_connection_idle(engine):
+    """A raw_autocommit batch carrying its own BEGIN and COMMIT, as licence validate's
+    do, with a statement failing between them: psycopg's own error, the failed message's
+    transaction rolled back when the block ends (nothing it wrote stays), and the
+    connection idle for the next batch."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's libpq path")
+    import psycopg
+
+    insert = "INSERT INTO rate_counters (key, window_start, count) VALUES (:key, :window, 1)"
+    # The same row again: its primary key refuses it.
+    duplicate = "INSERT INTO rate_counters (key, window_start, count) VALUES (:key, :window, 2)"
+    write_then_fail = HotBatch("BEGIN", insert, duplicate, "COMMIT")
+    write = HotBatch("BEGIN", insert, "COMMIT")
+    count = HotBatch("SELECT count(*) FROM rate_counters WHERE key = :key")
+    params = {"key": "hot-batch", "window": 0}
+    status = psycopg.pq.TransactionStatus
+    # A pool of one connection: the next block gets the connection the failure left.
+    single = make_engine(
+        engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
+    )
+    try:
+        with pytest.raises(psycopg.errors.UniqueViolation), raw_autocommit(single) as conn:
+            assert conn.dbapi.autocommit  # so the batch goes through libpq
+            try:
+                write_then_fail.run(conn, params)
+            finally:
+                left = conn.dbapi.pgconn.transaction_status
+        assert left == status.INERROR  # the batch's BEGIN, open after the error
+        assert conn.dbapi.pgconn.transaction_status == status.IDLE
+        assert not conn.dbapi.autocommit  # as the pool keeps it, for the ORM's transactions
+        with raw_autocommit(single) as next_conn:
+            assert next_conn.dbapi is conn.dbapi
+            assert count.run(next_conn, params) == [[(0,)]]
+            assert write.run(next_conn, params) == [None, None, None]
+            assert count.run(next_conn, params) == [[(1,)]]
+    finally:
+        single.dispose()
 
 
 def test_reads_prepare_again_when_the_session_lost_its_statements(engine):
