@@ -227,6 +227,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "subscription_provider_off": ErrorCode(
         409, "Provider switched off", "The subscription's provider is not enabled on this site."
     ),
+    "subscription_plan_change_unsupported": ErrorCode(
+        409, "Plan change unsupported", "The subscription's provider cannot change its plan."
+    ),
     "subscription_payment_method_unavailable": ErrorCode(
         409, "Payment method unavailable", "The card of this subscription cannot be changed here."
     ),

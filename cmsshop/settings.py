@@ -132,6 +132,9 @@ CORE_SETTINGS: dict[str, tuple[Callable[[Any], Any], Any, str | None]] = {
     # still retries the card (services/subscriptions/lifecycle.py); Stripe's default
     # retry schedule ends within three weeks.
     "cmsshop.subscription_grace_days": (as_int, 21, None),
+    # Days before a long subscription (billed every three months or less often) renews
+    # itself that remind-renewals tells the buyer (services/subscriptions/reminders.py).
+    "cmsshop.subscription_reminder_days": (as_int, 14, None),
     "cmsshop.demo_data": (as_bool, False, None),
     # The answer cache of public catalogue and docs answers (cmsshop.cache): seconds an
     # answer is fresh (0 turns the cache off), seconds a stale one is still served while
@@ -207,6 +210,8 @@ def load_settings(settings: Mapping[str, Any], environ: Mapping[str, str] | None
         raise ConfigurationError("cmsshop.license_renewal_window_days must be 0..3650")
     if not 0 <= result["cmsshop.subscription_grace_days"] <= 365:
         raise ConfigurationError("cmsshop.subscription_grace_days must be 0..365")
+    if not 1 <= result["cmsshop.subscription_reminder_days"] <= 365:
+        raise ConfigurationError("cmsshop.subscription_reminder_days must be 1..365")
     return result
 
 

@@ -23,10 +23,14 @@ CUSTOMER_ROUTES = {
     "subscriptions.cancel": "/api/dashboard/subscriptions/{id}/cancel",
     "subscriptions.resume": "/api/dashboard/subscriptions/{id}/resume",
     "subscriptions.payment_method": "/api/dashboard/subscriptions/{id}/payment-method",
+    "subscriptions.plan_preview": "/api/dashboard/subscriptions/{id}/plan-preview",
+    "subscriptions.plan": "/api/dashboard/subscriptions/{id}/plan",
     "account.subscriptions": "/account/subscriptions",
     "account.subscription_cancel": "/account/subscriptions/{id}/cancel",
     "account.subscription_resume": "/account/subscriptions/{id}/resume",
     "account.subscription_payment_method": "/account/subscriptions/{id}/payment-method",
+    "account.subscription_plan_preview": "/account/subscriptions/{id}/plan-preview",
+    "account.subscription_plan": "/account/subscriptions/{id}/plan",
 }
 
 

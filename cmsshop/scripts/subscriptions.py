@@ -1,5 +1,9 @@
 """cmsshop-admin subcommands of the subscriptions area.
 
+``remind-renewals [--days N]`` queues a reminder before each subscription of a long cycle
+(three months or more) renews itself, saying when the card on file expires before that
+(services/subscriptions/reminders.py).
+
 ``reconcile-subscriptions [--all]`` compares every live subscription (every one with
 ``--all``) with the provider's account of it and repairs the drift: paid invoices whose
 events never arrived are recorded, each once, and the status is the provider's again
@@ -40,3 +44,28 @@ def register(subparsers) -> None:
     )
     p.add_argument("--all", action="store_true", help="ended subscriptions too")
     p.set_defaults(handler=cmd_reconcile_subscriptions)
+    register_reminders(subparsers)
+
+
+def cmd_remind_renewals(env, args) -> int:
+    """One pass: queue ``subscription_renewing`` for every subscription of a long cycle
+    renewing within the next N days (services/subscriptions/reminders.py)."""
+    from cmsshop.services.subscriptions.reminders import queue_renewal_reminders, reminder_days
+
+    registry = env["registry"]
+    days = args.days if args.days is not None else reminder_days(registry.settings)
+    providers = env["request"].find_service(PaymentProviders)
+    queued = queue_renewal_reminders(registry, providers, days=days)
+    print(f"queued {queued} renewal reminder{'' if queued == 1 else 's'} ({days} days ahead)")
+    return 0
+
+
+def register_reminders(subparsers) -> None:
+    from cmsshop.scripts.licensing import positive_days
+
+    p = subparsers.add_parser(
+        "remind-renewals",
+        help="queue e-mails before long subscriptions renew themselves (one pass)",
+    )
+    p.add_argument("--days", type=positive_days, default=None)
+    p.set_defaults(handler=cmd_remind_renewals)

@@ -40,7 +40,7 @@ def test_dashboard_fuzz(app, operations, dbsession, customer, admin, storage_dir
         client.login((customer if who == "customer" else admin).email)
         headers = session_headers(client)
         modes.append(GenerationMode.NEGATIVE)
-    assert len(operations) == 21  # offline activation and subscriptions included
+    assert len(operations) == 23  # offline activation and subscriptions included
     for mode in modes:
         for operation in operations:
             if mode == GenerationMode.NEGATIVE and operation.path in NOTHING_TO_NEGATE:

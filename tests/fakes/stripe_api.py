@@ -356,6 +356,11 @@ class FakeStripe:
         self.subscription_events_on_pay = True
         self.period_advances_at_renewal = True
         self.portal_sessions: list[dict] = []
+        # The card a buyer pays a subscription with (``GET /v1/payment_methods/{id}``):
+        # ``card_expiry`` (month, year) is the next new card's.
+        self.payment_methods: dict[str, dict] = {}
+        self.card_expiry = (12, 2099)
+        self.products: dict[str, dict] = {}
         self.retry_delay = 3 * 86400  # seconds to an invoice's next_payment_attempt
         self._subscription_terms: dict[str, dict] = {}  # session id -> its subscription_data
         self._product_names: dict[str, str] = {}  # price id -> the line's product name
@@ -532,11 +537,13 @@ class FakeStripe:
                     "price": price,
                 }
             )
+        card = self.add_payment_method(self.card_expiry)
         sub = {
             "id": f"sub_{secrets.token_hex(12)}",
             "object": "subscription",
             "status": "active",
             "customer": customer,
+            "default_payment_method": card["id"],
             "currency": session["currency"],
             "collection_method": "charge_automatically",
             "billing_cycle_anchor": now,
@@ -794,8 +801,8 @@ class FakeStripe:
         return [self._event("customer.subscription.deleted", sub)]
 
     def update_subscription(self, sub_id: str, params: dict) -> tuple[int, dict]:
-        """``POST /v1/subscriptions/{id}``: ``cancel_at_period_end`` (true/false); the
-        ``customer.subscription.updated`` it causes is sent (or held) as pay()'s are."""
+        """``POST /v1/subscriptions/{id}``: ``cancel_at_period_end`` (true/false), or a new
+        price (``items``); the events it causes are sent (or held) as pay()'s are."""
         sub = self.subscriptions.get(sub_id)
         if sub is None:
             return 404, {
@@ -808,13 +815,16 @@ class FakeStripe:
                     "message": "A canceled subscription can only update its metadata.",
                 }
             }
+        events = []
         if "cancel_at_period_end" in params:
             events = self.schedule_cancel(sub_id, params["cancel_at_period_end"] == "true")
-            for payload in events:
-                if self.hold_webhooks:
-                    self.held.append(payload)
-                elif self.webhook_url:
-                    threading.Thread(target=self.send_webhook, args=(payload,), daemon=True).start()
+        if params.get("items"):
+            events = self._change_price(sub, params)
+        for payload in events:
+            if self.hold_webhooks:
+                self.held.append(payload)
+            elif self.webhook_url:
+                threading.Thread(target=self.send_webhook, args=(payload,), daemon=True).start()
         return 200, copy.deepcopy(sub)
 
     def list_invoices(self, query: dict) -> dict:
@@ -838,6 +848,97 @@ class FakeStripe:
             "has_more": len(found) > limit,
             "data": [copy.deepcopy(invoice) for invoice in found[:limit]],
         }
+
+    def create_product(self, params: dict) -> dict:
+        """``POST /v1/products``: a product a new price can name."""
+        product = {
+            "id": f"prod_{secrets.token_hex(7)}",
+            "object": "product",
+            "name": params.get("name"),
+            "metadata": params.get("metadata") or {},
+        }
+        self.products[product["id"]] = product
+        return product
+
+    def _proration(self, sub: dict, price_data: dict) -> tuple[int, int, int]:
+        """(the amount a change to ``price_data`` now charges, from, to): the new price
+        less the old for the rest of the current period, rounded to the minor unit, as
+        Stripe prorates by the second."""
+        item = sub["items"]["data"][0]
+        start, end = item["current_period_start"], item["current_period_end"]
+        now = min(max(int(time.time()), start), end)
+        difference = (int(price_data["unit_amount"]) - item["price"]["unit_amount"]) * item[
+            "quantity"
+        ]
+        return round(difference * (end - now) / (end - start)), now, end
+
+    def preview_invoice(self, params: dict) -> tuple[int, dict]:
+        """``POST /v1/invoices/create_preview`` of a price change (the upcoming charge)."""
+        sub = self.subscriptions.get(params.get("subscription") or "")
+        details = params.get("subscription_details") or {}
+        items = details.get("items") or []
+        if sub is None or not items or "price_data" not in items[0]:
+            return 400, {"error": {"type": "invalid_request_error", "message": "bad preview"}}
+        amount, start, end = self._proration(sub, items[0]["price_data"])
+        return 200, {
+            "object": "invoice",
+            "id": None,
+            "amount_due": max(amount, 0),
+            "total": amount,
+            "currency": sub["currency"],
+            "subscription": sub["id"],
+            "lines": {
+                "object": "list",
+                "data": [self._invoice_line(amount, sub["currency"], "proration", start, end, 1)],
+            },
+        }
+
+    def _change_price(self, sub: dict, params: dict) -> list[dict]:
+        """``POST /v1/subscriptions/{id}`` with ``items[0][price_data]`` and
+        ``proration_behavior=always_invoice``: the new price from now, the difference for
+        the rest of the period invoiced and charged at once."""
+        before = copy.deepcopy(sub)
+        price_data = params["items"][0]["price_data"]
+        amount, start, end = self._proration(sub, price_data)
+        item = sub["items"]["data"][0]
+        recurring = price_data.get("recurring") or {}
+        item["price"] = {
+            "id": f"price_{secrets.token_hex(7)}",
+            "object": "price",
+            "unit_amount": int(price_data["unit_amount"]),
+            "currency": price_data.get("currency", sub["currency"]),
+            "product": price_data.get("product"),
+            "recurring": {
+                "interval": recurring.get("interval", item["price"]["recurring"]["interval"]),
+                "interval_count": int(recurring.get("interval_count", 1)),
+            },
+        }
+        sub["metadata"].update(params.get("metadata") or {})
+        events = []
+        if amount > 0 and params.get("proration_behavior") == "always_invoice":
+            line = self._invoice_line(amount, sub["currency"], "Remaining time", start, end, 1)
+            invoice = self._open_invoice(sub, [line], "subscription_update")
+            self._attempt(invoice, paid=True)
+            events += [
+                self._event("invoice.paid", invoice),
+                self._event("invoice.payment_succeeded", invoice),
+            ]
+        return events + self._updated(sub, before)
+
+    def add_payment_method(self, expiry: tuple[int, int]) -> dict:
+        card = {
+            "id": f"pm_{secrets.token_hex(10)}",
+            "object": "payment_method",
+            "type": "card",
+            "card": {
+                "brand": "visa",
+                "last4": "4242",
+                "exp_month": expiry[0],
+                "exp_year": expiry[1],
+            },
+        }
+        self.payment_methods[card["id"]] = card
+        return card
 
     def portal_session(self, params: dict) -> dict:
         """``POST /v1/billing_portal/sessions``: a page where the customer replaces the card."""
@@ -1014,6 +1115,7 @@ class FakeStripe:
                     ("/v1/payment_intents/", fake.intents),
                     ("/v1/subscriptions/", fake.subscriptions),
                     ("/v1/invoices/", fake.invoices),
+                    ("/v1/payment_methods/", fake.payment_methods),
                 ):
                     if path.startswith(prefix) and path[len(prefix) :] in store:
                         return self._answer(200, store[path[len(prefix) :]])
@@ -1048,6 +1150,12 @@ class FakeStripe:
                     params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
                     status, body = fake.update_subscription(path.rsplit("/", 1)[1], params)
                     return self._answer(status, body)
+                if path == "/v1/products":
+                    params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
+                    return self._answer(200, fake.create_product(params))
+                if path == "/v1/invoices/create_preview":
+                    params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
+                    return self._answer(*fake.preview_invoice(params))
                 if path == "/v1/billing_portal/sessions":
                     params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
                     return self._answer(200, fake.portal_session(params))

@@ -4,29 +4,10 @@ pass finds nothing to do."""
 
 from __future__ import annotations
 
-import pathlib
-
-import pytest
-from fakes.stripe_api import API_KEY, SECRET
 from helpers.subscriptions import GRACE, period_end, state
 
 from cmsshop.models import Order
 from cmsshop.scripts.admin import main as admin_main
-
-
-@pytest.fixture
-def card_ini(ini, fake_stripe):
-    """The test ini, with the card provider's API at the fake."""
-    path = pathlib.Path(ini)
-    text = path.read_text().replace(
-        "[alembic]",
-        f"cmsshop.cardprovider.api_key = {API_KEY}\n"
-        f"cmsshop.cardprovider.api_base = {fake_stripe.url}\n"
-        f"cmsshop.cardprovider.webhook_secrets = {SECRET}\n"
-        "cmsshop.payments.trust_verified_events = false\n\n[alembic]",
-    )
-    path.write_text(text)
-    return str(path)
 
 
 def test_lost_events_are_repaired_once(subscribed, fake_stripe, card_ini, dbsession, capsys):

@@ -129,6 +129,9 @@ class ProviderInvoice:
     payment_reference: str | None  # the payment a refund goes back through
     first: bool  # it opened the subscription (paid by the order that bought it)
     order_number: str | None  # our order that bought the subscription
+    # Why it was billed: "create" (the first), "cycle" (a renewal), "update" (a plan
+    # change charged for the rest of the period).
+    reason: str = "cycle"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +146,29 @@ class ProviderSubscription:
     ended_at: dt.datetime | None
     order_number: str | None
     customer_ref: str | None = None  # the buyer at the provider
+    product_ref: str | None = None  # our product it is billed for, after a plan change
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanPrice:
+    """What a subscription changes to: our product, its name, and the amount billed
+    each cycle (minor units; the product's price times the seats packs bought)."""
+
+    slug: str
+    name: str
+    amount: int
+    currency: str
+    recurring: Recurring
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanPreview:
+    """The provider's own account of a plan change before it is made."""
+
+    charged_now: int  # minor units, for the rest of the current period
+    currency: str
+    next_amount: int  # each cycle from the next one
+    next_at: dt.datetime | None
 
 
 @dataclasses.dataclass(frozen=True)

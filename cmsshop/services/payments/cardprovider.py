@@ -398,6 +398,86 @@ class CardProvider:
         except stripe.StripeError as exc:
             raise pb.ProviderUnavailable(_describe(exc)) from None
 
+    def card_expiry(
+        self, subscription_ref: str, config: Mapping[str, Any]
+    ) -> tuple[int, int] | None:
+        """(month, year) the card the subscription is charged to expires, when it is a
+        card (``default_payment_method``); None otherwise."""
+        found = self._retrieve("subscriptions", subscription_ref, config)
+        method_id = _object_id(found.get("default_payment_method"))
+        if method_id is None:
+            return None
+        card = _mapping(self._retrieve("payment_methods", method_id, config).get("card"))
+        month, year = card.get("exp_month"), card.get("exp_year")
+        return (month, year) if _is_int(month) and _is_int(year) else None
+
+    def preview_plan_change(
+        self, subscription_ref: str, price: pb.PlanPrice, config: Mapping[str, Any]
+    ) -> pb.PlanPreview:
+        """What changing to ``price`` now would charge (``POST /v1/invoices/create_preview``
+        with the new price and ``always_invoice``: the difference for the rest of the
+        period, prorated by Stripe)."""
+        found = self._retrieve("subscriptions", subscription_ref, config)
+        item = _first_item(found)
+        params = {
+            "subscription": subscription_ref,
+            "subscription_details": {
+                "items": [{"id": item["id"], "price_data": _price_data(price, item)}],
+                "proration_behavior": "always_invoice",
+            },
+        }
+        try:
+            preview = (
+                self._client(config)
+                .v1.invoices.create_preview(params=params)  # type: ignore[arg-type]
+                .to_dict()
+            )
+        except stripe.StripeError as exc:
+            raise pb.ProviderUnavailable(_describe(exc)) from None
+        return pb.PlanPreview(
+            charged_now=max(_int(preview.get("amount_due")), 0),
+            currency=_currency(preview.get("currency")) or price.currency,
+            next_amount=price.amount,
+            next_at=subscription_of(found).current_period_end,
+        )
+
+    def change_plan(
+        self, subscription_ref: str, price: pb.PlanPrice, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
+        """Move the subscription to ``price`` from now: Stripe invoices the difference for
+        the rest of the period at once (``always_invoice``) and, with
+        ``pending_if_incomplete``, changes nothing unless that payment succeeds; its
+        ``invoice.paid`` then upgrades the license here. Our product goes along in the
+        subscription's metadata. Idempotent per subscription, current price and target."""
+        found = self._retrieve("subscriptions", subscription_ref, config)
+        item = _first_item(found)
+        client = self._client(config)
+        key = f"cmsshop-plan-{subscription_ref}-{_object_id(item.get('price'))}-{price.slug}"
+        try:
+            product = client.v1.products.create(
+                params={"name": price.name, "metadata": {"productSlug": price.slug}},
+                options={"idempotency_key": f"{key}-product"},
+            ).to_dict()
+            params = {
+                "items": [
+                    {
+                        "id": item["id"],
+                        "price_data": {**_price_data(price, item), "product": product["id"]},
+                    }
+                ],
+                "proration_behavior": "always_invoice",
+                "payment_behavior": "pending_if_incomplete",
+                "metadata": {"productSlug": price.slug},
+            }
+            updated = client.v1.subscriptions.update(
+                subscription_ref,
+                params=params,  # type: ignore[arg-type]
+                options={"idempotency_key": key},
+            ).to_dict()
+        except stripe.StripeError as exc:
+            raise pb.ProviderUnavailable(_describe(exc)) from None
+        return subscription_of(updated)
+
     def set_cancel_at_period_end(
         self, subscription_ref: str, cancel: bool, config: Mapping[str, Any]
     ) -> pb.ProviderSubscription:
@@ -523,6 +603,9 @@ def _invoice_payment(invoice: Mapping[str, Any]) -> str | None:
     return _object_id(invoice.get("payment_intent"))
 
 
+_REASONS = {"subscription_create": "create", "subscription_update": "update"}
+
+
 def invoice_of(invoice: Mapping[str, Any]) -> pb.ProviderInvoice:
     """Our account of a Stripe invoice. The period it pays for is its subscription lines'
     (``lines[].period``): the invoice's own ``period_start``/``period_end`` are the
@@ -547,6 +630,7 @@ def invoice_of(invoice: Mapping[str, Any]) -> pb.ProviderInvoice:
         payment_reference=_invoice_payment(invoice),
         first=invoice.get("billing_reason") == "subscription_create",
         order_number=number,
+        reason=_REASONS.get(str(invoice.get("billing_reason")), "cycle"),
     )
 
 
@@ -570,7 +654,29 @@ def subscription_of(found: Mapping[str, Any]) -> pb.ProviderSubscription:
         ended_at=_stamp(found.get("ended_at")),
         order_number=_text(_mapping(found.get("metadata")).get("orderNumber")),
         customer_ref=_object_id(found.get("customer")),
+        product_ref=_text(_mapping(found.get("metadata")).get("productSlug")),
     )
+
+
+def _first_item(found: Mapping[str, Any]) -> dict[str, Any]:
+    items = _mapping(found.get("items")).get("data") or []
+    if not items or not isinstance(items[0], dict) or not _text(items[0].get("id")):
+        raise pb.ProviderUnavailable("Stripe's subscription has no item")
+    return items[0]
+
+
+def _price_data(price: pb.PlanPrice, item: Mapping[str, Any]) -> dict[str, Any]:
+    """A new price for the subscription's one item (one unit at the cycle's amount, as
+    checkout made it); the preview may name the item's own product."""
+    return {
+        "currency": price.currency.lower(),
+        "unit_amount": price.amount,
+        "product": _object_id(_mapping(item.get("price")).get("product")),
+        "recurring": {
+            "interval": price.recurring.interval,
+            "interval_count": price.recurring.count,
+        },
+    }
 
 
 def _tax_line(checkout: pb.CheckoutRequest, currency: str) -> list[dict[str, Any]]:

@@ -372,7 +372,12 @@ def record_paid_invoice(
         notes.append(apply_state(subscription, state, event_created, now))
         notes.append(follow_license(session, subscription, settings, now, first=True))
         return Outcome("processed", first.number, "; ".join(n for n in notes if n))
-    renewal = renewal_order(session, subscription, first, invoice)
+    target = _changed_product(session, subscription, invoice, state)
+    if target is not None:
+        renewal = plan_change_order(session, subscription, first, invoice, target)
+        subscription.plan_id = _plan_of(session, target.id)
+    else:
+        renewal = renewal_order(session, subscription, first, invoice)
     _add_period(session, subscription, invoice, renewal, now)
     changed = apply_state(subscription, state, event_created, now)
     problems = license_changes.change_problems(session, renewal, now)
@@ -392,8 +397,45 @@ def record_paid_invoice(
         confirmed_currency=invoice.currency,
         renews_until=_renewed_expiry(session, subscription, settings),
     )
-    notes = [f"renewal {renewal.number} to {_day(invoice.period_end)}", changed]
+    what = "plan change" if target is not None else "renewal"
+    notes = [f"{what} {renewal.number} to {_day(invoice.period_end)}", changed]
     return Outcome("processed", renewal.number, "; ".join(n for n in notes if n))
+
+
+def _changed_product(
+    session: Session, subscription: Subscription, invoice: pb.ProviderInvoice, state
+) -> Product | None:
+    """The product a plan change's invoice moves the license to (None: a renewal)."""
+    if invoice.reason != "update" or not state.product_ref:
+        return None
+    license = session.get(License, subscription.license_id)
+    target = session.scalar(select(Product).where(Product.slug == state.product_ref[:100]))
+    if target is None or license is None or target.id == license.product_id:
+        return None
+    return target
+
+
+def plan_change_order(
+    session: Session,
+    subscription: Subscription,
+    first: Order,
+    invoice: pb.ProviderInvoice,
+    target: Product,
+) -> Order:
+    """The order recording a plan change's payment: an upgrade of the license to
+    ``target`` (its seats and features, as an upgrade bought by hand), for what the
+    provider charged for the rest of the period; the license keeps its expiry."""
+    order = renewal_order(session, subscription, first, invoice)
+    license = session.get(License, subscription.license_id)
+    quantity = first.items[0].quantity
+    unit = -(-invoice.amount // quantity)  # rounded up; the rest is the line's discount
+    item = order.items[0]
+    item.kind, item.product_id, item.product_slug = "upgrade", target.id, target.slug
+    item.name = f"Change of {license.key} to {display_name(target.name, quantity)}"[:200]
+    item.quantity, item.unit_amount = quantity, unit
+    item.discount = unit * quantity - invoice.amount
+    session.flush()
+    return order
 
 
 def sync_state(

@@ -18,12 +18,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cmsshop.db import take_write_lock
-from cmsshop.errors import Conflict, NotFound
-from cmsshop.models import License, Product, Subscription, SubscriptionPeriod
+from cmsshop.errors import Conflict, NotFound, ValidationFailed
+from cmsshop.models import License, Product, Subscription, SubscriptionPeriod, SubscriptionPlan
 from cmsshop.models.meta import MAX_ID
 from cmsshop.models.subscriptions import RENEWING_STATUSES
 from cmsshop.services.payments import base as pb
-from cmsshop.services.payments import fulfilment
+from cmsshop.services.payments import fulfilment, license_changes
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.subscriptions import lifecycle
@@ -52,6 +52,7 @@ class SubscriptionCard:
     can_cancel: bool
     can_resume: bool
     can_update_payment: bool
+    plan_choices: list = dataclasses.field(default_factory=list)  # PlanChoice
 
 
 def _card(subscription: Subscription, product: str, key, last: SubscriptionPeriod | None):
@@ -84,7 +85,10 @@ def customer_subscriptions(session: Session, user_id: int) -> list[SubscriptionC
     ).all()
     latest = _latest_periods(session, [row[0].id for row in rows])
     return [
-        _card(subscription, name or "", key, latest.get(subscription.id))
+        dataclasses.replace(
+            _card(subscription, name or "", key, latest.get(subscription.id)),
+            plan_choices=plan_choices(session, subscription),
+        )
         for subscription, name, key in rows
     ]
 
@@ -178,3 +182,126 @@ def payment_method_url(
         )
     except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
         raise ProviderRefused(str(exc)) from None
+
+
+# --- changing the plan ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanChoice:
+    product: Product
+    amount: int  # each cycle, for the seats the license was bought with
+    currency: str
+
+
+def plan_choices(session: Session, subscription: Subscription) -> list[PlanChoice]:
+    """What the subscription may change to: a higher tier of its product (more seats, as
+    an upgrade bought by hand), sold as a subscription on the same cycle, priced in the
+    subscription's currency. A lower tier would take seats away mid-period: bought as a
+    new subscription instead, once this one ends."""
+    if subscription.status not in ("active", "trialing") or subscription.license_id is None:
+        return []
+    license = session.get(License, subscription.license_id)
+    current = session.get(Product, license.product_id)
+    plan = session.get(SubscriptionPlan, subscription.plan_id) if subscription.plan_id else None
+    last = _latest_periods(session, [subscription.id]).get(subscription.id)
+    if current.upgrade_group is None or plan is None or last is None:
+        return []
+    quantity = license_changes.purchased_quantities(session, [license])[license.id]
+    found = session.execute(
+        select(Product, SubscriptionPlan)
+        .join(SubscriptionPlan, SubscriptionPlan.product_id == Product.id)
+        .where(
+            Product.upgrade_group == current.upgrade_group,
+            Product.published.is_(True),
+            Product.archived.is_(False),
+            Product.licensed.is_(True),
+            SubscriptionPlan.active.is_(True),
+            SubscriptionPlan.interval == plan.interval,
+            SubscriptionPlan.interval_count == plan.interval_count,
+        )
+        .order_by(Product.tier, Product.name)
+    ).all()
+    choices = []
+    for product, _plan in found:
+        price = next((p.amount for p in product.prices if p.currency == last.currency), None)
+        if price is None or license_changes.upgrade_problem(license, current, product, quantity):
+            continue
+        choices.append(PlanChoice(product, price * quantity, last.currency))
+    return choices
+
+
+def _choice(session: Session, subscription: Subscription, slug) -> PlanChoice:
+    for choice in plan_choices(session, subscription):
+        if choice.product.slug == slug:
+            return choice
+    raise ValidationFailed({"product": "this subscription cannot change to that product"})
+
+
+def _plan_price(session: Session, subscription: Subscription, choice: PlanChoice):
+    plan = session.get(SubscriptionPlan, subscription.plan_id)
+    return pb.PlanPrice(
+        slug=choice.product.slug,
+        name=choice.product.name,
+        amount=choice.amount,
+        currency=choice.currency,
+        recurring=pb.Recurring(plan.interval, plan.interval_count),
+    )
+
+
+def _plan_changer(providers: PaymentProviders, subscription: Subscription):
+    spec = providers.get(subscription.provider)
+    if spec is None or not hasattr(spec.provider, "change_plan"):
+        raise Conflict(
+            "This payment provider cannot change a subscription's plan: cancel it at the "
+            "end of its period and subscribe to the other plan.",
+            code="subscription_plan_change_unsupported",
+        )
+    return spec
+
+
+def preview_plan_change(
+    providers: PaymentProviders, registry, session: Session, subscription: Subscription, slug
+) -> tuple[PlanChoice, pb.PlanPreview]:
+    """What changing to ``slug`` costs now and then, as the provider reckons it."""
+    choice = _choice(session, subscription, slug)
+    spec = _plan_changer(providers, subscription)
+    try:
+        preview = spec.provider.preview_plan_change(
+            subscription.provider_subscription_id,
+            _plan_price(session, subscription, choice),
+            provider_config(registry, spec),
+        )
+    except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
+        raise ProviderRefused(str(exc)) from None
+    return choice, preview
+
+
+def change_plan(
+    providers: PaymentProviders,
+    registry,
+    session: Session,
+    settings: Mapping[str, Any],
+    subscription: Subscription,
+    slug,
+) -> Subscription:
+    """Ask the provider to move the subscription to ``slug`` now. The license moves when
+    the provider's invoice for the rest of the period is paid (its event, once)."""
+    choice = _choice(session, subscription, slug)
+    spec = _plan_changer(providers, subscription)
+    try:
+        state = spec.provider.change_plan(
+            subscription.provider_subscription_id,
+            _plan_price(session, subscription, choice),
+            provider_config(registry, spec),
+        )
+    except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
+        raise ProviderRefused(str(exc)) from None
+    take_write_lock(session)
+    fulfilment.lock_order(session, subscription.order_id)
+    locked = lifecycle.find_subscription(
+        session, subscription.provider, subscription.provider_subscription_id, for_update=True
+    )
+    lifecycle.apply_state(locked, state, None, utcnow())
+    session.flush()
+    return locked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import colander
 from pyramid.view import view_config
 
 from cmsshop.errors import ApiError
@@ -9,7 +10,8 @@ from cmsshop.security import CUSTOMER
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.subscriptions import selfservice
 from cmsshop.util import isoformat_z
-from cmsshop.views.shared.json import parse_path_id
+from cmsshop.views.shared.json import parse_path_id, read_json
+from cmsshop.views.shared.schema import slug_node
 
 
 def subscription_body(card: selfservice.SubscriptionCard) -> dict:
@@ -31,7 +33,58 @@ def subscription_body(card: selfservice.SubscriptionCard) -> dict:
         "canCancel": card.can_cancel,
         "canResume": card.can_resume,
         "canUpdatePaymentMethod": card.can_update_payment,
+        "planChoices": [
+            {
+                "product": choice.product.slug,
+                "name": choice.product.name,
+                "amount": choice.amount,
+                "currency": choice.currency,
+            }
+            for choice in card.plan_choices
+        ],
     }
+
+
+class PlanSchema(colander.MappingSchema):
+    product = slug_node()
+
+
+def plan_preview_body(choice, preview) -> dict:
+    return {
+        "product": choice.product.slug,
+        "name": choice.product.name,
+        "chargedNow": {"amount": preview.charged_now, "currency": preview.currency},
+        "then": {"amount": preview.next_amount, "currency": choice.currency},
+        "nextChargeAt": isoformat_z(preview.next_at),
+    }
+
+
+def preview_plan(request, slug):
+    """(the choice, the provider's preview) of a plan change; shared with the page."""
+    try:
+        return selfservice.preview_plan_change(
+            request.find_service(PaymentProviders),
+            request.registry,
+            request.db,
+            own_subscription(request),
+            slug,
+        )
+    except selfservice.ProviderRefused as exc:
+        raise _unavailable(exc) from None
+
+
+def change_plan(request, slug) -> None:
+    try:
+        selfservice.change_plan(
+            request.find_service(PaymentProviders),
+            request.registry,
+            request.db,
+            request.registry.settings,
+            own_subscription(request),
+            slug,
+        )
+    except selfservice.ProviderRefused as exc:
+        raise _unavailable(exc) from None
 
 
 def own_subscription(request):
@@ -116,3 +169,27 @@ def resume(request):
 def payment_method(request):
     request.response.cache_control = "no-store"
     return {"redirectUrl": payment_method_url(request)}
+
+
+@view_config(
+    route_name="subscriptions.plan_preview",
+    request_method="POST",
+    renderer="json",
+    permission=CUSTOMER,
+)
+def plan_preview(request):
+    own_subscription(request)  # 404 before looking at the body
+    data = read_json(request, PlanSchema())
+    request.response.cache_control = "no-store"
+    return plan_preview_body(*preview_plan(request, data["product"]))
+
+
+@view_config(
+    route_name="subscriptions.plan", request_method="POST", renderer="json", permission=CUSTOMER
+)
+def plan(request):
+    own_subscription(request)
+    data = read_json(request, PlanSchema())
+    change_plan(request, data["product"])
+    request.response.cache_control = "no-store"
+    return _card_of(request, parse_path_id(request.matchdict["id"]))

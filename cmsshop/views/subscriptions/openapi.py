@@ -22,6 +22,7 @@ SUBSCRIPTION = {
         "canCancel",
         "canResume",
         "canUpdatePaymentMethod",
+        "planChoices",
     ],
     "properties": {
         "id": {"type": "integer"},
@@ -50,7 +51,33 @@ SUBSCRIPTION = {
         "canCancel": {"type": "boolean"},
         "canResume": {"type": "boolean"},
         "canUpdatePaymentMethod": {"type": "boolean"},
+        "planChoices": {
+            "type": "array",
+            "description": "Higher tiers it can change to now (same cycle), with their "
+            "amount each period",
+            "items": {
+                "type": "object",
+                "required": ["product", "name", "amount", "currency"],
+                "properties": {
+                    "product": {"type": "string"},
+                    "name": {"type": "string"},
+                    "amount": {"type": "integer"},
+                    "currency": {"type": "string"},
+                },
+            },
+        },
     },
+}
+PLAN_BODY = {
+    "type": "object",
+    "required": ["product"],
+    "additionalProperties": False,
+    "properties": {"product": {"type": "string", "description": "One of planChoices"}},
+}
+MONEY = {
+    "type": "object",
+    "required": ["amount", "currency"],
+    "properties": {"amount": {"type": "integer"}, "currency": {"type": "string"}},
 }
 CHANGE_ERRORS = oa.errors(401, 403, 404, 409, 503)
 
@@ -90,6 +117,44 @@ OPENAPI_PATHS = {
             params=[ID_PARAM],
             csrf=True,
             body_required=False,
+            tags=TAGS,
+        )
+    },
+    "/api/dashboard/subscriptions/{id}/plan-preview": {
+        "post": oa.operation(
+            "What changing to a higher tier costs now (the provider's proration for the rest "
+            "of the period) and each period after (422 for a product not in planChoices; "
+            "409 subscription_plan_change_unsupported for a provider that cannot)",
+            {
+                **oa.ok(
+                    {
+                        "type": "object",
+                        "required": ["product", "name", "chargedNow", "then", "nextChargeAt"],
+                        "properties": {
+                            "product": {"type": "string"},
+                            "name": {"type": "string"},
+                            "chargedNow": MONEY,
+                            "then": MONEY,
+                            "nextChargeAt": NULLABLE_DATE_TIME,
+                        },
+                    }
+                ),
+                **oa.errors(401, 403, 404, 409, 415, 422, 503),
+            },
+            params=[ID_PARAM],
+            body=PLAN_BODY,
+            csrf=True,
+            tags=TAGS,
+        )
+    },
+    "/api/dashboard/subscriptions/{id}/plan": {
+        "post": oa.operation(
+            "Change to a higher tier now: the provider charges the rest of the period at "
+            "once, and the license moves when it confirms that payment",
+            {**oa.ok(oa.ref("Subscription")), **oa.errors(401, 403, 404, 409, 415, 422, 503)},
+            params=[ID_PARAM],
+            body=PLAN_BODY,
+            csrf=True,
             tags=TAGS,
         )
     },

@@ -9,9 +9,16 @@ from cmsshop.security import CUSTOMER
 from cmsshop.services.store.currencies import list_currencies
 from cmsshop.services.subscriptions import selfservice
 from cmsshop.views.shared.forms import see_other
-from cmsshop.views.subscriptions.api import change_cancellation, payment_method_url
+from cmsshop.views.subscriptions.api import (
+    change_cancellation,
+    change_plan,
+    payment_method_url,
+    preview_plan,
+)
 
 NOTICES = {
+    "subscription_plan_requested": "The change is asked of the payment provider: your "
+    "license moves to the new plan as soon as it confirms the payment.",
     "subscription_cancelled": "Your subscription ends at the end of the period you paid for.",
     "subscription_resumed": "Your subscription renews itself again.",
 }
@@ -49,3 +56,33 @@ def resume(request):
 )
 def payment_method(request):
     return HTTPSeeOther(location=payment_method_url(request))
+
+
+def _posted_product(request) -> str:
+    slug = request.POST.get("product", "")
+    return slug if isinstance(slug, str) else ""
+
+
+@view_config(
+    route_name="account.subscription_plan_preview",
+    request_method="POST",
+    renderer="subscriptions/plan_change.html",
+    permission=CUSTOMER,
+)
+def plan_preview(request):
+    """What the change costs, before the customer confirms it."""
+    choice, preview = preview_plan(request, _posted_product(request))
+    request.response.cache_control = "no-store"
+    return {
+        "account_section": "subscriptions",
+        "subscription_id": request.matchdict["id"],
+        "choice": choice,
+        "preview": preview,
+        "currencies": {c.code: c for c in list_currencies(request.db, enabled_only=False)},
+    }
+
+
+@view_config(route_name="account.subscription_plan", request_method="POST", permission=CUSTOMER)
+def plan(request):
+    change_plan(request, _posted_product(request))
+    return see_other(request, "/account/subscriptions", notice="subscription_plan_requested")
