@@ -10,6 +10,7 @@ import datetime as dt
 import random
 
 import pytest
+from fakes.shop import event_row
 from fakes.stripe_api import delivery
 from helpers.app import requires_postgresql
 from helpers.checkout import BILLING
@@ -323,3 +324,22 @@ def test_refunding_one_renewal_takes_back_that_period_only(
     for payload in fake_stripe.schedule_cancel(sub_id, cancel=False):
         send(webhook, payload)
     assert state(dbsession, number)[1].expires_at == first_paid_through + GRACE
+
+
+def test_a_first_payment_that_does_not_add_up_holds_the_renewals_for_review(
+    card_buyer, fake_stripe, webhook, monthly, dbsession
+):
+    number, events = subscribe(card_buyer, fake_stripe)
+    (sub_id,) = fake_stripe.subscriptions
+    first_invoice = events["invoice.paid"]["data"]["object"]["id"]
+    fake_stripe.invoices[first_invoice]["amount_paid"] = 100  # not what the order costs
+    assert send(webhook, events["invoice.paid"])["status"] == "needs_review"
+    order = dbsession.scalar(select(Order).where(Order.number == number))
+    assert order.status == "needs_review"
+    renewal = fake_stripe.renew(sub_id)[0]
+    answer = send(webhook, renewal)
+    assert answer["status"] == "needs_review"  # answered 200 and kept, not retried forever
+    row = event_row(dbsession, renewal["id"])
+    assert row.status == "processed" and "held for review" in row.last_error
+    assert state(dbsession, number)[0] is None
+    assert count(dbsession, License) == 0

@@ -343,6 +343,16 @@ def record_paid_invoice(
         return Outcome("duplicate", first.number, f"invoice {invoice.invoice_id} already counted")
     subscription = find_subscription(session, provider, invoice.subscription_ref, for_update=True)
     if fulfilment.fulfilment_of(session, first.id) is None:
+        if not invoice.first and first.status == "needs_review":
+            # The first payment is held for a human (its amount did not add up): so is
+            # this one, visibly, instead of being retried until the provider gives up.
+            return Outcome(
+                "needs_review",
+                first.number,
+                f"invoice {invoice.invoice_id} paid while the order that bought the "
+                "subscription is held for review; record it once that is resolved "
+                "(resync from the console)",
+            )
         if not invoice.first:
             # A renewal before the first payment is recorded: the provider sends the
             # first period's events again, and this one (retried on "pending").
