@@ -244,8 +244,11 @@ class ContentVersion(Base):
 PUBLIC_CONTENT = (Currency, Product, ProductPrice, ProductImage, Release, Article)
 # What the cached HTML pages read besides (cmsshop.cache): the brand (``brand.*`` rows of
 # shop_settings, the logo in shop_files), the footer's legal links (legal_documents) and
-# the product pictures' stored renditions (media_files). None is written on a hot path
+# the product pictures' stored renditions (media_files), and which products are sold as
+# subscriptions (subscription_plans: the product page says so). None is written on a hot path
 # (the console writes them), so a write empties the caches at no cost worth counting.
-PAGE_CONTENT_TABLES = frozenset({"shop_settings", "shop_files", "legal_documents", "media_files"})
-# Every table whose writes bump the content version (migrations 0017, 0026 and 0028).
+PAGE_CONTENT_TABLES = frozenset(
+    {"shop_settings", "shop_files", "legal_documents", "media_files", "subscription_plans"}
+)
+# Every table whose writes bump the content version (migrations 0017, 0026, 0028, 0031).
 CONTENT_TABLES = frozenset(cls.__tablename__ for cls in PUBLIC_CONTENT) | PAGE_CONTENT_TABLES

@@ -55,3 +55,17 @@ def test_bad_plans_are_refused_and_change_nothing(
 def test_only_an_admin_sets_plans(customer_app, testapp, catalogue):
     customer_app.put_json(ROUTE.format("site-guard"), {"interval": "month"}, status=403)
     testapp.put_json(ROUTE.format("site-guard"), {"interval": "month"}, status=401)
+
+
+def test_the_product_page_says_so_at_once_though_it_is_cached(admin_app, app, catalogue, customer):
+    from helpers.clients import logged_in, page_client
+
+    visitor = page_client(app)
+    assert "every month" not in visitor.get("/products/site-guard").text
+    assert "every month" not in visitor.get("/products/site-guard").text  # kept now
+    admin_app.put_json(ROUTE.format("site-guard"), {"interval": "month"}, status=201)
+    page = visitor.get("/products/site-guard").text
+    assert "every month" in page and "until you cancel" in page
+    assert "Subscribe to SiteGuard" in logged_in(app, customer).get("/products/site-guard").text
+    admin_app.put_json(ROUTE.format("site-guard"), {"interval": "month", "active": False})
+    assert "every month" not in visitor.get("/products/site-guard").text

@@ -8,6 +8,7 @@ import re
 from cmsshop.services.checkout.pricing import max_quantity
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store import currencies, media, products
+from cmsshop.services.subscriptions import plans as subscription_plans
 from cmsshop.services.tax import billing
 
 # How the buy form names a provider (its registry name otherwise).
@@ -73,4 +74,6 @@ def product_page_values(
         "errors": errors or {},
         "form": form,
         "countries": billing.country_choices(),
+        # Sold as a subscription: said beside the price and on the button ("every month").
+        "billing_cycle": subscription_plans.billing_cycle(request.db, [product.id]),
     }
