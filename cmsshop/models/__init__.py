@@ -14,7 +14,8 @@ whichever feature modules are switched on. One module per feature, as in service
     dashboard  DownloadLog
     support    SupportTicket, TicketMessage, ErrorRecord
     mail       OutboxMessage (the transactional outbox)
-    subscriptions  SubscriptionPlan, Subscription, SubscriptionPeriod
+    subscriptions  SubscriptionPlan, Subscription, SubscriptionPeriod,
+                   SubscriptionProviderPlan, ParkedPayment
     webhooks   WebhookEndpoint, WebhookEvent, WebhookDelivery, WebhookAttempt (outgoing)
     ratelimit  RateCounter
     tax        ShopSetting, ShopFile, BillingProfile, CreditNote, CreditNoteCounter
@@ -88,9 +89,11 @@ from cmsshop.models.subscriptions import (
     INTERVALS,
     RENEWING_STATUSES,
     SUBSCRIPTION_STATUSES,
+    ParkedPayment,
     Subscription,
     SubscriptionPeriod,
     SubscriptionPlan,
+    SubscriptionProviderPlan,
 )
 from cmsshop.models.support import TICKET_STATUSES, ErrorRecord, SupportTicket, TicketMessage
 from cmsshop.models.tax import (
@@ -115,9 +118,11 @@ __all__ = [
     "INTERVALS",
     "RENEWING_STATUSES",
     "SUBSCRIPTION_STATUSES",
+    "ParkedPayment",
     "Subscription",
     "SubscriptionPeriod",
     "SubscriptionPlan",
+    "SubscriptionProviderPlan",
     "API_TOKEN_SCOPES",
     "ATTEMPT_OUTCOMES",
     "DELIVERY_STATUSES",

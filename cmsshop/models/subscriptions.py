@@ -6,6 +6,10 @@ is an ordinary renewal order of its license, so invoices, refunds and the licens
 change history work as they do for a renewal bought by hand. ``subscription_periods``
 is unique per provider invoice: the gate that makes one paid invoice extend the
 license once, however often and in whatever order its events arrive.
+
+A provider that bills against plans made in advance (PayPal) keeps them in
+``subscription_provider_plans``; a subscription payment whose event names no
+subscription and matches none waits in ``parked_payments`` for the reconciliation.
 """
 
 from __future__ import annotations
@@ -121,3 +125,61 @@ class SubscriptionPeriod(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     # Its order's money went back in full: it no longer counts towards paid_through.
     refunded_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+
+
+class SubscriptionProviderPlan(Base):
+    """A plan made at a provider that bills against plans created in advance (PayPal):
+    one per product plan, provider, currency, amount and billing cycle, so a second
+    checkout of the same product at the same price reuses it. A changed price or cycle
+    is a new row; the subscriptions sold on the old plan go on with it."""
+
+    __tablename__ = "subscription_provider_plans"
+    __table_args__ = (
+        # Named by hand: the convention's name (every column) is longer than PostgreSQL's
+        # 63 characters.
+        UniqueConstraint(
+            "plan_id",
+            "provider",
+            "currency",
+            "amount",
+            "interval",
+            "interval_count",
+            name="uq_subscription_provider_plans_key",
+        ),
+        CheckConstraint(one_of("interval", INTERVALS), name="interval"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    plan_id: Mapped[int] = mapped_column(ForeignKey("subscription_plans.id", ondelete="CASCADE"))
+    provider: Mapped[str] = mapped_column(String(40))
+    currency: Mapped[str] = mapped_column(String(3))
+    amount: Mapped[int] = mapped_column(Integer)  # minor units charged every cycle
+    interval: Mapped[str] = mapped_column(String(10))
+    interval_count: Mapped[int] = mapped_column(Integer)
+    provider_plan_id: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ParkedPayment(Base):
+    """A subscription payment the provider reported without naming its subscription, and
+    that matched none here (PayPal sends some renewal sales without their
+    ``billing_agreement_id``). Kept, never dropped: the reconciliation tries it again
+    and reports it until it is recorded as a period (``resolved_at``)."""
+
+    __tablename__ = "parked_payments"
+    __table_args__ = (UniqueConstraint("provider", "payment_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    provider: Mapped[str] = mapped_column(String(40))
+    event_id: Mapped[str] = mapped_column(String(255))  # the provider's event id
+    payment_id: Mapped[str] = mapped_column(String(255))  # the provider's payment (sale) id
+    amount: Mapped[int | None] = mapped_column(Integer)  # as the event states it
+    currency: Mapped[str | None] = mapped_column(String(3))
+    # The stored delivery (its payload), which the reconciliation interprets again.
+    payment_event_id: Mapped[int | None] = mapped_column(
+        ForeignKey("payment_events.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    resolved_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
+    # How it was resolved (the subscription it was recorded for), for the console.
+    resolution: Mapped[str | None] = mapped_column(String(500))

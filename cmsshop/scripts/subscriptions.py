@@ -7,8 +7,10 @@
 ``reconcile-subscriptions [--all]`` compares every live subscription (every one with
 ``--all``) with the provider's account of it and repairs the drift: paid invoices whose
 events never arrived are recorded, each once, and the status is the provider's again
-(services/subscriptions/reconcile.py). It prints one line per change and exits 1 when a
-provider could not be asked, so a scheduler notices.
+(services/subscriptions/reconcile.py). Then every parked payment (a subscription payment
+whose event named no subscription) is tried again: recorded, or reported as still
+parked on stderr. It prints one line per change and exits 1 when a provider could not
+be asked, so a scheduler notices.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import sys
 
 from cmsshop.services.payments.registry import PaymentProviders
-from cmsshop.services.subscriptions.reconcile import reconcile_all
+from cmsshop.services.subscriptions.reconcile import reconcile_all, reconcile_parked
 
 
 def cmd_reconcile_subscriptions(env, args) -> int:
@@ -33,6 +35,16 @@ def cmd_reconcile_subscriptions(env, args) -> int:
             print(f"{label}: {change}")
     changed = sum(1 for report in reports if report.changes)
     print(f"checked {len(reports) - failed} of {len(reports)} subscriptions; {changed} repaired")
+    waiting = 0
+    for report in reconcile_parked(registry, providers):
+        label = f"parked payment {report.payment_id} ({report.provider})"
+        if report.resolved:
+            print(f"{label}: {report.note}")
+        else:
+            waiting += 1
+            print(f"{label}: {report.note}", file=sys.stderr)
+    if waiting:
+        print(f"{waiting} parked payment(s) still match no subscription", file=sys.stderr)
     return 1 if failed else 0
 
 

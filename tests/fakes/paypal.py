@@ -19,12 +19,26 @@ signs them, so the provider's verification is checked against a second implement
   (``order_problems``): its amount, and with items their ``item_total`` and the breakdown
   arithmetic, or 422 UNPROCESSABLE_ENTITY naming the issue (AMOUNT_MISMATCH,
   ITEM_TOTAL_MISMATCH, ...).
+* PayPal Subscriptions (v1): ``POST /v1/catalogs/products``, ``POST /v1/billing/plans``
+  and ``GET /v1/billing/plans/{id}`` (checked as PayPal checks them: the cycle's
+  interval_unit and its largest interval_count, a REGULAR tenure, a fixed price),
+  ``POST /v1/billing/subscriptions`` (APPROVAL_PENDING with an ``approve`` link; a
+  repeated PayPal-Request-Id gets the first answer, on every POST of this API), ``GET
+  /v1/billing/subscriptions/{id}``, ``POST .../{id}/cancel`` (204; 422
+  SUBSCRIPTION_STATUS_INVALID unless ACTIVE or SUSPENDED), ``GET .../{id}/transactions``
+  (start_time and end_time required, the payments between them) and ``GET
+  /v1/payments/sale/{id}``. The lifecycle helpers (``approve``, ``renew``, ``fail``,
+  ``suspend``, ``cancel``, ``expire``) change a subscription as PayPal would and return
+  the webhook events PayPal would send, unsent; PayPal's clock is the subscription's
+  billing dates (a renewal is dated at the previous ``next_billing_time``).
 * ``sign_headers``: the five PAYPAL-* headers for a body.
 """
 
 from __future__ import annotations
 
 import base64
+import calendar
+import copy
 import datetime as dt
 import json
 import secrets
@@ -32,6 +46,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
 import zlib
 from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -492,6 +507,51 @@ def order_problems(body: dict) -> list[dict]:
     return problems
 
 
+# --- PayPal Subscriptions: limits and dates -------------------------------------------------
+
+SALE_COMPLETED = "PAYMENT.SALE.COMPLETED"
+# PayPal's largest interval_count per interval_unit.
+MAX_INTERVAL_COUNT = {"DAY": 365, "WEEK": 52, "MONTH": 12, "YEAR": 1}
+
+
+def _stamp(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(value: str) -> dt.datetime | None:
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (AttributeError, ValueError):
+        return None
+    return moment if moment.tzinfo is not None else None
+
+
+def add_cycle(moment: dt.datetime, unit: str, count: int) -> dt.datetime:
+    """``moment`` plus ``count`` ``unit``s in calendar terms (a month lands on the same
+    day, or the month's last when it is shorter), as PayPal schedules billing."""
+    if unit in ("DAY", "WEEK"):
+        return moment + dt.timedelta(days=count * (1 if unit == "DAY" else 7))
+    months = moment.year * 12 + moment.month - 1 + count * (12 if unit == "YEAR" else 1)
+    year, month = divmod(months, 12)
+    day = min(moment.day, calendar.monthrange(year, month + 1)[1])
+    return moment.replace(year=year, month=month + 1, day=day)
+
+
+def _not_found() -> dict:
+    return {
+        "name": "RESOURCE_NOT_FOUND",
+        "details": [{"issue": "INVALID_RESOURCE_ID"}],
+    }
+
+
+def _invalid(field: str, issue: str) -> dict:
+    return {"name": "INVALID_REQUEST", "details": [{"field": field, "issue": issue}]}
+
+
+def _unprocessable(field: str, issue: str) -> dict:
+    return {"name": "UNPROCESSABLE_ENTITY", "details": [{"field": field, "issue": issue}]}
+
+
 # --- the fake server ---------------------------------------------------------------------
 
 
@@ -524,6 +584,7 @@ class FakePayPal:
         self.cert_status: int | None = None
         self.hang_seconds = 0.0
         self.token_lifetime = 32400
+        self._billing_state()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -617,6 +678,7 @@ class FakePayPal:
         self.cert_status = None
         self.hang_seconds = 0.0
         self.token_lifetime = 32400
+        self._billing_state()
 
     def close(self) -> None:
         self.server.shutdown()
@@ -692,6 +754,8 @@ class FakePayPal:
             return self._capture_order(
                 handler, path.split("/")[4], handler.headers.get("PayPal-Request-Id")
             )
+        if path.startswith(("/v1/catalogs/", "/v1/billing/", "/v1/payments/sale/")):
+            return self._billing(handler, method, path, body)
         return self._send(handler, 404, {"name": "NOT_FOUND"})
 
     def _token(self, handler, raw: bytes) -> None:
@@ -872,7 +936,363 @@ class FakePayPal:
         self.refunds[refund_id] = refund
         return 201, {k: v for k, v in refund.items() if not k.startswith("_")}
 
-    def _send(self, handler, status: int, body: dict) -> None:
+    # -- subscriptions (Subscriptions API v1) ----------------------------------------------
+
+    def _billing_state(self) -> None:
+        self.products: dict[str, dict] = {}
+        self.plans: dict[str, dict] = {}
+        self.subscriptions: dict[str, dict] = {}
+        self.sales: dict[str, dict] = {}
+        # Each subscription's payments, as its transactions list shows them.
+        self.transactions: dict[str, list[dict]] = {}
+        # Sales the transactions list does not show (yet): PayPal's list may lag.
+        self.unlisted: set[str] = set()
+        self.billing_answers: dict[tuple[str, str], tuple[int, dict]] = {}
+        self.cancel_calls: list[dict] = []
+        # Events PayPal sends after a change asked through the API (a cancellation).
+        self.held: list[dict] = []
+
+    def _billing(self, handler, method: str, path: str, body: dict) -> None:
+        parts = path.strip("/").split("/")
+        request_id = handler.headers.get("PayPal-Request-Id")
+        if method == "POST" and request_id and (path, request_id) in self.billing_answers:
+            return self._send(handler, *self.billing_answers[(path, request_id)])
+        answer = None
+        if method == "POST" and path == "/v1/catalogs/products":
+            answer = self._create_product(body)
+        elif method == "POST" and path == "/v1/billing/plans":
+            answer = self._create_plan(body)
+        elif method == "GET" and parts[:3] == ["v1", "billing", "plans"] and len(parts) == 4:
+            plan = self.plans.get(parts[3])
+            answer = (200, plan) if plan else (404, _not_found())
+        elif method == "POST" and path == "/v1/billing/subscriptions":
+            answer = self._create_subscription(body)
+        elif parts[:3] == ["v1", "billing", "subscriptions"] and len(parts) >= 4:
+            sub = self.subscriptions.get(parts[3])
+            if sub is None:
+                answer = (404, _not_found())
+            elif method == "GET" and len(parts) == 4:
+                answer = (200, self._public(sub))
+            elif method == "POST" and parts[4:] == ["cancel"]:
+                answer = self._cancel(sub, body)
+            elif method == "GET" and parts[4:] == ["transactions"]:
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(handler.path).query)
+                answer = self._list_transactions(sub, query)
+        elif method == "GET" and parts[:3] == ["v1", "payments", "sale"] and len(parts) == 4:
+            sale = self.sales.get(parts[3])
+            answer = (200, sale) if sale else (404, _not_found())
+        if answer is None:
+            return self._send(handler, 404, {"name": "NOT_FOUND"})
+        if method == "POST" and request_id and answer[0] < 500:
+            self.billing_answers[(path, request_id)] = answer
+        return self._send(handler, *answer)
+
+    def _create_product(self, body: dict) -> tuple[int, dict]:
+        name = body.get("name")
+        if not isinstance(name, str) or not 1 <= len(name) <= 127:
+            return 400, _invalid("/name", "MISSING_REQUIRED_PARAMETER")
+        if body.get("type") not in ("PHYSICAL", "DIGITAL", "SERVICE"):
+            return 400, _invalid("/type", "INVALID_PARAMETER_VALUE")
+        product_id = "PROD-" + new_id()
+        now = _stamp(utcnow())
+        self.products[product_id] = {
+            "id": product_id,
+            "name": name,
+            "type": body["type"],
+            "category": body.get("category"),
+            "create_time": now,
+            "update_time": now,
+        }
+        return 201, self.products[product_id]
+
+    def _create_plan(self, body: dict) -> tuple[int, dict]:
+        if body.get("product_id") not in self.products:
+            return 422, _unprocessable("/product_id", "INVALID_PRODUCT_ID")
+        cycles = body.get("billing_cycles")
+        if not isinstance(cycles, list) or len(cycles) != 1 or not isinstance(cycles[0], dict):
+            return 400, _invalid("/billing_cycles", "MISSING_REQUIRED_PARAMETER")
+        cycle = cycles[0]
+        frequency = cycle.get("frequency") or {}
+        unit, count = frequency.get("interval_unit"), frequency.get("interval_count", 1)
+        if unit not in MAX_INTERVAL_COUNT:
+            return 400, _invalid(
+                "/billing_cycles/0/frequency/interval_unit", "INVALID_PARAMETER_VALUE"
+            )
+        if not isinstance(count, int) or not 1 <= count <= MAX_INTERVAL_COUNT[unit]:
+            return 422, _unprocessable(
+                "/billing_cycles/0/frequency/interval_count", "INVALID_INTERVAL_COUNT"
+            )
+        if cycle.get("tenure_type") != "REGULAR" or cycle.get("total_cycles") != 0:
+            return 400, _invalid("/billing_cycles/0/tenure_type", "INVALID_PARAMETER_VALUE")
+        price = (cycle.get("pricing_scheme") or {}).get("fixed_price")
+        if _money(price) is None:
+            return 400, _invalid(
+                "/billing_cycles/0/pricing_scheme/fixed_price", "INVALID_PARAMETER_VALUE"
+            )
+        plan_id = "P-" + new_id() + "XYZ"
+        now = _stamp(utcnow())
+        self.plans[plan_id] = {
+            "id": plan_id,
+            "product_id": body["product_id"],
+            "name": body.get("name"),
+            "status": body.get("status", "ACTIVE"),
+            "billing_cycles": cycles,
+            "payment_preferences": body.get("payment_preferences") or {},
+            "create_time": now,
+            "update_time": now,
+        }
+        return 201, self.plans[plan_id]
+
+    def _create_subscription(self, body: dict) -> tuple[int, dict]:
+        plan = self.plans.get(body.get("plan_id"))
+        if plan is None:
+            return 422, _unprocessable("/plan_id", "INVALID_RESOURCE_ID")
+        if plan["status"] != "ACTIVE":
+            return 422, _unprocessable("/plan_id", "PLAN_STATUS_INVALID")
+        context = body.get("application_context") or {}
+        if not all(
+            str(context.get(k, "")).startswith("http") for k in ("return_url", "cancel_url")
+        ):
+            return 400, _invalid("/application_context/return_url", "INVALID_PARAMETER_VALUE")
+        sub_id = "I-" + new_id()[:12]
+        now = _stamp(utcnow())
+        token = "BA-" + new_id()
+        sub = {
+            "id": sub_id,
+            "plan_id": plan["id"],
+            "status": "APPROVAL_PENDING",
+            "status_update_time": now,
+            "custom_id": body.get("custom_id"),
+            "quantity": "1",
+            "subscriber": dict(body.get("subscriber") or {}),
+            "create_time": now,
+            "update_time": now,
+            "plan_overridden": False,
+            "links": [
+                {
+                    "href": f"https://www.paypal.com/webapps/billing/subscriptions?ba_token={token}",
+                    "rel": "approve",
+                    "method": "GET",
+                },
+                {
+                    "href": f"https://api.paypal.com/v1/billing/subscriptions/{sub_id}",
+                    "rel": "edit",
+                    "method": "PATCH",
+                },
+                {
+                    "href": f"https://api.paypal.com/v1/billing/subscriptions/{sub_id}",
+                    "rel": "self",
+                    "method": "GET",
+                },
+            ],
+        }
+        self.subscriptions[sub_id] = sub
+        self.transactions[sub_id] = []
+        return 201, self._public(sub)
+
+    @staticmethod
+    def _public(sub: dict) -> dict:
+        return {k: copy.deepcopy(v) for k, v in sub.items() if not k.startswith("_")}
+
+    def _cancel(self, sub: dict, body: dict) -> tuple[int, dict | None]:
+        reason = body.get("reason")
+        self.cancel_calls.append({"subscription": sub["id"], "reason": reason})
+        if not isinstance(reason, str) or not 1 <= len(reason) <= 128:
+            return 400, _invalid("/reason", "MISSING_REQUIRED_PARAMETER")
+        if sub["status"] not in ("ACTIVE", "SUSPENDED"):
+            return 422, _unprocessable("", "SUBSCRIPTION_STATUS_INVALID")
+        self.held.extend(self.cancel(sub["id"]))
+        return 204, None
+
+    def _list_transactions(self, sub: dict, query: dict) -> tuple[int, dict]:
+        start = _parse(query.get("start_time", [""])[0])
+        end = _parse(query.get("end_time", [""])[0])
+        if start is None or end is None or end < start:
+            return 400, _invalid("/start_time", "INVALID_PARAMETER_SYNTAX")
+        listed = [
+            copy.deepcopy(txn)
+            for txn in self.transactions.get(sub["id"], [])
+            if txn["id"] not in self.unlisted and start <= _parse(txn["time"]) <= end
+        ]
+        return 200, {"transactions": listed, "total_items": len(listed), "total_pages": 1}
+
+    # -- the subscription's life, as PayPal runs it ----------------------------------------
+
+    def the_subscription(self) -> dict:
+        (sub,) = self.subscriptions.values()
+        return sub
+
+    def _cycle(self, sub: dict) -> tuple[str, int, str, str]:
+        """(interval_unit, interval_count, price value, currency) of the subscription."""
+        cycle = self.plans[sub["plan_id"]]["billing_cycles"][0]
+        price = cycle["pricing_scheme"]["fixed_price"]
+        frequency = cycle["frequency"]
+        unit, count = frequency["interval_unit"], frequency.get("interval_count", 1)
+        return unit, count, price["value"], price["currency_code"]
+
+    def _subscription_event(self, kind: str, sub: dict) -> dict:
+        return event(kind, self._public(sub), "subscription")
+
+    def _pay(
+        self,
+        sub: dict,
+        moment: dt.datetime,
+        *,
+        with_agreement: bool = True,
+        with_custom: bool = True,
+        listed: bool = True,
+    ) -> dict:
+        """A completed sale of the subscription's price at ``moment``: the event PayPal
+        sends for it (with or without ``billing_agreement_id``)."""
+        unit, count, value, currency = self._cycle(sub)
+        sale_id = new_id()
+        stamp = _stamp(moment)
+        sale = {
+            "id": sale_id,
+            "state": "completed",
+            "amount": {"total": value, "currency": currency, "details": {"subtotal": value}},
+            "payment_mode": "INSTANT_TRANSFER",
+            "protection_eligibility": "ELIGIBLE",
+            "transaction_fee": {"currency": currency, "value": "0.50"},
+            "create_time": stamp,
+            "update_time": stamp,
+            "links": [
+                {"href": f"https://api.paypal.com/v1/payments/sale/{sale_id}", "rel": "self"},
+            ],
+        }
+        if with_agreement:
+            sale["billing_agreement_id"] = sub["id"]
+        if with_custom and sub.get("custom_id"):
+            sale["custom"] = sub["custom_id"]
+        self.sales[sale_id] = sale
+        self.transactions[sub["id"]].append(
+            {
+                "id": sale_id,
+                "status": "COMPLETED",
+                "amount_with_breakdown": {
+                    "gross_amount": {"currency_code": currency, "value": value},
+                    "fee_amount": {"currency_code": currency, "value": "0.50"},
+                    "net_amount": {
+                        "currency_code": currency,
+                        "value": f"{Decimal(value) - Decimal('0.50'):.2f}",
+                    },
+                },
+                "payer_email": sub["subscriber"].get("email_address"),
+                "payer_name": {"given_name": "Test", "surname": "Buyer"},
+                "time": stamp,
+            }
+        )
+        if not listed:
+            self.unlisted.add(sale_id)
+        billing = sub["billing_info"]
+        billing["last_payment"] = {
+            "amount": {"currency_code": currency, "value": value},
+            "time": stamp,
+        }
+        billing["next_billing_time"] = _stamp(add_cycle(moment, unit, count))
+        billing["failed_payments_count"] = 0
+        billing["outstanding_balance"] = {"currency_code": currency, "value": "0.0"}
+        billing["cycle_executions"][0]["cycles_completed"] += 1
+        sub["update_time"] = _stamp(utcnow())
+        return event(SALE_COMPLETED, copy.deepcopy(sale), "sale")
+
+    def approve(self, sub_id: str, payer_id: str | None = None, **sale_kw) -> list[dict]:
+        """The buyer approves on PayPal's page; PayPal activates the subscription and
+        takes the first payment at once (``sale_kw`` as for ``renew``). Returns
+        [ACTIVATED, SALE.COMPLETED], unsent."""
+        sub = self.subscriptions[sub_id]
+        if sub["status"] != "APPROVAL_PENDING":
+            raise ValueError(f"{sub_id} is {sub['status']}")
+        now = utcnow().replace(microsecond=0)
+        _, _, _, currency = self._cycle(sub)
+        sub["subscriber"].update(
+            payer_id=payer_id or new_id()[:13],
+            name={"given_name": "Test", "surname": "Buyer"},
+        )
+        sub.update(status="ACTIVE", status_update_time=_stamp(now), start_time=_stamp(now))
+        sub["billing_info"] = {
+            "outstanding_balance": {"currency_code": currency, "value": "0.0"},
+            "cycle_executions": [
+                {
+                    "tenure_type": "REGULAR",
+                    "sequence": 1,
+                    "cycles_completed": 0,
+                    "cycles_remaining": 0,
+                    "current_pricing_scheme_version": 1,
+                    "total_cycles": 0,
+                }
+            ],
+            "failed_payments_count": 0,
+        }
+        activated = self._subscription_event("BILLING.SUBSCRIPTION.ACTIVATED", sub)
+        return [activated, self._pay(sub, now, **sale_kw)]
+
+    def renew(self, sub_id: str, **sale_kw) -> list[dict]:
+        """The payment at the subscription's next billing time, which moves on by one
+        cycle (``sale_kw``: ``with_agreement=False`` leaves out billing_agreement_id, as
+        PayPal sometimes does; ``with_custom``, ``listed``). Returns [SALE.COMPLETED]."""
+        sub = self.subscriptions[sub_id]
+        if sub["status"] not in ("ACTIVE", "SUSPENDED"):
+            raise ValueError(f"{sub_id} is {sub['status']}")
+        due = _parse(sub["billing_info"]["next_billing_time"])
+        sub["status"] = "ACTIVE"
+        return [self._pay(sub, due, **sale_kw)]
+
+    def fail(self, sub_id: str) -> list[dict]:
+        """The payment at the next billing time is declined: failed_payments_count + 1,
+        the amount outstanding, PayPal retries. Returns [PAYMENT.FAILED]."""
+        sub = self.subscriptions[sub_id]
+        _, _, value, currency = self._cycle(sub)
+        billing = sub["billing_info"]
+        billing["failed_payments_count"] += 1
+        billing["outstanding_balance"] = {"currency_code": currency, "value": value}
+        billing["last_failed_payment"] = {
+            "amount": {"currency_code": currency, "value": value},
+            "time": billing["next_billing_time"],
+            "reason_code": "PAYMENT_DENIED",
+        }
+        self.transactions[sub_id].append(
+            {
+                "id": new_id(),
+                "status": "DECLINED",
+                "amount_with_breakdown": {
+                    "gross_amount": {"currency_code": currency, "value": value}
+                },
+                "time": billing["next_billing_time"],
+            }
+        )
+        return [self._subscription_event("BILLING.SUBSCRIPTION.PAYMENT.FAILED", sub)]
+
+    def _set_status(self, sub_id: str, status: str, kind: str) -> list[dict]:
+        sub = self.subscriptions[sub_id]
+        sub["status"] = status
+        sub["status_update_time"] = sub["update_time"] = _stamp(utcnow())
+        if status in ("CANCELLED", "EXPIRED"):
+            # PayPal no longer states a next billing time once it will not bill again.
+            sub["billing_info"].pop("next_billing_time", None)
+        return [self._subscription_event(kind, sub)]
+
+    def suspend(self, sub_id: str) -> list[dict]:
+        """PayPal suspends it (its failed payments reached the plan's threshold)."""
+        return self._set_status(sub_id, "SUSPENDED", "BILLING.SUBSCRIPTION.SUSPENDED")
+
+    def cancel(self, sub_id: str) -> list[dict]:
+        return self._set_status(sub_id, "CANCELLED", "BILLING.SUBSCRIPTION.CANCELLED")
+
+    def expire(self, sub_id: str) -> list[dict]:
+        return self._set_status(sub_id, "EXPIRED", "BILLING.SUBSCRIPTION.EXPIRED")
+
+    def state_event(self, sub_id: str, kind: str = "BILLING.SUBSCRIPTION.UPDATED") -> dict:
+        """An event about the subscription as it is now (to deliver later, or stale)."""
+        return self._subscription_event(kind, self.subscriptions[sub_id])
+
+    def show(self, sale_id: str) -> None:
+        """The transactions list catches up with a sale it did not show."""
+        self.unlisted.discard(sale_id)
+
+    def _send(self, handler, status: int, body: dict | None) -> None:
+        if body is None:
+            return self._send_raw(handler, status, b"", "application/json")
         self._send_raw(handler, status, json.dumps(body).encode(), "application/json")
 
     def _send_raw(self, handler, status: int, data: bytes, content_type: str) -> None:

@@ -1,5 +1,5 @@
-"""Buying a subscription through checkout and the fake card provider, delivering its
-events, and reading back what they did."""
+"""Buying a subscription through checkout and the fake card or wallet provider,
+delivering its events, and reading back what they did."""
 
 from __future__ import annotations
 
@@ -68,3 +68,34 @@ def the_subscription(fake_stripe) -> dict:
 
 def period_end(fake_stripe) -> dt.datetime:
     return stamp(the_subscription(fake_stripe)["items"]["data"][0]["current_period_end"])
+
+
+# --- the wallet provider (PayPal's scheme) ------------------------------------------------
+
+
+def checkout_wallet(buyer, status=201) -> dict:
+    """Check out site-guard with the wallet provider: the checkout's JSON."""
+    return buyer.post_json(
+        "/api/store/checkout",
+        {
+            "billing": BILLING,
+            "items": [{"product": "site-guard"}],
+            "acceptTerms": True,
+            "provider": "walletprovider",
+        },
+        status=status,
+    ).json
+
+
+def subscribe_wallet(buyer, paypal, **sale_kw) -> tuple[str, str, list[dict]]:
+    """Check out site-guard with the wallet provider and approve it on PayPal's page:
+    (the order number, the PayPal subscription id, the events PayPal would send for the
+    approval and the first payment (``sale_kw``: as the fake's ``renew``); none sent)."""
+    number = checkout_wallet(buyer)["order"]["number"]
+    (sub_id,) = [s["id"] for s in paypal.subscriptions.values() if s["custom_id"] == number]
+    return number, sub_id, paypal.approve(sub_id, **sale_kw)
+
+
+def next_billing_time(paypal, sub_id: str) -> dt.datetime:
+    value = paypal.subscriptions[sub_id]["billing_info"]["next_billing_time"]
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -28,6 +28,7 @@ from cmsshop.services.payments import base
 from cmsshop.services.payments.walletprovider import WalletProvider
 from cmsshop.services.payments.walletprovider.certificates import check_cert_url, signed_message
 from cmsshop.services.payments.walletprovider.money import to_decimal_string, to_minor_units
+from cmsshop.services.payments.walletprovider.subscriptions import invoices_of, subscription_of
 
 
 @pytest.fixture
@@ -606,6 +607,146 @@ def test_interpret_unreadable_amount_is_none(provider):
         payload["resource"]["amount"]["value"] = value
         action = provider.interpret(verified(payload))
         assert action.action == base.FULFIL and action.amount is None
+
+
+# --- subscriptions ---------------------------------------------------------------------------
+
+
+def sale_resource(**fields) -> dict:
+    """A subscription's sale as PAYMENT.SALE.COMPLETED carries it (v1 amount shape)."""
+    return {
+        "id": "5TY05013RG002845M",
+        "state": "completed",
+        "amount": {"total": "49.00", "currency": "EUR", "details": {"subtotal": "49.00"}},
+        "billing_agreement_id": "I-BW452GLLEP1G",
+        "custom": "CS-8",
+        "create_time": "2026-01-01T10:00:00Z",
+        **fields,
+    }
+
+
+def test_interpret_a_subscription_sale_is_a_paid_period(provider):
+    action = provider.interpret(verified(event("PAYMENT.SALE.COMPLETED", sale_resource(), "sale")))
+    assert action.action == base.PERIOD_PAID
+    assert (action.subscription_ref, action.invoice_ref, action.payment_reference) == (
+        "I-BW452GLLEP1G",
+        "5TY05013RG002845M",
+        "5TY05013RG002845M",
+    )
+    assert (action.order_number, action.amount, action.currency) == ("CS-8", 4900, "EUR")
+    assert action.event_created is not None and action.event_created.tzinfo is not None
+
+
+def test_interpret_a_sale_naming_no_subscription_is_still_a_paid_period(provider):
+    resource = sale_resource(custom=None, invoice_number="CS-INV")
+    del resource["billing_agreement_id"]
+    action = provider.interpret(verified(event("PAYMENT.SALE.COMPLETED", resource, "sale")))
+    assert (action.action, action.subscription_ref) == (base.PERIOD_PAID, None)
+    assert (action.order_number, action.invoice_ref) == ("CS-INV", "5TY05013RG002845M")
+
+
+@pytest.mark.parametrize("state", ["pending", "denied", "refunded", None])
+def test_interpret_a_sale_not_completed_is_ignored(provider, state):
+    payload = event("PAYMENT.SALE.COMPLETED", sale_resource(state=state), "sale")
+    assert provider.interpret(verified(payload)).action == base.IGNORE
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "BILLING.SUBSCRIPTION.ACTIVATED",
+        "BILLING.SUBSCRIPTION.UPDATED",
+        "BILLING.SUBSCRIPTION.RE-ACTIVATED",
+        "BILLING.SUBSCRIPTION.SUSPENDED",
+        "BILLING.SUBSCRIPTION.CANCELLED",
+        "BILLING.SUBSCRIPTION.EXPIRED",
+        "BILLING.SUBSCRIPTION.PAYMENT.FAILED",
+    ],
+)
+def test_interpret_subscription_state_events_are_refetched(provider, kind):
+    resource = {"id": "I-BW452GLLEP1G", "status": "ACTIVE", "custom_id": "CS-8"}
+    action = provider.interpret(verified(event(kind, resource, "subscription")))
+    assert (action.action, action.subscription_ref, action.order_number) == (
+        base.SUBSCRIPTION_SYNC,
+        "I-BW452GLLEP1G",
+        "CS-8",
+    )
+    resource["id"] = "../../v1/evil"
+    assert provider.interpret(verified(event(kind, resource, "subscription"))).action == (
+        base.IGNORE
+    )
+
+
+def paypal_subscription(status: str, failed: int = 0, **billing) -> dict:
+    return {
+        "id": "I-BW452GLLEP1G",
+        "status": status,
+        "status_update_time": "2026-02-01T10:00:00Z",
+        "custom_id": "CS-8",
+        "subscriber": {"payer_id": "2J6QB8YJQSJRJ"},
+        "billing_info": {
+            "failed_payments_count": failed,
+            "next_billing_time": "2026-03-01T10:00:00Z",
+            **billing,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "status, failed, ours",
+    [
+        ("ACTIVE", 0, "active"),
+        ("ACTIVE", 1, "past_due"),  # PayPal is retrying a failed payment
+        ("SUSPENDED", 1, "past_due"),  # the failures reached the plan's threshold
+        ("CANCELLED", 0, "ended"),
+        ("EXPIRED", 0, "ended"),
+    ],
+)
+def test_paypal_statuses_in_ours(status, failed, ours):
+    found = subscription_of(paypal_subscription(status, failed), "I-BW452GLLEP1G")
+    assert (found.status, found.cancel_at_period_end) == (ours, False)
+    assert found.current_period_end == dt.datetime(2026, 3, 1, 10, tzinfo=dt.UTC)
+    assert (found.order_number, found.customer_ref) == ("CS-8", "2J6QB8YJQSJRJ")
+    assert (found.ended_at is not None) == (ours == "ended")
+
+
+@pytest.mark.parametrize("status", ["APPROVAL_PENDING", "APPROVED", "SOMETHING_NEW"])
+def test_a_subscription_not_live_yet_is_not_read_as_ours(status):
+    with pytest.raises(base.ProviderUnavailable):
+        subscription_of(paypal_subscription(status), "I-BW452GLLEP1G")
+    with pytest.raises(base.ProviderUnavailable):
+        subscription_of(paypal_subscription("ACTIVE"), "I-OTHER")
+
+
+def transaction(txn_id: str, time: str, status: str = "COMPLETED") -> dict:
+    return {
+        "id": txn_id,
+        "status": status,
+        "time": time,
+        "amount_with_breakdown": {"gross_amount": {"currency_code": "EUR", "value": "49.00"}},
+    }
+
+
+def test_a_periods_end_is_the_next_payment_or_the_next_billing_time():
+    found = paypal_subscription("ACTIVE")
+    transactions = [
+        transaction("S2", "2026-02-01T10:00:00Z"),
+        transaction("D1", "2026-01-20T10:00:00Z", "DECLINED"),  # no payment: no period
+        transaction("S1", "2026-01-01T10:00:00Z"),
+    ]
+    (first, s1), (second, s2) = invoices_of(found, "I-BW452GLLEP1G", transactions)
+    assert (s1, s2) == ("S1", "S2")
+    assert (first.first, second.first) == (True, False)
+    assert first.period_end == second.period_start == dt.datetime(2026, 2, 1, 10, tzinfo=dt.UTC)
+    assert second.period_end == dt.datetime(2026, 3, 1, 10, tzinfo=dt.UTC)
+    assert (second.amount, second.currency, second.order_number) == (4900, "EUR", "CS-8")
+    # Once PayPal states no next billing time (cancelled), the last period's end is unknown.
+    del found["billing_info"]["next_billing_time"]
+    (first, _), (second, _) = invoices_of(found, "I-BW452GLLEP1G", transactions)
+    assert first.period_end is not None and second is None
+    # A next billing time before the payment (PayPal, right after activation) is no end.
+    found["billing_info"]["next_billing_time"] = "2026-02-01T09:00:00Z"
+    assert invoices_of(found, "I-BW452GLLEP1G", transactions)[1][0] is None
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,12 @@
-"""Fixtures of the subscription tests: a product sold monthly, and a paid subscription."""
+"""Fixtures of the subscription tests: a product sold monthly, and a paid subscription
+through the card provider or the wallet provider."""
 
 from __future__ import annotations
 
-import pathlib
-
 import pytest
-from fakes.stripe_api import API_KEY, SECRET
-from helpers.subscriptions import deliver_all, subscribe
+from helpers.app import write_admin_ini
+from helpers.clients import new_client
+from helpers.subscriptions import deliver_all, subscribe, subscribe_wallet
 
 from cmsshop.models import SubscriptionPlan
 
@@ -30,15 +30,31 @@ def subscribed(card_buyer, fake_stripe, webhook, monthly):
 
 
 @pytest.fixture
-def card_ini(ini, fake_stripe):
-    """The test ini, with the card provider's API at the fake."""
-    path = pathlib.Path(ini)
-    text = path.read_text().replace(
-        "[alembic]",
-        f"cmsshop.cardprovider.api_key = {API_KEY}\n"
-        f"cmsshop.cardprovider.api_base = {fake_stripe.url}\n"
-        f"cmsshop.cardprovider.webhook_secrets = {SECRET}\n"
-        "cmsshop.payments.trust_verified_events = false\n\n[alembic]",
-    )
-    path.write_text(text)
-    return str(path)
+def card_ini(tmp_path, settings, card_settings):
+    """An ini for cmsshop-admin: the test app's settings, the card provider's API at the
+    fake."""
+    return write_admin_ini(tmp_path / "card.ini", {**settings, **card_settings})
+
+
+@pytest.fixture
+def wallet_ini(tmp_path, settings, wallet_settings):
+    """An ini for cmsshop-admin: the test app's settings, the wallet provider's API at
+    the fake."""
+    return write_admin_ini(tmp_path / "wallet.ini", {**settings, **wallet_settings})
+
+
+@pytest.fixture
+def wallet_buyer(wallet_app, customer):
+    """The customer, logged in to the wallet-paying app's JSON API."""
+    client = new_client(wallet_app)
+    client.login(customer.email)
+    return client
+
+
+@pytest.fixture
+def wallet_subscribed(wallet_buyer, paypal, send, monthly):
+    """The customer's paid monthly PayPal subscription: (order number, subscription id)."""
+    number, sub_id, events = subscribe_wallet(wallet_buyer, paypal)
+    for payload in events:
+        send(payload, status=200)
+    return number, sub_id

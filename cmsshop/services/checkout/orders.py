@@ -53,6 +53,7 @@ from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.store.currencies import default_currency
 from cmsshop.services.subscriptions import plans as subscription_plans
+from cmsshop.services.subscriptions import provider_plans
 from cmsshop.services.tax import billing as billing_details
 from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax import seller
@@ -426,6 +427,9 @@ def place_order(
             sells_subscriptions=getattr(spec.provider, "sells_subscriptions", False)
             if spec is not None
             else False,
+            cycle_limits=getattr(spec.provider, "subscription_cycle_limits", None)
+            if spec is not None
+            else None,
         )
     except subscription_plans.SubscriptionRefused as exc:
         raise CheckoutInvalid({exc.field: exc.message}) from None
@@ -470,6 +474,13 @@ def place_order(
         recurring=recurring,
     )
     try:
+        if recurring is not None and hasattr(spec.provider, "create_plan"):
+            # A provider that bills against plans made in advance gets the plan first
+            # (made once per product, price and cycle, then reused).
+            plan_ref = provider_plans.provider_plan_for(registry, spec, request)
+            request = dataclasses.replace(
+                request, recurring=dataclasses.replace(recurring, provider_plan_ref=plan_ref)
+            )
         checkout = spec.provider.create_checkout(request, provider_config(registry, spec))
     except NotConfigured as exc:
         if settings["cmsshop.environment"] == "production":

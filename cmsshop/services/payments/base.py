@@ -109,10 +109,15 @@ class Confirmation:
 
 @dataclasses.dataclass(frozen=True)
 class Recurring:
-    """A subscription's billing cycle: every ``count`` ``interval`` (day/week/month/year)."""
+    """A subscription's billing cycle: every ``count`` ``interval`` (day/week/month/year).
+    ``plan_id`` is our subscription plan's (subscription_plans.id); ``provider_plan_ref``
+    the provider's plan to subscribe to, for a provider that bills against plans made in
+    advance (``create_plan``; the checkout fills it in before ``create_checkout``)."""
 
     interval: str
     count: int = 1
+    plan_id: int | None = None
+    provider_plan_ref: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,6 +237,31 @@ class PaymentProvider(Protocol):
     # def fetch_invoice(self, invoice_ref: str, config) -> ProviderInvoice: ...
     # def fetch_subscription(self, subscription_ref: str, config) -> ProviderSubscription:
     #     """Both raise ProviderUnavailable or NotConfigured."""
+    #
+    # For reconciliation and self-service: ``list_paid_invoices(subscription_ref, config)``,
+    # ``set_cancel_at_period_end(subscription_ref, cancel, config)`` (returns the
+    # ProviderSubscription after the change), ``payment_method_url(customer_ref,
+    # return_url, config)``.
+    #
+    # ``subscription_cycle_limits``: {interval: the largest count the provider bills}, for
+    # a provider with narrower limits than ours (a longer cycle is refused at checkout).
+    # ``cancels_at_once = True``: the provider has no cancellation at the period end, a
+    # cancellation ends the subscription there at once (the paid period is kept here),
+    # so nothing can be taken back.
+    #
+    # A provider that bills against plans made in advance:
+    #
+    # def create_plan(self, checkout: CheckoutRequest, config, sibling_plan_ref) -> str:
+    #     """Make the provider's plan charging ``checkout.total`` every
+    #     ``checkout.recurring`` cycle; its id. ``sibling_plan_ref``: a plan made earlier
+    #     for the same product (another price or cycle), whose provider-side product can
+    #     be reused. Idempotent for the same plan; raise ProviderUnavailable/NotConfigured."""
+    #
+    # A provider whose payment events may name no subscription:
+    #
+    # def find_invoice(self, invoice_ref: str, subscription_ref: str, config):
+    #     """The invoice as ``fetch_invoice`` gives it when the provider lists it among
+    #     ``subscription_ref``'s payments, else None (it is not that subscription's)."""
     #
     # Optional (looked up with getattr; a provider whose ``interpret`` never answers
     # CAPTURE need not have it):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -33,12 +33,19 @@ def plans_of(session: Session, product_ids: Sequence[int]) -> dict[int, Subscrip
 
 
 def recurring_of(
-    session: Session, lines: Sequence[dict], *, coupon: bool, sells_subscriptions: bool
+    session: Session,
+    lines: Sequence[dict],
+    *,
+    coupon: bool,
+    sells_subscriptions: bool,
+    cycle_limits: Mapping[str, int] | None = None,
 ) -> Recurring | None:
     """The billing cycle of priced checkout ``lines`` when they buy a subscription (None
     for a one-off purchase). A subscription is bought on its own: the provider charges
     every line of it again each cycle, so a one-off line in the same checkout would be
-    billed again, and a coupon would discount every renewal."""
+    billed again, and a coupon would discount every renewal. ``cycle_limits``: the
+    provider's largest count per interval, when narrower than ours (PayPal bills at
+    most every 12 months)."""
     purchases = [line for line in lines if line.get("kind", "purchase") == "purchase"]
     plans = plans_of(session, [line["product_id"] for line in purchases])
     if not plans:
@@ -56,7 +63,13 @@ def recurring_of(
     if lines[0]["amount"] <= 0:
         raise SubscriptionRefused("items", "a subscription must cost something each period")
     plan = plans[lines[0]["product_id"]]
-    return Recurring(plan.interval, plan.interval_count)
+    limit = (cycle_limits or {}).get(plan.interval)
+    if limit is not None and plan.interval_count > limit:
+        raise SubscriptionRefused(
+            "provider",
+            f"this payment provider bills at most every {limit} {plan.interval}(s); choose another",
+        )
+    return Recurring(plan.interval, plan.interval_count, plan_id=plan.id)
 
 
 # --- the admin's side --------------------------------------------------------------------

@@ -3,7 +3,8 @@ paid invoice whose events never arrived (or were given up) is recorded as its ev
 would have recorded it, and the subscription's status is the provider's again.
 
 Used by ``cmsshop-admin <ini> reconcile-subscriptions`` (every live subscription, or
-all) and by the console's "Resync" button (one). The provider is asked first, with no
+all, then every parked payment: ``reconcile_parked``) and by the console's "Resync"
+button (one). The provider is asked first, with no
 transaction open; each subscription is then repaired in a short transaction of its own,
 under the lock of the order that bought it, exactly as its events are applied, so a
 repair racing a late event still counts every invoice once."""
@@ -11,16 +12,19 @@ repair racing a late event still counts every invoice once."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from sqlalchemy import select
 
 from cmsshop.db import own_transaction, take_write_lock
-from cmsshop.models import Subscription, SubscriptionPeriod
+from cmsshop.models import ParkedPayment, PaymentEvent, Subscription, SubscriptionPeriod
 from cmsshop.services.payments import base as pb
 from cmsshop.services.payments import fulfilment
+from cmsshop.services.payments.events.errors import OrderNotFound, PaymentNotFinal
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.payments.settings import provider_config
-from cmsshop.services.subscriptions import lifecycle
+from cmsshop.services.subscriptions import events as subscription_events
+from cmsshop.services.subscriptions import lifecycle, parked
 from cmsshop.util import utcnow
 
 
@@ -98,3 +102,92 @@ def reconcile_all(
             query = query.where(Subscription.status != "ended")
         ids = list(session.scalars(query))
     return [reconcile(registry, providers, subscription_id) for subscription_id in ids]
+
+
+# --- parked payments ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ParkedReport:
+    """What the reconciliation did with one parked payment."""
+
+    provider: str
+    payment_id: str
+    resolved: bool
+    note: str
+
+
+def reconcile_parked(registry, providers: PaymentProviders) -> list[ParkedReport]:
+    """Every payment still parked, tried again: one recorded meanwhile (the pass over its
+    subscription lists it) is marked resolved; one the provider now places in a
+    subscription is recorded as its event would have been; the rest stay parked and
+    are reported, each time, until a human or a later pass resolves them."""
+    with own_transaction(registry) as session:
+        ids = [row.id for row in parked.unresolved(session)]
+    return [_retry_parked(registry, providers, parked_id) for parked_id in ids]
+
+
+def _resolve(session, parked_id: int, note: str) -> None:
+    row = session.get(ParkedPayment, parked_id)
+    row.resolved_at, row.resolution = utcnow(), note[:500]
+
+
+def _parked_action(row: ParkedPayment, event: PaymentEvent | None, spec) -> pb.EventAction:
+    """The parked payment's event, interpreted again from its stored payload."""
+    if event is not None:
+        try:
+            payload = json.loads(event.payload)
+            raw = event.payload.encode()
+            verified = pb.VerifiedEvent(
+                event.provider, event.event_id, event.event_type, payload, raw
+            )
+            action = spec.provider.interpret(verified)
+            if action.action == pb.PERIOD_PAID and action.invoice_ref == row.payment_id:
+                return action
+        except (ValueError, TypeError):
+            pass
+    return pb.EventAction(
+        pb.PERIOD_PAID,
+        invoice_ref=row.payment_id,
+        payment_reference=row.payment_id,
+        amount=row.amount,
+        currency=row.currency,
+    )
+
+
+def _retry_parked(registry, providers: PaymentProviders, parked_id: int) -> ParkedReport:
+    with own_transaction(registry) as session:
+        row = session.get(ParkedPayment, parked_id)
+        provider, payment_id = row.provider, row.payment_id
+        event_id = row.payment_event_id
+        recorded = parked.recorded_subscription(session, provider, payment_id)
+        if recorded is not None:
+            note = f"recorded as a period of subscription {recorded}"
+            _resolve(session, parked_id, note)
+            return ParkedReport(provider, payment_id, True, note)
+        spec = providers.get(provider)
+        if spec is None or not hasattr(spec.provider, "find_invoice"):
+            return ParkedReport(provider, payment_id, False, f"{provider} is not enabled here")
+        event = session.get(PaymentEvent, event_id) if event_id else None
+        action = _parked_action(row, event, spec)
+    config = provider_config(registry, spec)
+    try:
+        facts = parked.match_payment(registry, spec.provider, action, config)
+    except (pb.ProviderUnavailable, pb.NotConfigured, PaymentNotFinal) as exc:
+        return ParkedReport(provider, payment_id, False, f"still parked: {exc}")
+    if facts is None:
+        return ParkedReport(provider, payment_id, False, "still parked: matches no subscription")
+    try:
+        with own_transaction(registry) as session:
+            take_write_lock(session)
+            outcome = subscription_events.apply_facts(
+                session, registry.settings, provider, action, facts, event_id
+            )
+            note = (
+                f"recorded for subscription {facts.state.subscription_ref}: "
+                f"{outcome.status} {outcome.note}"
+            )
+            _resolve(session, parked_id, note)
+    except OrderNotFound as exc:
+        return ParkedReport(provider, payment_id, False, f"still parked: {exc}")
+    return ParkedReport(provider, payment_id, True, note)

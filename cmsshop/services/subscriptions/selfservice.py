@@ -39,6 +39,7 @@ class SubscriptionCard:
     """One subscription as the customer's account shows it."""
 
     id: int
+    provider: str
     product: str
     license_key: str | None
     status: str
@@ -59,6 +60,7 @@ def _card(subscription: Subscription, product: str, key, last: SubscriptionPerio
     renewing = subscription.status in RENEWING_STATUSES
     return SubscriptionCard(
         id=subscription.id,
+        provider=subscription.provider,
         product=product,
         license_key=key,
         status=subscription.status,
@@ -130,7 +132,21 @@ def set_cancellation(
     *,
     cancel: bool,
 ) -> Subscription:
-    """Cancel at the period end (``cancel``) or resume a scheduled cancellation."""
+    """Cancel at the period end (``cancel``) or resume a scheduled cancellation. With a
+    provider that cancels at once (``cancels_at_once``), cancelling ends the subscription
+    there now and the period paid for is kept here; nothing can be resumed."""
+    spec = providers.get(subscription.provider)
+    at_once = spec is not None and getattr(spec.provider, "cancels_at_once", False)
+    if not cancel and at_once and subscription.status == "ended":
+        until = subscription.paid_through
+        raise Conflict(
+            "This subscription has ended: its payment provider ends a subscription as soon "
+            "as it is cancelled and cannot take a cancellation back. What you paid for "
+            "stays yours"
+            + (f" until {until:%Y-%m-%d}" if until is not None else "")
+            + "; subscribe again to renew after that.",
+            code="subscription_not_cancelling",
+        )
     if cancel and subscription.status not in RENEWING_STATUSES:
         raise Conflict(
             f"This subscription is {subscription.status.replace('_', ' ')}; it does not renew.",
@@ -138,7 +154,6 @@ def set_cancellation(
         )
     if not cancel and subscription.status != "cancel_scheduled":
         raise Conflict("No cancellation is scheduled.", code="subscription_not_cancelling")
-    spec = providers.get(subscription.provider)
     if spec is None or not hasattr(spec.provider, "set_cancel_at_period_end"):
         raise Conflict(
             "This subscription cannot be changed here now.", code="subscription_provider_off"
@@ -260,21 +275,28 @@ def _plan_changer(providers: PaymentProviders, subscription: Subscription):
     return spec
 
 
-def preview_plan_change(
-    providers: PaymentProviders, registry, session: Session, subscription: Subscription, slug
-) -> tuple[PlanChoice, pb.PlanPreview]:
-    """What changing to ``slug`` costs now and then, as the provider reckons it."""
+def _ask_plan_change(
+    providers: PaymentProviders, registry, session, subscription: Subscription, slug, ask: str
+):
+    """(the choice, the provider's answer to ``ask``: preview_plan_change/change_plan)."""
     choice = _choice(session, subscription, slug)
     spec = _plan_changer(providers, subscription)
     try:
-        preview = spec.provider.preview_plan_change(
+        answer = getattr(spec.provider, ask)(
             subscription.provider_subscription_id,
             _plan_price(session, subscription, choice),
             provider_config(registry, spec),
         )
     except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
         raise ProviderRefused(str(exc)) from None
-    return choice, preview
+    return choice, answer
+
+
+def preview_plan_change(
+    providers: PaymentProviders, registry, session: Session, subscription: Subscription, slug
+) -> tuple[PlanChoice, pb.PlanPreview]:
+    """What changing to ``slug`` costs now and then, as the provider reckons it."""
+    return _ask_plan_change(providers, registry, session, subscription, slug, "preview_plan_change")
 
 
 def change_plan(
@@ -287,16 +309,7 @@ def change_plan(
 ) -> Subscription:
     """Ask the provider to move the subscription to ``slug`` now. The license moves when
     the provider's invoice for the rest of the period is paid (its event, once)."""
-    choice = _choice(session, subscription, slug)
-    spec = _plan_changer(providers, subscription)
-    try:
-        state = spec.provider.change_plan(
-            subscription.provider_subscription_id,
-            _plan_price(session, subscription, choice),
-            provider_config(registry, spec),
-        )
-    except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
-        raise ProviderRefused(str(exc)) from None
+    _, state = _ask_plan_change(providers, registry, session, subscription, slug, "change_plan")
     take_write_lock(session)
     fulfilment.lock_order(session, subscription.order_id)
     locked = lifecycle.find_subscription(

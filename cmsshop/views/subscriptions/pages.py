@@ -6,6 +6,7 @@ from pyramid.httpexceptions import HTTPSeeOther
 from pyramid.view import view_config
 
 from cmsshop.security import CUSTOMER
+from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.store.currencies import list_currencies
 from cmsshop.services.subscriptions import selfservice
 from cmsshop.views.shared.forms import see_other
@@ -35,6 +36,12 @@ def subscriptions_page(request):
     return {
         "account_section": "subscriptions",
         "subscriptions": selfservice.customer_subscriptions(request.db, request.user.id),
+        # Providers without a cancellation at the period end: their button says so.
+        "cancels_at_once": {
+            spec.name
+            for spec in request.find_service(PaymentProviders)
+            if getattr(spec.provider, "cancels_at_once", False)
+        },
         "currencies": {c.code: c for c in list_currencies(request.db, enabled_only=False)},
     }
 

@@ -41,6 +41,7 @@ from cmsshop.services.payments.events.log import (
 from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.subscriptions import events as subscription_events
+from cmsshop.services.subscriptions import parked as parked_payments
 from cmsshop.services.tax import credit_notes
 
 log = logging.getLogger(__name__)
@@ -308,10 +309,21 @@ def _subscription_event(
         note = f"{spec.name} sells no subscriptions"
         return _settle(session, target.row_id, "ignored", action.order_number, note)
     try:
-        facts = subscription_events.fetch_facts(spec.provider, action, target.config)
+        if parked_payments.names_no_subscription(spec.provider, action):
+            facts = parked_payments.match_payment(
+                target.registry, spec.provider, action, target.config
+            )
+        else:
+            facts = subscription_events.fetch_facts(spec.provider, action, target.config)
     except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
         raise ConfirmFailed(f"could not fetch the subscription from {spec.name}: {exc}") from None
     claim(session, target.row_id)
+    if facts is None:
+        # Stored with the event's outcome, in one transaction: "ignored" is answered
+        # only once the payment is kept for the reconciliation.
+        note = parked_payments.park(session, spec.name, action, target.row_id)
+        log.warning("%s payment %s parked: no subscription matches", spec.name, action.invoice_ref)
+        return _settle(session, target.row_id, "ignored", action.order_number, note)
     outcome = subscription_events.apply_facts(
         session, target.registry.settings, spec.name, action, facts, target.row_id
     )

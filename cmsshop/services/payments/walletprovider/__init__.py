@@ -1,4 +1,5 @@
-"""The wallet provider: PayPal's webhook scheme and REST API (Orders v2, Payments v2).
+"""The wallet provider: PayPal's webhook scheme and REST API (Orders v2, Payments v2,
+Subscriptions v1).
 
 Everything PayPal-specific lives here, behind the provider-neutral contract of
 ``cmsshop.services.payments.base``; the shared machinery does the rest.
@@ -37,7 +38,8 @@ Config keys read (camelCase, as in the admin settings body):
 
 Modules: ``config`` (constants, config readers), ``money``, ``certificates``
 (allow-list, trust store, cache), ``actions`` (event interpretation), ``api`` (REST
-errors and bodies), ``simulate`` (development).
+errors and bodies), ``subscriptions`` (PayPal subscriptions in our terms), ``simulate``
+(development).
 """
 
 from __future__ import annotations
@@ -45,11 +47,13 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import dataclasses
 import datetime as dt
 import hashlib
 import json
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,6 +67,7 @@ from cryptography.x509.verification import DNSName, PolicyBuilder, VerificationE
 
 from cmsshop.services.payments import base as pb
 from cmsshop.services.payments.refund_api import ProviderRefund, RefundCall, RefundRefused
+from cmsshop.services.payments.walletprovider import subscriptions as subs
 from cmsshop.services.payments.walletprovider.actions import (
     DISPUTE_LOST_OUTCOMES,
     DISPUTE_WON_OUTCOMES,
@@ -350,6 +355,11 @@ class WalletProvider:
             return pb.EventAction(pb.IGNORE, reason=f"{kind} with outcome {code!r}")
         if kind == "CHECKOUT.ORDER.APPROVED":
             return approved_action(resource, kind)
+        created = subs.parse_time(event.payload.get("create_time"))
+        if kind == subs.SALE_COMPLETED:
+            return subs.sale_action(resource, created)
+        if kind in subs.STATE_EVENTS:
+            return subs.state_action(kind, resource, created)
         if kind == "PAYMENT.CAPTURE.PENDING":
             details = resource.get("status_details")
             why = details.get("reason") if isinstance(details, Mapping) else None
@@ -385,6 +395,8 @@ class WalletProvider:
     def create_checkout(
         self, checkout: pb.CheckoutRequest, config: Mapping[str, Any]
     ) -> pb.CheckoutSession:
+        if checkout.recurring is not None:
+            return self._create_subscription(checkout, config)
         body = checkout_order_body(checkout)
         data = self._api(
             "POST",
@@ -458,6 +470,222 @@ class WalletProvider:
             raise RefundRefused(f"PayPal refund {refund_id} is {status}")
         return ProviderRefund(refund_id, "succeeded" if status == "COMPLETED" else "pending")
 
+    # -- subscriptions (Subscriptions API v1) ---------------------------------------------
+
+    sells_subscriptions = True
+    subscription_cycle_limits = subs.CYCLE_LIMITS
+    # PayPal has no cancellation at the period end: cancelling ends the subscription at
+    # once (the paid period is kept here), and a cancelled subscription cannot be resumed.
+    cancels_at_once = True
+
+    def create_plan(
+        self, checkout: pb.CheckoutRequest, config: Mapping[str, Any], sibling_plan_ref
+    ) -> str:
+        """A PayPal plan billing ``checkout.total`` every ``checkout.recurring`` cycle
+        (``POST /v1/billing/plans``), for the catalog product of a plan made earlier for
+        the same product (``GET /v1/billing/plans/{id}``) or a new one (``POST
+        /v1/catalogs/products``). Each POST has a PayPal-Request-Id derived from our
+        keys, so a retried or concurrent first checkout makes one product and one plan."""
+        product_id = None
+        sibling = paypal_object_id(sibling_plan_ref)
+        if sibling is not None:
+            found = self._api("GET", f"/v1/billing/plans/{sibling}", config)
+            product_id = paypal_object_id(found.get("product_id"))
+        if product_id is None:
+            product = self._api(
+                "POST",
+                "/v1/catalogs/products",
+                config,
+                json_body=subs.product_body(checkout),
+                headers={
+                    "PayPal-Request-Id": f"cmsshop-product-{checkout.recurring.plan_id}",
+                    "Prefer": "return=representation",
+                },
+            )
+            product_id = paypal_object_id(product.get("id"))
+        if product_id is None:
+            raise pb.ProviderUnavailable("PayPal's catalog product has no id")
+        plan = self._api(
+            "POST",
+            "/v1/billing/plans",
+            config,
+            json_body=subs.plan_body(checkout, product_id),
+            headers={
+                "PayPal-Request-Id": subs.plan_request_id(checkout),
+                "Prefer": "return=representation",
+            },
+        )
+        plan_id = paypal_object_id(plan.get("id"))
+        if plan_id is None or plan.get("status", "ACTIVE") != "ACTIVE":
+            raise pb.ProviderUnavailable("PayPal's plan has no id or is not active")
+        return plan_id
+
+    def _create_subscription(
+        self, checkout: pb.CheckoutRequest, config: Mapping[str, Any]
+    ) -> pb.CheckoutSession:
+        """``POST /v1/billing/subscriptions`` for the plan the checkout found or made;
+        the buyer approves it on PayPal's page (the ``approve`` link). The
+        PayPal-Request-Id is the order number's: a retried request gets the same
+        subscription back instead of a second one."""
+        if paypal_object_id(checkout.recurring.provider_plan_ref) is None:
+            raise pb.ProviderUnavailable("no PayPal plan to subscribe to")
+        data = self._api(
+            "POST",
+            "/v1/billing/subscriptions",
+            config,
+            json_body=subs.subscription_body(checkout),
+            headers={
+                "PayPal-Request-Id": f"cmsshop-subscription-{checkout.order_number}",
+                "Prefer": "return=representation",
+            },
+        )
+        ref = paypal_object_id(data.get("id"))
+        approval = link_of(data, "approve")
+        if ref is None or not approval or not approval.startswith("https://"):
+            raise pb.ProviderUnavailable("PayPal's subscription has no id or approval link")
+        return pb.CheckoutSession(redirect_url=approval, provider_checkout_id=ref)
+
+    def _subscription(self, ref: str | None, config: Mapping[str, Any]) -> dict[str, Any]:
+        checked = paypal_object_id(ref)
+        if checked is None:
+            raise pb.ProviderUnavailable("not a PayPal subscription id")
+        return self._api("GET", f"/v1/billing/subscriptions/{checked}", config)
+
+    def fetch_subscription(
+        self, subscription_ref: str, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
+        """A subscription as PayPal holds it (``GET /v1/billing/subscriptions/{id}``)."""
+        return subs.subscription_of(self._subscription(subscription_ref, config), subscription_ref)
+
+    def _sale(self, sale_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
+        checked = paypal_object_id(sale_id)
+        if checked is None:
+            raise pb.ProviderUnavailable("not a PayPal sale id")
+        sale = self._api("GET", f"/v1/payments/sale/{checked}", config)
+        if sale.get("id") != checked:
+            raise pb.ProviderUnavailable("PayPal answered for a different sale")
+        return sale
+
+    def _transactions(
+        self, ref: str, found: Mapping[str, Any], config, also: dt.datetime | None = None
+    ) -> list[Any]:
+        """The subscription's transactions (``GET /v1/billing/subscriptions/{id}/
+        transactions``, every page)."""
+        start, end = subs.transactions_window(found, dt.datetime.now(dt.UTC), also)
+        query = urllib.parse.urlencode({"start_time": start, "end_time": end})
+        listing = f"/v1/billing/subscriptions/{ref}/transactions"
+        path: str | None = f"{listing}?{query}"
+        listed: list[Any] = []
+        for _ in range(50):  # PayPal pages by 20 or more; 1000 payments is decades
+            if path is None:
+                break
+            data = self._api("GET", path, config)
+            page = data.get("transactions")
+            listed.extend(page if isinstance(page, list) else [])
+            following = subs.next_link(data)
+            parts = urllib.parse.urlsplit(following) if following else None
+            # Only a next page of the same list is followed, never another address.
+            same = parts is not None and parts.path == listing
+            path = f"{parts.path}?{parts.query}" if same else None
+        return listed
+
+    def _invoice_in(
+        self, sale: Mapping[str, Any], ref: str, config, *, listed_only: bool
+    ) -> pb.ProviderInvoice | None:
+        """Sale ``sale`` as a period of subscription ``ref``; None when ``listed_only``
+        and PayPal does not list it among the subscription's transactions."""
+        found = self._subscription(ref, config)
+        subs.subscription_of(found, ref)  # refuses one that is not live yet
+        sale_time = subs.parse_time(sale.get("create_time"))
+        transactions = self._transactions(ref, found, config, sale_time)
+        if not any(isinstance(t, Mapping) and t.get("id") == sale["id"] for t in transactions):
+            if listed_only:
+                return None
+            # PayPal's list may not show a sale of a moment ago yet: the sale's own
+            # record stands in for it.
+            transactions.append(subs.sale_as_transaction(sale))
+        for invoice, sale_id in subs.invoices_of(found, ref, transactions):
+            if sale_id != sale["id"]:
+                continue
+            if invoice is None:
+                raise pb.ProviderUnavailable(
+                    f"PayPal states no end of the period sale {sale_id} pays for "
+                    f"(subscription {ref} is {str(found.get('status'))[:40]})"
+                )
+            paid = sale.get("state") in subs.PAID_SALE_STATES and invoice.paid
+            return dataclasses.replace(invoice, paid=paid)
+        raise pb.ProviderUnavailable(f"sale {sale['id']} cannot be read as a payment")
+
+    def fetch_invoice(self, invoice_ref: str, config: Mapping[str, Any]) -> pb.ProviderInvoice:
+        """A subscription's sale as a period (``GET /v1/payments/sale/{id}``, the
+        subscription and its transactions): see the ``subscriptions`` module for the
+        period's dates and ``first``."""
+        sale = self._sale(invoice_ref, config)
+        ref = paypal_object_id(sale.get("billing_agreement_id"))
+        if ref is None:
+            raise pb.ProviderUnavailable(f"PayPal's sale {invoice_ref} names no subscription")
+        return self._invoice_in(sale, ref, config, listed_only=False)
+
+    def find_invoice(
+        self, invoice_ref: str, subscription_ref: str, config: Mapping[str, Any]
+    ) -> pb.ProviderInvoice | None:
+        """Sale ``invoice_ref`` as a period of ``subscription_ref`` when PayPal lists it
+        among that subscription's transactions, else None: how a sale whose event and
+        record name no subscription is matched (services/subscriptions/parked.py)."""
+        sale = self._sale(invoice_ref, config)
+        named = paypal_object_id(sale.get("billing_agreement_id"))
+        if named is not None and named != subscription_ref:
+            return None
+        return self._invoice_in(sale, subscription_ref, config, listed_only=True)
+
+    def list_paid_invoices(
+        self, subscription_ref: str, config: Mapping[str, Any]
+    ) -> list[pb.ProviderInvoice]:
+        """Every paid sale of the subscription, from its transactions: what the
+        reconciliation compares with the periods recorded here. A last payment whose
+        period end PayPal no longer states is left out (see ``invoices_of``)."""
+        found = self._subscription(subscription_ref, config)
+        transactions = self._transactions(subscription_ref, found, config)
+        return [
+            invoice
+            for invoice, _ in subs.invoices_of(found, subscription_ref, transactions)
+            if invoice is not None and invoice.paid
+        ]
+
+    def set_cancel_at_period_end(
+        self, subscription_ref: str, cancel: bool, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
+        """Cancel the subscription at PayPal now (``POST /v1/billing/subscriptions/{id}/
+        cancel``; PayPal has no cancellation at the period end, and the period paid for is
+        kept here anyway). A subscription PayPal already ended answers 422
+        SUBSCRIPTION_STATUS_INVALID: that counts as done. Nothing can be taken back:
+        ``cancel=False`` is refused before any call (selfservice refuses it earlier)."""
+        if not cancel:
+            raise pb.ProviderUnavailable("PayPal cannot take a cancellation back")
+        checked = paypal_object_id(subscription_ref)
+        if checked is None:
+            raise pb.ProviderUnavailable("not a PayPal subscription id")
+        try:
+            self._api(
+                "POST",
+                f"/v1/billing/subscriptions/{checked}/cancel",
+                config,
+                json_body={"reason": "Cancelled by the customer in their shop account"},
+            )
+        except PayPalApiError as exc:
+            if not (exc.status == 422 and "SUBSCRIPTION_STATUS_INVALID" in exc.issues):
+                raise
+        return self.fetch_subscription(checked, config)
+
+    def payment_method_url(
+        self, customer_ref: str, return_url: str, config: Mapping[str, Any]
+    ) -> str:
+        """PayPal's own page where the buyer manages automatic payments and picks the
+        funding source of each (PayPal offers merchants no session for it, so the page
+        is the same for every buyer and ``return_url`` is not used)."""
+        sandbox = "sandbox" in api_base_of(config)
+        return subs.SANDBOX_AUTOPAY_URL if sandbox else subs.AUTOPAY_URL
+
     def _api(
         self,
         method: str,
@@ -498,6 +726,8 @@ class WalletProvider:
                 continue
             if not 200 <= response.status_code < 300:
                 raise PayPalApiError(response.status_code, api_issues(response))
+            if response.status_code == 204:
+                return {}  # e.g. a subscription cancelled: no body
             try:
                 data = response.json()
             except ValueError as exc:

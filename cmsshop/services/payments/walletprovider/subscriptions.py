@@ -1,0 +1,333 @@
+"""PayPal subscriptions (Subscriptions API v1): the request bodies, what the events mean
+and how PayPal's account of a subscription and its payments reads in our terms (no I/O;
+the REST calls are WalletProvider's).
+
+PayPal bills against plans made in advance (a catalog product, a plan with a fixed
+price and a billing cycle); a subscription is created for a plan and the buyer approves
+it on PayPal's page. Each payment is a sale (``PAYMENT.SALE.COMPLETED``, its
+``billing_agreement_id`` naming the subscription); a sale is our "invoice", one period.
+
+The period a sale pays for starts at the sale and ends at the next payment: PayPal bills
+at the start of each cycle. When the sale is the subscription's latest payment that is
+``billing_info.next_billing_time``, else the time of the next completed payment in the
+subscription's transactions. Nothing is computed by adding durations: PayPal's own
+dates are the only source, so a billing date PayPal moves is followed as it is.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from cmsshop.services.payments import base as pb
+from cmsshop.services.payments.walletprovider.actions import order_number_of, paypal_object_id
+from cmsshop.services.payments.walletprovider.money import money_of, to_decimal_string
+
+# PayPal's largest interval_count per interval_unit (Subscriptions API, frequency).
+CYCLE_LIMITS = {"day": 365, "week": 52, "month": 12, "year": 1}
+# PayPal's page where a buyer manages automatic payments (the funding source of each
+# subscription); there is no API for a merchant to hand a buyer a card-update session.
+AUTOPAY_URL = "https://www.paypal.com/myaccount/autopay/"
+SANDBOX_AUTOPAY_URL = "https://www.sandbox.paypal.com/myaccount/autopay/"
+
+# The state of a subscription changed: each is refetched before it is acted on.
+# BILLING.SUBSCRIPTION.CREATED is left out: a subscription is APPROVAL_PENDING then, not
+# live until the buyer approves and PayPal activates it.
+STATE_EVENTS = (
+    "BILLING.SUBSCRIPTION.ACTIVATED",
+    "BILLING.SUBSCRIPTION.UPDATED",
+    "BILLING.SUBSCRIPTION.RE-ACTIVATED",
+    "BILLING.SUBSCRIPTION.SUSPENDED",
+    "BILLING.SUBSCRIPTION.CANCELLED",
+    "BILLING.SUBSCRIPTION.EXPIRED",
+    "BILLING.SUBSCRIPTION.PAYMENT.FAILED",
+)
+SALE_COMPLETED = "PAYMENT.SALE.COMPLETED"
+
+# PayPal's statuses in ours. ACTIVE with failed payments (failed_payments_count > 0,
+# which PayPal resets to 0 after a successful payment) is past due: PayPal retries the
+# charge. SUSPENDED is past due too: PayPal suspends a subscription once its failed
+# payments reach the plan's payment_failure_threshold (the license keeps the grace
+# while the buyer settles it). CANCELLED and EXPIRED are final.
+_STATUSES = {"ACTIVE": "active", "SUSPENDED": "past_due", "CANCELLED": "ended", "EXPIRED": "ended"}
+NOT_LIVE = ("APPROVAL_PENDING", "APPROVED")
+# Transactions in which money was taken (a later refund does not undo the period's
+# start); of these, the ones still paid.
+_TAKEN = ("COMPLETED", "PARTIALLY_REFUNDED", "REFUNDED")
+_PAID = ("COMPLETED", "PARTIALLY_REFUNDED")
+PAID_SALE_STATES = ("completed", "partially_refunded")
+# A failed payment suspends the subscription after the retries of one cycle (PayPal
+# retries twice, five days apart), well within the default licence grace of 21 days.
+PAYMENT_FAILURE_THRESHOLD = 1
+
+
+# --- request bodies ----------------------------------------------------------------------
+
+
+def _money(amount: int, currency: str) -> dict[str, str]:
+    try:
+        return {"currency_code": currency, "value": to_decimal_string(amount, currency)}
+    except ValueError as exc:
+        raise pb.ProviderUnavailable(str(exc)) from exc
+
+
+def plan_name(checkout: pb.CheckoutRequest) -> str:
+    item = checkout.items[0] if checkout.items else {}
+    return str(item.get("name") or item.get("product") or "Subscription")[:127]
+
+
+def product_body(checkout: pb.CheckoutRequest) -> dict[str, Any]:
+    """``POST /v1/catalogs/products``: the product a plan bills for."""
+    return {"name": plan_name(checkout), "type": "DIGITAL", "category": "SOFTWARE"}
+
+
+def plan_body(checkout: pb.CheckoutRequest, product_id: str) -> dict[str, Any]:
+    """``POST /v1/billing/plans``: the order's total every cycle, for ever (total_cycles
+    0). The total already holds any tax added on top of the price, so the plan carries
+    no ``taxes`` of its own; the same buyer's renewals cost what the first period did."""
+    recurring = checkout.recurring
+    currency = checkout.currency.upper()
+    cycle = f"{recurring.count} {recurring.interval}"
+    return {
+        "product_id": product_id,
+        "name": f"{plan_name(checkout)}, every {cycle}"[:127],
+        "status": "ACTIVE",
+        "billing_cycles": [
+            {
+                "frequency": {
+                    "interval_unit": recurring.interval.upper(),
+                    "interval_count": recurring.count,
+                },
+                "tenure_type": "REGULAR",
+                "sequence": 1,
+                "total_cycles": 0,
+                "pricing_scheme": {"fixed_price": _money(checkout.total, currency)},
+            }
+        ],
+        "payment_preferences": {
+            "auto_bill_outstanding": True,
+            "payment_failure_threshold": PAYMENT_FAILURE_THRESHOLD,
+        },
+    }
+
+
+def plan_request_id(checkout: pb.CheckoutRequest) -> str:
+    """One idempotency key per plan key: two first checkouts at once get one plan."""
+    r = checkout.recurring
+    return (
+        f"cmsshop-plan-{r.plan_id}-{checkout.currency.upper()}-{checkout.total}"
+        f"-{r.interval}-{r.count}"
+    )
+
+
+def subscription_body(checkout: pb.CheckoutRequest) -> dict[str, Any]:
+    """``POST /v1/billing/subscriptions``: our order number as ``custom_id`` (PayPal
+    copies it onto the subscription's sales as ``custom``)."""
+    body: dict[str, Any] = {
+        "plan_id": checkout.recurring.provider_plan_ref,
+        "custom_id": checkout.order_number,
+        "application_context": {
+            "user_action": "SUBSCRIBE_NOW",
+            "shipping_preference": "NO_SHIPPING",
+            "return_url": checkout.success_url,
+            "cancel_url": checkout.cancel_url,
+        },
+    }
+    if checkout.customer_email:
+        body["subscriber"] = {"email_address": checkout.customer_email}
+    return body
+
+
+# --- events ------------------------------------------------------------------------------
+
+
+def parse_time(value: Any) -> dt.datetime | None:
+    """PayPal's RFC 3339 time as an aware UTC datetime (None when unreadable)."""
+    if not isinstance(value, str) or not 10 <= len(value) <= 64:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.astimezone(dt.UTC) if moment.tzinfo is not None else None
+
+
+def format_time(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sale_money(sale: Mapping[str, Any]) -> tuple[int | None, str | None]:
+    """A v1 sale's ``amount`` is ``{"total", "currency"}``, not v2's money object."""
+    amount = sale.get("amount")
+    if not isinstance(amount, Mapping):
+        return None, None
+    return money_of({"currency_code": amount.get("currency"), "value": amount.get("total")})
+
+
+def sale_order_number(sale: Mapping[str, Any]) -> str | None:
+    fields = {"custom_id": sale.get("custom"), "invoice_id": sale.get("invoice_number")}
+    return order_number_of(fields)
+
+
+def sale_action(resource: Mapping[str, Any], created: dt.datetime | None) -> pb.EventAction:
+    """PAYMENT.SALE.COMPLETED: a paid period. PayPal sends some renewal sales without
+    ``billing_agreement_id``; such a one goes without ``subscription_ref`` and is matched
+    to a subscription (or parked) by services/subscriptions/parked.py."""
+    sale_id = paypal_object_id(resource.get("id"))
+    if sale_id is None:
+        return pb.EventAction(pb.IGNORE, reason=f"{SALE_COMPLETED} without a usable sale id")
+    state = resource.get("state")
+    if state not in PAID_SALE_STATES:
+        return pb.EventAction(pb.IGNORE, reason=f"sale {sale_id} is {str(state)[:40]}")
+    amount, currency = sale_money(resource)
+    return pb.EventAction(
+        pb.PERIOD_PAID,
+        order_number=sale_order_number(resource),
+        payment_reference=sale_id,
+        amount=amount,
+        currency=currency,
+        reason=SALE_COMPLETED,
+        subscription_ref=paypal_object_id(resource.get("billing_agreement_id")),
+        invoice_ref=sale_id,
+        event_created=created,
+    )
+
+
+def state_action(kind: str, resource: Mapping[str, Any], created) -> pb.EventAction:
+    ref = paypal_object_id(resource.get("id"))
+    if ref is None:
+        return pb.EventAction(pb.IGNORE, reason=f"{kind} without a usable subscription id")
+    return pb.EventAction(
+        pb.SUBSCRIPTION_SYNC,
+        order_number=order_number_of({"custom_id": resource.get("custom_id")}),
+        subscription_ref=ref,
+        reason=kind,
+        event_created=created,
+    )
+
+
+# --- PayPal's account in ours ----------------------------------------------------------------
+
+
+def _billing(found: Mapping[str, Any]) -> Mapping[str, Any]:
+    billing = found.get("billing_info")
+    return billing if isinstance(billing, Mapping) else {}
+
+
+def subscription_of(found: Mapping[str, Any], ref: str) -> pb.ProviderSubscription:
+    """Our account of ``GET /v1/billing/subscriptions/{id}``. A subscription not live
+    yet (APPROVAL_PENDING, APPROVED) or in a status PayPal has not documented is
+    ProviderUnavailable: the event waits (503) until PayPal activates it."""
+    if found.get("id") != ref:
+        raise pb.ProviderUnavailable("PayPal answered for a different subscription")
+    status = str(found.get("status"))
+    if status in NOT_LIVE:
+        raise pb.ProviderUnavailable(f"subscription {ref} is {status}: not live yet")
+    ours = _STATUSES.get(status)
+    if ours is None:
+        raise pb.ProviderUnavailable(f"subscription {ref} has an unknown status {status[:40]}")
+    failed = _billing(found).get("failed_payments_count")
+    if ours == "active" and isinstance(failed, int) and failed > 0:
+        ours = "past_due"
+    subscriber = found.get("subscriber")
+    payer = subscriber.get("payer_id") if isinstance(subscriber, Mapping) else None
+    return pb.ProviderSubscription(
+        subscription_ref=ref,
+        status=ours,
+        current_period_end=parse_time(_billing(found).get("next_billing_time")),
+        cancel_at_period_end=False,  # PayPal has no such thing: a cancellation is at once
+        ended_at=parse_time(found.get("status_update_time")) if ours == "ended" else None,
+        order_number=order_number_of({"custom_id": found.get("custom_id")}),
+        customer_ref=paypal_object_id(payer),
+    )
+
+
+def transactions_window(
+    found: Mapping[str, Any], now: dt.datetime, also: dt.datetime | None = None
+) -> tuple[str, str]:
+    """(start_time, end_time) of the transactions list: from a day before the
+    subscription started to a day after the latest of now, its last payment and
+    ``also`` (the sale asked about): PayPal's clock, not ours, dates its payments."""
+    started = parse_time(found.get("start_time")) or parse_time(found.get("create_time"))
+    last = _billing(found).get("last_payment")
+    latest = [now, parse_time(last.get("time")) if isinstance(last, Mapping) else None, also]
+    end = max(moment for moment in latest if moment is not None)
+    start = min(started or end, end) - dt.timedelta(days=1)
+    return format_time(start), format_time(end + dt.timedelta(days=1))
+
+
+def _payments(transactions: list[Any]) -> list[dict[str, Any]]:
+    """The transactions in which money was taken, oldest first, readable ones only."""
+    found = []
+    for txn in transactions:
+        if not isinstance(txn, Mapping) or txn.get("status") not in _TAKEN:
+            continue
+        txn_id, moment = paypal_object_id(txn.get("id")), parse_time(txn.get("time"))
+        breakdown = txn.get("amount_with_breakdown")
+        gross = breakdown.get("gross_amount") if isinstance(breakdown, Mapping) else None
+        amount, currency = money_of(gross)
+        if txn_id is None or moment is None or amount is None or currency is None:
+            continue
+        found.append(
+            {"id": txn_id, "time": moment, "amount": amount, "currency": currency,
+             "paid": txn.get("status") in _PAID}
+        )  # fmt: skip
+    found.sort(key=lambda p: (p["time"], p["id"]))
+    return found
+
+
+def sale_as_transaction(sale: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A sale in the shape of a transaction, for a sale the list does not show yet."""
+    amount = sale.get("amount")
+    if not isinstance(amount, Mapping):
+        return None
+    state = str(sale.get("state") or "").upper()
+    return {
+        "id": sale.get("id"),
+        "status": state,
+        "time": sale.get("create_time"),
+        "amount_with_breakdown": {
+            "gross_amount": {"currency_code": amount.get("currency"), "value": amount.get("total")}
+        },
+    }
+
+
+def invoices_of(
+    found: Mapping[str, Any], ref: str, transactions: list[Any]
+) -> list[tuple[pb.ProviderInvoice | None, str]]:
+    """Every payment of the subscription as (our invoice, its sale id); the invoice is
+    None when PayPal no longer states when its period ends (the latest payment of a
+    subscription that is not billed any more: PayPal drops ``next_billing_time`` once
+    it is cancelled or expired), or states a time before the payment (PayPal's
+    ``next_billing_time`` is briefly wrong right after activation)."""
+    payments = _payments(transactions)
+    next_billing = parse_time(_billing(found).get("next_billing_time"))
+    number = order_number_of({"custom_id": found.get("custom_id")})
+    invoices = []
+    for index, payment in enumerate(payments):
+        later = payments[index + 1]["time"] if index + 1 < len(payments) else next_billing
+        invoice = None
+        if later is not None and later > payment["time"]:
+            invoice = pb.ProviderInvoice(
+                invoice_id=payment["id"],
+                subscription_ref=ref,
+                paid=payment["paid"],
+                amount=payment["amount"],
+                currency=payment["currency"],
+                period_start=payment["time"],
+                period_end=later,
+                payment_reference=payment["id"],
+                first=index == 0,
+                order_number=number,
+            )
+        invoices.append((invoice, payment["id"]))
+    return invoices
+
+
+def next_link(data: Mapping[str, Any]) -> str | None:
+    for link in data.get("links") or []:
+        if isinstance(link, Mapping) and link.get("rel") == "next":
+            href = link.get("href")
+            return href if isinstance(href, str) else None
+    return None

@@ -1,0 +1,163 @@
+"""The fake PayPal's Subscriptions API, driven over HTTPS as a PayPal client would: the
+shapes a plan, a subscription, its sales and transactions take, what PayPal refuses, and
+the billing calendar. Tests of cmsshop's wallet subscriptions rely on these."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+import requests
+from fakes.paypal import CLIENT_ID, CLIENT_SECRET, add_cycle
+
+
+class Client:
+    def __init__(self, fake, ca_bundle):
+        self.base, self.verify = fake.base_url, str(ca_bundle)
+        token = requests.post(
+            self.base + "/v1/oauth2/token",
+            data={"grant_type": "client_credentials"},
+            auth=(CLIENT_ID, CLIENT_SECRET),
+            verify=self.verify,
+            timeout=5,
+        ).json()["access_token"]
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    def call(self, method: str, path: str, body=None, **headers) -> requests.Response:
+        return requests.request(
+            method,
+            self.base + path,
+            json=body,
+            headers={**self.headers, **headers},
+            verify=self.verify,
+            timeout=5,
+        )
+
+
+@pytest.fixture
+def client(paypal, pki):
+    return Client(paypal, pki.ca_bundle)
+
+
+def plan_body(product_id: str, unit: str = "MONTH", count: int = 1) -> dict:
+    return {
+        "product_id": product_id,
+        "name": "SiteGuard monthly",
+        "billing_cycles": [
+            {
+                "frequency": {"interval_unit": unit, "interval_count": count},
+                "tenure_type": "REGULAR",
+                "sequence": 1,
+                "total_cycles": 0,
+                "pricing_scheme": {"fixed_price": {"value": "49.00", "currency_code": "EUR"}},
+            }
+        ],
+    }
+
+
+def subscription_body(plan_id: str) -> dict:
+    return {
+        "plan_id": plan_id,
+        "custom_id": "ORD-1",
+        "application_context": {
+            "return_url": "https://shop.test/ok",
+            "cancel_url": "https://shop.test/cancel",
+        },
+    }
+
+
+@pytest.fixture
+def plan_id(client) -> str:
+    product = client.call("POST", "/v1/catalogs/products", {"name": "SiteGuard", "type": "DIGITAL"})
+    assert product.status_code == 201
+    plan = client.call("POST", "/v1/billing/plans", plan_body(product.json()["id"]))
+    assert plan.status_code == 201 and plan.json()["status"] == "ACTIVE"
+    return plan.json()["id"]
+
+
+def test_add_cycle_follows_the_calendar():
+    start = dt.datetime(2026, 1, 31, 10, tzinfo=dt.UTC)
+    assert add_cycle(start, "MONTH", 1) == dt.datetime(2026, 2, 28, 10, tzinfo=dt.UTC)
+    assert add_cycle(start, "YEAR", 1) == dt.datetime(2027, 1, 31, 10, tzinfo=dt.UTC)
+    assert add_cycle(start, "WEEK", 2) == start + dt.timedelta(days=14)
+
+
+@pytest.mark.parametrize(
+    "unit, count, status",
+    [("MONTH", 13, 422), ("YEAR", 2, 422), ("DAY", 366, 422), ("FORTNIGHT", 1, 400)],
+)
+def test_paypal_refuses_a_cycle_it_cannot_bill(client, unit, count, status):
+    product = client.call("POST", "/v1/catalogs/products", {"name": "P", "type": "DIGITAL"})
+    answer = client.call("POST", "/v1/billing/plans", plan_body(product.json()["id"], unit, count))
+    assert answer.status_code == status
+
+
+def test_a_subscription_is_approved_paid_renewed_and_cancelled(client, paypal, plan_id):
+    created = client.call(
+        "POST",
+        "/v1/billing/subscriptions",
+        subscription_body(plan_id),
+        **{"PayPal-Request-Id": "r1"},
+    )
+    assert created.status_code == 201
+    sub = created.json()
+    assert sub["status"] == "APPROVAL_PENDING"
+    assert [link["rel"] for link in sub["links"]][0] == "approve"
+    again = client.call(
+        "POST",
+        "/v1/billing/subscriptions",
+        subscription_body(plan_id),
+        **{"PayPal-Request-Id": "r1"},
+    )
+    assert again.json()["id"] == sub["id"] and len(paypal.subscriptions) == 1
+    activated, sale = paypal.approve(sub["id"])
+    assert activated["event_type"] == "BILLING.SUBSCRIPTION.ACTIVATED"
+    resource = sale["resource"]
+    assert (resource["billing_agreement_id"], resource["custom"]) == (sub["id"], "ORD-1")
+    assert resource["amount"] == {
+        "total": "49.00",
+        "currency": "EUR",
+        "details": {"subtotal": "49.00"},
+    }
+    found = client.call("GET", f"/v1/billing/subscriptions/{sub['id']}").json()
+    first_due = found["billing_info"]["next_billing_time"]
+    assert found["status"] == "ACTIVE" and found["billing_info"]["last_payment"]["time"]
+    (renewal,) = paypal.renew(sub["id"], with_agreement=False)
+    assert "billing_agreement_id" not in renewal["resource"]
+    assert renewal["resource"]["create_time"] == first_due  # billed at the due time
+    sale_read = client.call("GET", f"/v1/payments/sale/{renewal['resource']['id']}").json()
+    assert sale_read["state"] == "completed"
+    # The transactions list needs its window and lists what falls in it.
+    path = f"/v1/billing/subscriptions/{sub['id']}/transactions"
+    assert client.call("GET", path).status_code == 400
+    listed = client.call(
+        "GET", path + "?start_time=2000-01-01T00:00:00Z&end_time=2100-01-01T00:00:00Z"
+    ).json()["transactions"]
+    assert [t["id"] for t in listed] == [resource["id"], renewal["resource"]["id"]]
+    assert listed[0]["amount_with_breakdown"]["gross_amount"]["value"] == "49.00"
+    # Cancelled: 204 and no next billing time any more; cancelling again is refused.
+    cancel = f"/v1/billing/subscriptions/{sub['id']}/cancel"
+    assert client.call("POST", cancel, {}).status_code == 400  # a reason is required
+    assert client.call("POST", cancel, {"reason": "done"}).status_code == 204
+    found = client.call("GET", f"/v1/billing/subscriptions/{sub['id']}").json()
+    assert found["status"] == "CANCELLED" and "next_billing_time" not in found["billing_info"]
+    refused = client.call("POST", cancel, {"reason": "again"})
+    assert refused.status_code == 422
+    assert refused.json()["details"][0]["issue"] == "SUBSCRIPTION_STATUS_INVALID"
+    (held,) = paypal.held
+    assert held["event_type"] == "BILLING.SUBSCRIPTION.CANCELLED"
+
+
+def test_a_failed_payment_counts_until_one_succeeds(client, paypal, plan_id):
+    sub_id = client.call("POST", "/v1/billing/subscriptions", subscription_body(plan_id)).json()[
+        "id"
+    ]
+    paypal.approve(sub_id)
+    (failed,) = paypal.fail(sub_id)
+    assert failed["event_type"] == "BILLING.SUBSCRIPTION.PAYMENT.FAILED"
+    billing = client.call("GET", f"/v1/billing/subscriptions/{sub_id}").json()["billing_info"]
+    assert billing["failed_payments_count"] == 1
+    assert billing["outstanding_balance"]["value"] == "49.00"
+    paypal.renew(sub_id)
+    billing = client.call("GET", f"/v1/billing/subscriptions/{sub_id}").json()["billing_info"]
+    assert billing["failed_payments_count"] == 0
