@@ -25,7 +25,7 @@ def test_an_admin_creates_sees_once_and_revokes_a_token(page, site, admin):
     log_in(page, admin.email, "/admin/api-tokens")
     check_page(page, "api-tokens-empty")
     page.get_by_label("Name").fill("Bookkeeping sync")
-    page.get_by_label("orders: Orders, refunds").check()
+    page.get_by_label("orders: Orders, subscriptions, refunds").check()
     page.get_by_role("button", name="Create token").click()
     page.locator("#new-token").wait_for()
     value = page.get_by_label("The token").input_value()

@@ -28,6 +28,7 @@ EXPECTED = {
     "mail": "orders",
     "orders": "orders",
     "payment-events": "orders",
+    "subscriptions": "orders",
     "products": "catalogue",
     "settings": "settings",
     "tickets": "orders",

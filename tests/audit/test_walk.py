@@ -22,12 +22,22 @@ from helpers.clients import new_client
 from helpers.outbox import queue
 from helpers.refunds import card_paid_order
 from helpers.store import add_release
+from helpers.subscriptions import subscribe
 from helpers.support import open_ticket
 from helpers.tax import SELLER_DE_FIELDS
 from PIL import Image
 from sqlalchemy import select, update
 
-from cmsshop.models import Article, License, OrderItem, OutboxMessage, WebhookDelivery
+from cmsshop.models import (
+    Article,
+    License,
+    OrderItem,
+    OutboxMessage,
+    Product,
+    Subscription,
+    SubscriptionPlan,
+    WebhookDelivery,
+)
 from cmsshop.services.apitokens.scopes import ALL, missing_scope
 from cmsshop.util import utcnow
 
@@ -164,7 +174,49 @@ def failed_delivery(world: World) -> tuple[int, int]:
     return endpoint_id, delivery.id
 
 
+def another_interval(world: World) -> str:
+    """Not site-guard's current billing interval: the call changes something."""
+    world.dbsession.commit()  # a fresh snapshot
+    current = world.dbsession.scalar(select(SubscriptionPlan.interval))
+    return "year" if current == "month" else "month"
+
+
+def lost_renewal(world: World) -> int:
+    """A paid monthly subscription of site-guard whose renewal's events were lost: the
+    resync has something to record."""
+    product_id = world.dbsession.scalar(select(Product.id).where(Product.slug == "site-guard"))
+    if world.dbsession.scalar(select(SubscriptionPlan.id)) is None:
+        world.dbsession.add(SubscriptionPlan(product_id=product_id, interval="month"))
+        world.dbsession.commit()
+    number, events = subscribe(world.customer_client, world.fake_stripe)
+    body, headers = delivery(events["invoice.paid"])
+    webtest.TestApp(world.card_app).post(
+        "/api/webhooks/cardprovider", body, headers=headers, status=200
+    )
+    (sub_id,) = [
+        ref
+        for ref, found in world.fake_stripe.subscriptions.items()
+        if found["metadata"].get("orderNumber") == number
+    ]
+    world.fake_stripe.renew(sub_id)
+    world.dbsession.commit()
+    return world.dbsession.scalar(
+        select(Subscription.id).where(Subscription.provider_subscription_id == sub_id)
+    )
+
+
 CASES: dict[tuple[str, str], Callable[[World], Call]] = {
+    ("put", "/api/admin/products/{slug}/subscription"): lambda w: Call(
+        "put",
+        "/api/admin/products/site-guard/subscription",
+        {"interval": another_interval(w)},
+        objects=("subscription_plan",),
+    ),
+    ("post", "/api/admin/subscriptions/{id}/resync"): lambda w: Call(
+        "post",
+        f"/api/admin/subscriptions/{lost_renewal(w)}/resync",
+        objects=("subscription_period", "order"),
+    ),
     ("post", "/api/admin/articles"): lambda w: Call(
         "post",
         "/api/admin/articles",

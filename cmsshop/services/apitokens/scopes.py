@@ -17,7 +17,8 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SCOPE_DESCRIPTIONS = {
     READ: "Read everything in the admin API (GET only).",
     "catalogue": "Products, prices, images, releases, currencies, articles and coupons.",
-    "orders": "Orders, refunds, payment events, support tickets and the mail outbox.",
+    "orders": "Orders, subscriptions, refunds, payment events, support tickets and the mail "
+    "outbox.",
     "licenses": "Licences and their activations.",
     "settings": "Shop, payment, brand and legal settings, webhooks and the audit log.",
     ALL: "Everything above.",
@@ -31,6 +32,7 @@ GROUP_SCOPES = {
     "articles": "catalogue",
     "coupons": "catalogue",
     "orders": "orders",
+    "subscriptions": "orders",
     "payment-events": "orders",
     "tickets": "orders",
     "mail": "orders",
