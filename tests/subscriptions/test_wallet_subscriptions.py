@@ -11,7 +11,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from fakes.paypal import WALLET_ROUTE, body_of, signed
+from fakes.paypal import WALLET_ROUTE, body_of, new_id, signed
+from fakes.paypal import event as paypal_event
 from helpers.app import requires_postgresql
 from helpers.clients import logged_in, new_client
 from helpers.outbox import rows as outbox_rows
@@ -156,6 +157,55 @@ def test_each_renewal_is_one_paid_renewal_order(wallet_subscribed, paypal, send,
     assert (renewal.status, renewal.total, renewal.items[0].kind) == ("paid", 4900, "renewal")
     assert count(dbsession, Invoice) == 2
     assert count(dbsession, LicenseChange) == 1
+
+
+@pytest.mark.parametrize("signed_amount", ["49.00", "-49.00"])
+def test_refunding_one_renewal_at_paypal_takes_back_that_period_only(
+    wallet_subscribed, paypal, send, dbsession, signed_amount
+):
+    number, sub_id = wallet_subscribed
+    first_paid_through = state(dbsession, number)[0].paid_through
+    (sale_event,) = paypal.renew(sub_id)
+    deliver(send, [sale_event])
+    sale = sale_event["resource"]
+    refund = paypal_event(
+        "PAYMENT.SALE.REFUNDED",
+        {
+            "id": new_id(),
+            "state": "completed",
+            "sale_id": sale["id"],
+            "amount": {"total": signed_amount, "currency": "EUR"},
+            "total_refunded_amount": {"value": "49.00", "currency": "EUR"},
+        },
+        "refund",
+    )
+    assert deliver(send, [refund, refund]) == ["processed", "duplicate"]
+    subscription, license, periods = state(dbsession, number)
+    assert [p.refunded_at is not None for p in periods] == [False, True]
+    assert subscription.paid_through == first_paid_through
+    assert license.expires_at == first_paid_through + GRACE
+    assert dbsession.get(Order, periods[1].order_id).status == "refunded"
+    assert dbsession.get(Order, subscription.order_id).status == "paid"
+
+
+def test_a_partial_refund_at_paypal_takes_nothing_back(wallet_subscribed, paypal, send, dbsession):
+    number, sub_id = wallet_subscribed
+    (sale_event,) = paypal.renew(sub_id)
+    deliver(send, [sale_event])
+    refund = paypal_event(
+        "PAYMENT.SALE.REFUNDED",
+        {
+            "id": new_id(),
+            "state": "completed",
+            "sale_id": sale_event["resource"]["id"],
+            "amount": {"total": "10.00", "currency": "EUR"},
+        },
+        "refund",
+    )
+    deliver(send, [refund])
+    subscription, license, periods = state(dbsession, number)
+    assert [p.refunded_at for p in periods] == [None, None]
+    assert dbsession.get(Order, periods[1].order_id).status == "paid"
 
 
 def test_failed_and_suspended_are_past_due_with_the_license_still_valid(

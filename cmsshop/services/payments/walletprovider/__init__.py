@@ -358,6 +358,8 @@ class WalletProvider:
         created = subs.parse_time(event.payload.get("create_time"))
         if kind == subs.SALE_COMPLETED:
             return subs.sale_action(resource, created)
+        if kind == subs.SALE_REFUNDED:
+            return subs.sale_refund_action(resource)
         if kind in subs.STATE_EVENTS:
             return subs.state_action(kind, resource, created)
         if kind == "PAYMENT.CAPTURE.PENDING":

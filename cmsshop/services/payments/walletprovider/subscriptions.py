@@ -194,6 +194,48 @@ def sale_action(resource: Mapping[str, Any], created: dt.datetime | None) -> pb.
     )
 
 
+SALE_REFUNDED = "PAYMENT.SALE.REFUNDED"
+
+
+def sale_refund_action(resource: Mapping[str, Any]) -> pb.EventAction:
+    """PAYMENT.SALE.REFUNDED: a subscription payment (a v1 sale) was refunded, in full or
+    in part. The refund names its ``sale_id``, the payment reference its order was
+    fulfilled with, so the shared refund step finds that order (a renewal's: one period
+    taken back). ``total_refunded_amount`` is the sale's refunded total where PayPal
+    sends it; else this refund's own amount stands for it (a second partial refund then
+    reads as partial and goes to the admin's review, never revoking too much). PayPal
+    writes a refund's amount with a minus sign at times: the amounts are read unsigned."""
+    sale_id = paypal_object_id(resource.get("sale_id"))
+    if sale_id is None:
+        return pb.EventAction(pb.IGNORE, reason=f"{SALE_REFUNDED} without a usable sale id")
+    own, currency = sale_money({"amount": _unsigned(resource.get("amount"))})
+    total = resource.get("total_refunded_amount")
+    cumulative, total_currency = (
+        money_of({**total, "value": str(total.get("value", "")).lstrip("-")})
+        if isinstance(total, Mapping)
+        else (None, None)
+    )
+    if cumulative is None or total_currency != currency:
+        cumulative = own
+    return pb.EventAction(
+        pb.REFUND,
+        order_number=sale_order_number(resource),
+        payment_reference=sale_id,
+        provider_object_id=sale_id,
+        amount=cumulative,
+        currency=currency,
+        reason=SALE_REFUNDED,
+        refund_id=paypal_object_id(resource.get("id")),
+        refund_amount=own,
+    )
+
+
+def _unsigned(amount: Any) -> Any:
+    if isinstance(amount, Mapping) and isinstance(amount.get("total"), str):
+        return {**amount, "total": amount["total"].lstrip("-")}
+    return amount
+
+
 def state_action(kind: str, resource: Mapping[str, Any], created) -> pb.EventAction:
     ref = paypal_object_id(resource.get("id"))
     if ref is None:
