@@ -293,7 +293,7 @@ def test_a_sale_without_any_reference_is_matched_to_the_one_subscription_paypal_
 
 
 def test_an_unmatched_sale_is_parked_and_the_reconciliation_records_it(
-    wallet_subscribed, paypal, send, dbsession, wallet_ini, capsys
+    wallet_subscribed, paypal, send, dbsession, wallet_ini, capsys, wallet_app, admin
 ):
     number, sub_id = wallet_subscribed
     (sale,) = paypal.renew(sub_id, with_agreement=False, with_custom=False, listed=False)
@@ -305,6 +305,10 @@ def test_an_unmatched_sale_is_parked_and_the_reconciliation_records_it(
     event = dbsession.get(PaymentEvent, parked.payment_event_id)
     assert (event.status, event.last_error.startswith("parked")) == ("ignored", True)
     assert len(state(dbsession, number)[2]) == 1
+    # The console shows it waiting.
+    console = logged_in(wallet_app, admin).get("/admin/subscriptions")
+    assert "Payments waiting for their subscription" in console.text
+    assert sale_id_of(sale) in console.text
     # Not listed yet at PayPal: the reconciliation reports it and leaves it parked.
     assert admin_main([wallet_ini, "reconcile-subscriptions"]) == 0
     assert "still parked" in capsys.readouterr().err
@@ -320,6 +324,8 @@ def test_an_unmatched_sale_is_parked_and_the_reconciliation_records_it(
     assert admin_main([wallet_ini, "reconcile-subscriptions"]) == 0
     captured = capsys.readouterr()
     assert "0 repaired" in captured.out and "parked" not in captured.out + captured.err
+    console = logged_in(wallet_app, admin).get("/admin/subscriptions")
+    assert "Payments waiting for their subscription" not in console.text
 
 
 def test_a_first_payment_parked_while_paypal_lists_it_late_is_recorded_by_the_reconciliation(

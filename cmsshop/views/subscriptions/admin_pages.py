@@ -7,7 +7,7 @@ from pyramid.view import view_config
 
 from cmsshop.models import SUBSCRIPTION_STATUSES
 from cmsshop.security import ADMIN
-from cmsshop.services.subscriptions import admin
+from cmsshop.services.subscriptions import admin, parked
 from cmsshop.views.shared.forms import see_other
 from cmsshop.views.shared.json import read_page_request, read_query
 from cmsshop.views.subscriptions.admin_api import resync, status_filter, subscription_detail
@@ -29,6 +29,9 @@ def subscriptions_page(request):
     page = admin.list_subscriptions(request.db, read_page_request(request), data["status"])
     return {
         "admin_section": "subscriptions",
+        # Payments whose event named no subscription and matched none yet: the
+        # reconciliation (cmsshop-admin reconcile-subscriptions) records them.
+        "parked": parked.unresolved(request.db),
         "page": page,
         "filters": typed,
         "statuses": SUBSCRIPTION_STATUSES,
