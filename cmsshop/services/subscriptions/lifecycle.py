@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from cmsshop.db import take_write_lock
 from cmsshop.models import (
     License,
     LicenseAuditEntry,
@@ -446,6 +447,25 @@ def plan_change_order(
     item.discount = unit * quantity - invoice.amount
     session.flush()
     return order
+
+
+def apply_answer(
+    session: Session, settings: Mapping[str, Any], subscription: Subscription, state
+) -> Subscription:
+    """The provider's answer to a change asked of it outside any transaction (a
+    customer's cancel, resume or plan change), applied as its events are: under the lock
+    of the order that bought the subscription, the status taken and the license
+    following it. The locked, current row."""
+    take_write_lock(session)
+    fulfilment.lock_order(session, subscription.order_id)
+    locked = find_subscription(
+        session, subscription.provider, subscription.provider_subscription_id, for_update=True
+    )
+    now = utcnow()
+    apply_state(locked, state, None, now)
+    follow_license(session, locked, settings, now)
+    session.flush()
+    return locked
 
 
 def sync_state(

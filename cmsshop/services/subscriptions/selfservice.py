@@ -17,17 +17,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cmsshop.db import take_write_lock
 from cmsshop.errors import Conflict, NotFound, ValidationFailed
 from cmsshop.models import License, Product, Subscription, SubscriptionPeriod, SubscriptionPlan
 from cmsshop.models.meta import MAX_ID
 from cmsshop.models.subscriptions import RENEWING_STATUSES
 from cmsshop.services.payments import base as pb
-from cmsshop.services.payments import fulfilment, license_changes
+from cmsshop.services.payments import license_changes
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.subscriptions import lifecycle
-from cmsshop.util import utcnow
 
 
 class ProviderRefused(Exception):
@@ -164,16 +162,7 @@ def set_cancellation(
         )
     except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
         raise ProviderRefused(str(exc)) from None
-    take_write_lock(session)
-    fulfilment.lock_order(session, subscription.order_id)
-    locked = lifecycle.find_subscription(
-        session, subscription.provider, subscription.provider_subscription_id, for_update=True
-    )
-    now = utcnow()
-    lifecycle.apply_state(locked, state, None, now)
-    lifecycle.follow_license(session, locked, settings, now)
-    session.flush()
-    return locked
+    return lifecycle.apply_answer(session, settings, subscription, state)
 
 
 def payment_method_url(
@@ -310,11 +299,4 @@ def change_plan(
     """Ask the provider to move the subscription to ``slug`` now. The license moves when
     the provider's invoice for the rest of the period is paid (its event, once)."""
     _, state = _ask_plan_change(providers, registry, session, subscription, slug, "change_plan")
-    take_write_lock(session)
-    fulfilment.lock_order(session, subscription.order_id)
-    locked = lifecycle.find_subscription(
-        session, subscription.provider, subscription.provider_subscription_id, for_update=True
-    )
-    lifecycle.apply_state(locked, state, None, utcnow())
-    session.flush()
-    return locked
+    return lifecycle.apply_answer(session, settings, subscription, state)

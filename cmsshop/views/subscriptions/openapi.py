@@ -79,7 +79,22 @@ MONEY = {
     "required": ["amount", "currency"],
     "properties": {"amount": {"type": "integer"}, "currency": {"type": "string"}},
 }
-CHANGE_ERRORS = oa.errors(401, 403, 404, 409, 503)
+
+
+def change(summary: str, answer: dict, body: dict | None = None) -> dict:
+    """A POST on one of the customer's subscriptions: asked of the provider (503 when it
+    cannot be reached), 409 when it makes no sense now; a body adds 415 and 422."""
+    errors = (401, 403, 404, 409, 415, 422, 503) if body else (401, 403, 404, 409, 503)
+    return oa.operation(
+        summary,
+        {**oa.ok(answer), **oa.errors(*errors)},
+        params=[ID_PARAM],
+        body=body,
+        body_required=body is not None,
+        csrf=True,
+        tags=TAGS,
+    )
+
 
 OPENAPI_PATHS = {
     "/api/dashboard/subscriptions": {
@@ -99,83 +114,55 @@ OPENAPI_PATHS = {
         )
     },
     "/api/dashboard/subscriptions/{id}/cancel": {
-        "post": oa.operation(
+        "post": change(
             "Cancel at the end of the period paid for (409 subscription_not_renewing; "
             "503 subscription_provider_unavailable: nothing changed)",
-            {**oa.ok(oa.ref("Subscription")), **CHANGE_ERRORS},
-            params=[ID_PARAM],
-            csrf=True,
-            body_required=False,
-            tags=TAGS,
+            oa.ref("Subscription"),
         )
     },
     "/api/dashboard/subscriptions/{id}/resume": {
-        "post": oa.operation(
+        "post": change(
             "Take back a scheduled cancellation before the period ends (409 "
             "subscription_not_cancelling)",
-            {**oa.ok(oa.ref("Subscription")), **CHANGE_ERRORS},
-            params=[ID_PARAM],
-            csrf=True,
-            body_required=False,
-            tags=TAGS,
+            oa.ref("Subscription"),
         )
     },
     "/api/dashboard/subscriptions/{id}/plan-preview": {
-        "post": oa.operation(
+        "post": change(
             "What changing to a higher tier costs now (the provider's proration for the rest "
             "of the period) and each period after (422 for a product not in planChoices; "
             "409 subscription_plan_change_unsupported for a provider that cannot)",
             {
-                **oa.ok(
-                    {
-                        "type": "object",
-                        "required": ["product", "name", "chargedNow", "then", "nextChargeAt"],
-                        "properties": {
-                            "product": {"type": "string"},
-                            "name": {"type": "string"},
-                            "chargedNow": MONEY,
-                            "then": MONEY,
-                            "nextChargeAt": NULLABLE_DATE_TIME,
-                        },
-                    }
-                ),
-                **oa.errors(401, 403, 404, 409, 415, 422, 503),
+                "type": "object",
+                "required": ["product", "name", "chargedNow", "then", "nextChargeAt"],
+                "properties": {
+                    "product": {"type": "string"},
+                    "name": {"type": "string"},
+                    "chargedNow": MONEY,
+                    "then": MONEY,
+                    "nextChargeAt": NULLABLE_DATE_TIME,
+                },
             },
-            params=[ID_PARAM],
             body=PLAN_BODY,
-            csrf=True,
-            tags=TAGS,
         )
     },
     "/api/dashboard/subscriptions/{id}/plan": {
-        "post": oa.operation(
+        "post": change(
             "Change to a higher tier now: the provider charges the rest of the period at "
             "once, and the license moves when it confirms that payment",
-            {**oa.ok(oa.ref("Subscription")), **oa.errors(401, 403, 404, 409, 415, 422, 503)},
-            params=[ID_PARAM],
+            oa.ref("Subscription"),
             body=PLAN_BODY,
-            csrf=True,
-            tags=TAGS,
         )
     },
     "/api/dashboard/subscriptions/{id}/payment-method": {
-        "post": oa.operation(
+        "post": change(
             "Where to send the customer to replace the card: the provider's own page "
             "(a link made now, valid for minutes)",
             {
-                **oa.ok(
-                    {
-                        "type": "object",
-                        "required": ["redirectUrl"],
-                        "properties": {"redirectUrl": {"type": "string", "format": "uri"}},
-                    }
-                ),
-                **CHANGE_ERRORS,
+                "type": "object",
+                "required": ["redirectUrl"],
+                "properties": {"redirectUrl": {"type": "string", "format": "uri"}},
             },
-            params=[ID_PARAM],
-            csrf=True,
-            body_required=False,
-            tags=TAGS,
         )
     },
 }
