@@ -89,14 +89,6 @@ def find_subscription(
     return session.scalar(query)
 
 
-def live_subscription_of(session: Session, license_id: int) -> Subscription | None:
-    return session.scalar(
-        select(Subscription).where(
-            Subscription.license_id == license_id, Subscription.status != "ended"
-        )
-    )
-
-
 def first_order_id(
     session: Session, provider: str, subscription_ref: str, order_number: str | None
 ) -> int | None:
