@@ -78,6 +78,7 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from cmsshop.content import CONTENT_CHANGED, VERSION_SQL
+from cmsshop.hotsql import forget_if_dropped
 from cmsshop.models.store import CONTENT_TABLES
 from cmsshop.security import (
     CSRF_PLACEHOLDER,
@@ -286,6 +287,9 @@ class VersionWatch:
                 cursor.execute(READ_SQL)
                 row = cursor.fetchone()
                 cursor.close()
+            except Exception as exc:
+                forget_if_dropped(self.engine, pooled, exc)
+                raise
             finally:
                 pooled.close()  # rolls back (the pool's reset on return)
             version = row[0] if row else 0

@@ -78,7 +78,11 @@ class HotStatement:
         name, dbapi = driver(conn)
         announce(conn, self.sql[name], params)
         cursor = dbapi.cursor()
-        cursor.execute(self.sql[name], params)
+        try:
+            cursor.execute(self.sql[name], params)
+        except Exception as exc:
+            _forget_on(conn, exc)
+            raise
         return cursor
 
 
@@ -132,6 +136,13 @@ class HotBatch:
         self._pg_bytes = self.pg_sql.encode()
 
     def run(self, conn: Connection | RawTransaction, params: dict[str, Any]) -> list:
+        try:
+            return self._run(conn, params)
+        except Exception as exc:
+            _forget_on(conn, exc)
+            raise
+
+    def _run(self, conn: Connection | RawTransaction, params: dict[str, Any]) -> list:
         name, dbapi = driver(conn)
         for statement in self.statements:
             announce(conn, statement.sql[name], params)
@@ -329,15 +340,26 @@ def driver(conn: Connection | RawTransaction) -> tuple[str, Any]:
     return conn.dialect.name, conn.connection.driver_connection
 
 
-def _dropped(pooled, conn: RawTransaction, exc: BaseException) -> bool:
-    """Whether the server dropped the connection (psycopg's ``broken``): then it leaves
-    the pool and ``exc`` is marked so the request may run again on a fresh one
-    (cmsshop.db.is_retryable_db_error)."""
-    if not getattr(conn.dbapi, "broken", False):
+def forget_if_dropped(engine: Engine, pooled, exc: BaseException) -> bool:
+    """Whether the server dropped the pooled connection ``pooled`` (psycopg's ``broken``),
+    on an error SQLAlchemy did not see (a statement sent on the DBAPI connection). Then
+    this does what SQLAlchemy does on a disconnect it sees: the connection leaves the
+    pool, and so does every other pooled connection as old as it (a server restart
+    dropped them all: each would otherwise fail one more request), and ``exc`` is marked
+    so the request may run again on a fresh one (cmsshop.db.is_retryable_db_error)."""
+    if not getattr(pooled.driver_connection, "broken", False):
         return False
-    pooled.invalidate()
+    engine.pool._invalidate(pooled, exc)  # SQLAlchemy's own step for a disconnect
     exc.cmsshop_connection_lost = True
     return True
+
+
+def _forget_on(conn: Connection | RawTransaction, exc: BaseException) -> None:
+    """A statement sent on the DBAPI connection of ``conn`` failed: on a SQLAlchemy
+    Connection, one the server dropped is forgotten here (SQLAlchemy never saw the
+    error); the raw connections' blocks forget theirs themselves (:func:`raw_transaction`)."""
+    if isinstance(conn, Connection) and not conn.invalidated:
+        forget_if_dropped(conn.engine, conn.connection, exc)
 
 
 @contextlib.contextmanager
@@ -359,7 +381,7 @@ def raw_autocommit(engine: Engine, reads: bool = False):
             conn.dbapi.autocommit = True
         yield conn
     except BaseException as exc:
-        if not _dropped(pooled, conn, exc):
+        if not forget_if_dropped(engine, pooled, exc):
             conn.dbapi.rollback()  # a BEGIN the block sent itself (nothing otherwise)
         raise
     finally:
@@ -390,7 +412,7 @@ def raw_transaction(engine: Engine):
         yield conn
         pooled.commit()
     except BaseException as exc:
-        if not _dropped(pooled, conn, exc):
+        if not forget_if_dropped(engine, pooled, exc):
             pooled.rollback()
         raise
     finally:

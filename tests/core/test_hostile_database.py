@@ -88,6 +88,49 @@ def test_the_statement_timeout_is_a_setting(make_app, engine):
         assert seconds < 1.5, seconds
 
 
+@requires_postgresql
+def test_a_restart_drops_the_whole_pool_and_each_path_recovers_at_its_next_attempt(
+    app, engine, dbsession, customer
+):
+    """After a server restart every pooled connection is dead. The first statement to
+    meet one -- on the ORM, on the rate limiter's plain statements (a SQLAlchemy
+    Connection's DBAPI cursor) or on a raw connection (licensing validate) -- forgets the
+    pool's connections of that age, as SQLAlchemy does on a disconnect it sees, so the
+    request's next attempt runs on a fresh one. Forgetting only the one connection, the
+    pool's other dead ones (checked out first in, first out) would use up the request's
+    three attempts: 503."""
+    from helpers.licensing import call_body, make_license, make_product, post, runtime
+
+    app_engine = app.registry["cmsshop.engine"]
+    license = make_license(dbsession, make_product(dbsession, "site-guard-pro"))
+    client, product_runtime = new_client(app), runtime(app)
+    body = call_body(license)
+    assert post(product_runtime, "activate", body).status_code == 201
+    csrf = client.get("/api/auth/session").json["csrfToken"]
+
+    def login():
+        return client.post_json(
+            "/api/auth/login",
+            {"email": customer.email, "password": PASSWORD},
+            headers={"X-CSRF-Token": csrf},
+            expect_errors=True,
+        )
+
+    def validate():
+        return post(product_runtime, "validate", {**body, "nonce": secrets.token_hex(8)})
+
+    def bootstrap():
+        return client.get("/api/bootstrap", expect_errors=True)
+
+    for request in (login, validate, bootstrap):
+        idle = [app_engine.raw_connection() for _ in range(5)]  # five in the pool, idle
+        for pooled in idle:
+            pooled.close()
+        assert terminate_other_backends(engine) >= len(idle)
+        response = request()
+        assert response.status_code == 200, (request.__name__, response.text)
+
+
 def test_unreachable_database_answers_503_within_the_connect_timeout(make_app):
     # A black-holed address: connecting waits for the connect timeout, not forever.
     # Routes without a database answer in less than one connect timeout: they never
