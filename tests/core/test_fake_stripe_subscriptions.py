@@ -273,3 +273,66 @@ def test_stripe_refuses_the_session(fake_stripe, params, param):
     assert refused.value.http_status == 400
     assert refused.value.param == param
     assert fake_stripe.sessions == {}
+
+
+# --- coupons ------------------------------------------------------------------------------
+
+
+def test_a_coupon_is_made_once_per_idempotency_key(fake_stripe):
+    client = client_of(fake_stripe)
+    params = {"amount_off": 980, "currency": "eur", "duration": "once", "max_redemptions": 1}
+    first = client.v1.coupons.create(params=params, options={"idempotency_key": "k-1"})
+    again = client.v1.coupons.create(params=params, options={"idempotency_key": "k-1"})
+    assert first.id == again.id and len(fake_stripe.coupons) == 1
+    assert (first.amount_off, first.currency, first.duration) == (980, "eur", "once")
+    assert (first.max_redemptions, first.times_redeemed, first.valid) == (1, 0, True)
+    assert client.v1.coupons.retrieve(first.id).id == first.id
+    with pytest.raises(stripe.InvalidRequestError):
+        client.v1.coupons.create(params={"amount_off": 980, "duration": "once"})  # no currency
+
+
+@pytest.mark.parametrize("duration, renewal", [("once", 900), ("forever", 700)])
+def test_a_session_discount_takes_the_first_invoice_down_and_once_only_that(
+    fake_stripe, duration, renewal
+):
+    fake_stripe.hold_webhooks = True
+    client = client_of(fake_stripe)
+    coupon = client.v1.coupons.create(
+        params={"amount_off": 200, "currency": "eur", "duration": duration, "max_redemptions": 1}
+    )
+    session = client.v1.checkout.sessions.create(
+        params=subscription_params(discounts=[{"coupon": coupon.id}])
+    )
+    assert (session.amount_subtotal, session.amount_total) == (900, 700)
+    assert session.total_details.amount_discount == 200
+    fake_stripe.pay(session.id)
+    paid = fake_stripe.sessions[session.id]
+    first = client.v1.invoices.retrieve(paid["invoice"])
+    assert (first.subtotal, first.amount_due, first.amount_paid) == (900, 700, 700)
+    assert first.total_discount_amounts[0].amount == 200
+    intent = fake_stripe.intents[first.payments.data[0].payment.payment_intent]
+    assert intent["amount_received"] == 700
+    (paid_event, _) = fake_stripe.renew(paid["subscription"])[:2]
+    assert paid_event["data"]["object"]["amount_paid"] == renewal
+    assert paid_event["data"]["object"]["lines"]["data"][0]["amount"] == 900
+    used = client.v1.coupons.retrieve(coupon.id)
+    assert (used.times_redeemed, used.valid) == (1, False)
+
+
+def test_a_used_up_unknown_or_foreign_currency_coupon_is_refused(fake_stripe):
+    fake_stripe.hold_webhooks = True
+    client = client_of(fake_stripe)
+    coupon = client.v1.coupons.create(
+        params={"amount_off": 200, "currency": "eur", "duration": "once", "max_redemptions": 1}
+    )
+    paid = client.v1.checkout.sessions.create(
+        params=subscription_params(discounts=[{"coupon": coupon.id}])
+    )
+    fake_stripe.pay(paid.id)
+    usd = client.v1.coupons.create(params={"amount_off": 200, "currency": "usd"})
+    for coupon_id in (coupon.id, "nope", usd.id):
+        with pytest.raises(stripe.InvalidRequestError) as refused:
+            client.v1.checkout.sessions.create(
+                params=subscription_params(discounts=[{"coupon": coupon_id}])
+            )
+        assert refused.value.param == "discounts[0][coupon]"

@@ -35,6 +35,17 @@ happens later (``renew``, ``retry``, ``give_up``, ``schedule_cancel``, ``end``, 
 ``resume_paused``, ``change_plan``) changes the objects and returns the events Stripe
 would send without sending them, so a test chooses their order and duplicates and sends
 them with ``send_webhook`` or ``send_all``.
+
+Coupons (``POST /v1/coupons``, ``GET /v1/coupons/{id}``): ``amount_off`` with a
+``currency``, or ``percent_off``; ``duration`` ``once`` or ``forever``;
+``max_redemptions``; an Idempotency-Key answered once. A session's ``discounts`` (one
+coupon, valid, in the session's currency) takes its discount off the session's total
+(``amount_subtotal`` stays the lines' sum; ``total_details.amount_discount``). In
+subscription mode the coupon becomes the subscription's discount: the first invoice is
+discounted (``total_discount_amounts``, ``amount_due`` the lines' sum less the discount),
+a ``once`` coupon then leaves the subscription and renewals bill the full price, while a
+``forever`` coupon discounts every renewal too. A coupon is redeemed when the session is
+paid; one used up (``times_redeemed`` at ``max_redemptions``) refuses another session.
 """
 
 from __future__ import annotations
@@ -363,6 +374,10 @@ class FakeStripe:
         self.products: dict[str, dict] = {}
         self.retry_delay = 3 * 86400  # seconds to an invoice's next_payment_attempt
         self._subscription_terms: dict[str, dict] = {}  # session id -> its subscription_data
+        # Coupons (see the module docstring): by id, and the answers kept per
+        # Idempotency-Key of POST /v1/coupons.
+        self.coupons: dict[str, dict] = {}
+        self.coupon_answers: dict[str, tuple[int, dict]] = {}
         self._product_names: dict[str, str] = {}  # price id -> the line's product name
         self._server: ThreadingHTTPServer | None = None
 
@@ -477,6 +492,7 @@ class FakeStripe:
                 intent_object(number, session["amount_total"], session["currency"])
             )
             session.update(payment_status="paid", status="complete", payment_intent=intent["id"])
+            self._redeem(session)
             payloads = [event("checkout.session.completed", dict(session))]
         for payload in payloads:
             if self.hold_webhooks:
@@ -557,6 +573,7 @@ class FakeStripe:
             "livemode": False,
             "metadata": dict(terms["metadata"]),
             "latest_invoice": None,
+            "discounts": [],
             "items": {"object": "list", "data": items, "has_more": False},
         }
         self.subscriptions[sub["id"]] = sub
@@ -575,7 +592,12 @@ class FakeStripe:
                     int(line["quantity"]),
                 )
             )
+        coupon = self._redeem(session)
+        if coupon is not None:
+            sub["discounts"] = [coupon["id"]]
         invoice = self._open_invoice(sub, lines, "subscription_create")
+        if coupon is not None and coupon["duration"] == "once":
+            sub["discounts"] = []  # applied to the first invoice, then gone
         self._attempt(invoice, paid=True)
         session.update(
             payment_status="paid",
@@ -589,6 +611,87 @@ class FakeStripe:
             payloads.append(self._event("customer.subscription.created", sub))
             payloads.append(self._event("invoice.paid", invoice))
         return payloads
+
+    def _redeem(self, session: dict) -> dict | None:
+        """The coupon of a session being paid, redeemed once more (None: it has none)."""
+        discounts = session.get("discounts") or [{}]
+        coupon = self.coupons.get(discounts[0].get("coupon") or "")
+        if coupon is not None:
+            coupon["times_redeemed"] += 1
+            limit = coupon["max_redemptions"]
+            coupon["valid"] = limit is None or coupon["times_redeemed"] < limit
+        return coupon
+
+    @staticmethod
+    def discount_of(coupon: dict, subtotal: int) -> int:
+        """What ``coupon`` takes off ``subtotal`` (never more than it)."""
+        if coupon.get("amount_off") is not None:
+            return min(coupon["amount_off"], subtotal)
+        return min(round(subtotal * coupon["percent_off"] / 100), subtotal)
+
+    def create_coupon(self, params: dict, key: str | None) -> tuple[int, dict]:
+        """``POST /v1/coupons``; the same Idempotency-Key again gets the same answer."""
+        if key and key in self.coupon_answers:
+            return self.coupon_answers[key]
+        answer = self._new_coupon(params)
+        if key:
+            self.coupon_answers[key] = answer
+        return answer
+
+    def _new_coupon(self, params: dict) -> tuple[int, dict]:
+        def refused(param: str, message: str):
+            error = {"type": "invalid_request_error", "param": param, "message": message}
+            return 400, {"error": error}
+
+        amount_off = _whole(params.get("amount_off"), 1) if "amount_off" in params else None
+        percent_off = params.get("percent_off")
+        if "amount_off" in params and amount_off is None:
+            return refused("amount_off", "amount_off must be a positive integer")
+        if (amount_off is None) == (percent_off is None):
+            return refused("amount_off", "a coupon needs amount_off or percent_off, not both")
+        if amount_off is not None and not params.get("currency"):
+            return refused("currency", "amount_off needs a currency")
+        duration = params.get("duration", "once")
+        if duration not in ("once", "forever"):
+            return refused("duration", "the fake plays duration once and forever")
+        limit = params.get("max_redemptions")
+        if limit is not None and _whole(limit, 1) is None:
+            return refused("max_redemptions", "max_redemptions must be a positive integer")
+        coupon = {
+            "id": secrets.token_hex(4),
+            "object": "coupon",
+            "amount_off": amount_off,
+            "percent_off": float(percent_off) if percent_off is not None else None,
+            "currency": params.get("currency"),
+            "duration": duration,
+            "max_redemptions": int(limit) if limit is not None else None,
+            "times_redeemed": 0,
+            "valid": True,
+            "name": params.get("name"),
+            "metadata": params.get("metadata") or {},
+            "created": int(time.time()),
+        }
+        self.coupons[coupon["id"]] = coupon
+        return 200, coupon
+
+    def discounts_problem(self, params: dict) -> tuple[str, str] | None:
+        """What Stripe refuses in a session's ``discounts`` (param, message), or None: at
+        most one, naming a coupon that exists, is still valid and, with amount_off, is
+        in the session's currency."""
+        discounts = params.get("discounts")
+        if discounts is None:
+            return None
+        if not isinstance(discounts, list) or len(discounts) != 1:
+            return "discounts", "the fake plays one discount per session"
+        coupon = self.coupons.get((discounts[0] or {}).get("coupon") or "")
+        if coupon is None:
+            return "discounts[0][coupon]", "No such coupon"
+        if not coupon["valid"]:
+            return "discounts[0][coupon]", f"Coupon {coupon['id']} is no longer valid"
+        currency = params["line_items"][0]["price_data"].get("currency")
+        if coupon["amount_off"] is not None and coupon["currency"] != currency:
+            return "discounts[0][coupon]", "the coupon's currency is not the session's"
+        return None
 
     def _price(self, unit_amount: int, currency: str, interval: str, count: int, name: str):
         price = {
@@ -620,7 +723,12 @@ class FakeStripe:
         are the usage window before it, and code that reads them as the paid period is
         wrong."""
         now = int(time.time())
-        amount = sum(line["amount"] for line in lines)
+        subtotal = sum(line["amount"] for line in lines)
+        discounts = [
+            {"amount": self.discount_of(self.coupons[coupon_id], subtotal), "discount": coupon_id}
+            for coupon_id in sub.get("discounts") or []
+        ]
+        amount = max(subtotal - sum(d["amount"] for d in discounts), 0)
         invoice_id = f"in_{secrets.token_hex(12)}"
         invoice = {
             "id": invoice_id,
@@ -630,6 +738,9 @@ class FakeStripe:
             "collection_method": "charge_automatically",
             "customer": sub["customer"],
             "currency": sub["currency"],
+            "subtotal": subtotal,
+            "total": amount,
+            "total_discount_amounts": discounts,
             "amount_due": amount,
             "amount_paid": 0,
             "amount_remaining": amount,
@@ -1116,6 +1227,7 @@ class FakeStripe:
                     ("/v1/subscriptions/", fake.subscriptions),
                     ("/v1/invoices/", fake.invoices),
                     ("/v1/payment_methods/", fake.payment_methods),
+                    ("/v1/coupons/", fake.coupons),
                 ):
                     if path.startswith(prefix) and path[len(prefix) :] in store:
                         return self._answer(200, store[path[len(prefix) :]])
@@ -1159,6 +1271,11 @@ class FakeStripe:
                 if path == "/v1/billing_portal/sessions":
                     params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
                     return self._answer(200, fake.portal_session(params))
+                if path == "/v1/coupons":
+                    params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
+                    return self._answer(
+                        *fake.create_coupon(params, self.headers.get("Idempotency-Key"))
+                    )
                 if path != "/v1/checkout/sessions":
                     return self._answer(404, {"error": {"type": "invalid_request_error"}})
                 params = _unflatten(dict(urllib.parse.parse_qsl(raw)))
@@ -1168,6 +1285,7 @@ class FakeStripe:
                 mode = params.get("mode") or "payment"
                 refused = line_items_problem(params.get("line_items"), mode)
                 refused = refused or recurring_problem(params)
+                refused = refused or fake.discounts_problem(params)
                 if refused:
                     param, message = refused
                     return self._answer(
@@ -1188,6 +1306,13 @@ class FakeStripe:
                     payment_status="unpaid",
                 )
                 session["line_items"] = items
+                if params.get("discounts"):
+                    coupon = fake.coupons[params["discounts"][0]["coupon"]]
+                    off = fake.discount_of(coupon, session["amount_total"])
+                    session["discounts"] = [{"coupon": coupon["id"]}]
+                    session["amount_subtotal"] = session["amount_total"]
+                    session["amount_total"] -= off
+                    session["total_details"] = {"amount_discount": off, "amount_tax": 0}
                 session["metadata"] = params.get("metadata", {})
                 session["url"] = f"https://checkout.stripe.test/c/pay/{session['id']}"
                 if fake.hosted:
