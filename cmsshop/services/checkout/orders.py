@@ -430,6 +430,9 @@ def place_order(
             cycle_limits=getattr(spec.provider, "subscription_cycle_limits", None)
             if spec is not None
             else None,
+            discounts_first_period=getattr(spec.provider, "discounts_first_period", False)
+            if spec is not None
+            else False,
         )
     except subscription_plans.SubscriptionRefused as exc:
         raise CheckoutInvalid({exc.field: exc.message}) from None
@@ -442,6 +445,7 @@ def place_order(
         raise CheckoutInvalid(
             {"billing.country": "no tax rate is known for this country yet"}
         ) from None
+    recurring = subscription_plans.discount_first_period(recurring, lines, tax)
     order = _commit_new_order(
         registry,
         buyer,

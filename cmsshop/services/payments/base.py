@@ -112,12 +112,20 @@ class Recurring:
     """A subscription's billing cycle: every ``count`` ``interval`` (day/week/month/year).
     ``plan_id`` is our subscription plan's (subscription_plans.id); ``provider_plan_ref``
     the provider's plan to subscribe to, for a provider that bills against plans made in
-    advance (``create_plan``; the checkout fills it in before ``create_checkout``)."""
+    advance (``create_plan``; the checkout fills it in before ``create_checkout``).
+
+    A coupon discounts the first period only (the order it was applied to): then
+    ``first_period_discount`` is what it takes off that period, tax included (minor
+    units), and ``full_tax`` the tax added on top of the lines' full prices (prices
+    entered without tax; 0 when they include it). Each later period costs the lines'
+    ``unit_amount`` x ``quantity`` plus ``full_tax``; the first costs ``total``."""
 
     interval: str
     count: int = 1
     plan_id: int | None = None
     provider_plan_ref: str | None = None
+    first_period_discount: int = 0
+    full_tax: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

@@ -229,6 +229,8 @@ class CardProvider:
     # -- the API ---------------------------------------------------------------------------
 
     sells_subscriptions = True
+    # A coupon on a subscription: the first period discounted, every later one in full.
+    discounts_first_period = True
 
     def _client(self, config: Mapping[str, Any]) -> stripe.StripeClient:
         api_key = _text(config.get("apiKey"))
@@ -320,6 +322,8 @@ class CardProvider:
             del params["payment_intent_data"]
             params["mode"] = "subscription"
             params["subscription_data"] = {"metadata": {"orderNumber": checkout.order_number}}
+            if checkout.recurring.first_period_discount > 0:
+                self._discount_first_period(client, checkout, params)
         if checkout.customer_email:
             params["customer_email"] = checkout.customer_email
         try:
@@ -334,6 +338,49 @@ class CardProvider:
         if not isinstance(url, str) or not isinstance(session_id, str):
             raise pb.ProviderUnavailable("the checkout session has no url or id")
         return pb.CheckoutSession(redirect_url=url, provider_checkout_id=session_id)
+
+    def _discount_first_period(
+        self, client: stripe.StripeClient, checkout: pb.CheckoutRequest, params: dict
+    ) -> None:
+        """A coupon takes its discount off the first period only, as Stripe does it: the
+        session's lines at their full price with the tax on top of that price (what each
+        later period charges), and a Stripe coupon of the order's discount, tax
+        included, applied once (``duration=once``, redeemable once, made once per order
+        under its idempotency key). The first invoice is then the order's total."""
+        recurring = checkout.recurring
+        currency = checkout.currency.lower()
+        lines = params["line_items"][: len(checkout.items)]
+        for line, item in zip(lines, checkout.items, strict=True):
+            line["price_data"]["unit_amount"] = item["unit_amount"] * item["quantity"]
+        tax = _tax_line(checkout, currency, recurring.full_tax)
+        for line in tax:
+            line["price_data"]["recurring"] = lines[0]["price_data"]["recurring"]
+        params["line_items"] = lines + tax
+        full = sum(line["price_data"]["unit_amount"] for line in params["line_items"])
+        if full - recurring.first_period_discount != checkout.total:
+            raise pb.ProviderUnavailable(
+                f"the first period's discount does not add up: {full} less "
+                f"{recurring.first_period_discount} is not the order's {checkout.total}"
+            )
+        try:
+            coupon = client.v1.coupons.create(
+                params={
+                    "amount_off": recurring.first_period_discount,
+                    "currency": currency,
+                    "duration": "once",
+                    "max_redemptions": 1,
+                    "name": f"Discount of {checkout.order_number}"[:40],
+                    "metadata": {"orderNumber": checkout.order_number},
+                },
+                # A retried checkout of the same order gets the same coupon back.
+                options={"idempotency_key": f"cmsshop-coupon-{checkout.order_number}"},
+            ).to_dict()
+        except stripe.StripeError as exc:
+            raise pb.ProviderUnavailable(_describe(exc)) from None
+        coupon_id = _object_id(coupon.get("id"))
+        if coupon_id is None:
+            raise pb.ProviderUnavailable("Stripe's coupon has no id")
+        params["discounts"] = [{"coupon": coupon_id}]
 
     def refund(self, call: RefundCall, config: Mapping[str, Any]) -> ProviderRefund:
         """Refund ``call.amount`` of the PaymentIntent ``call.payment_reference``
@@ -679,16 +726,20 @@ def _price_data(price: pb.PlanPrice, item: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tax_line(checkout: pb.CheckoutRequest, currency: str) -> list[dict[str, Any]]:
-    """The tax added on top of prices entered without tax, as a line of its own ("VAT
-    19 %"), so the session's total is the order's gross; none when prices include it."""
-    if checkout.tax <= 0:
+def _tax_line(
+    checkout: pb.CheckoutRequest, currency: str, tax: int | None = None
+) -> list[dict[str, Any]]:
+    """The tax added on top of prices entered without tax (``checkout.tax`` unless
+    ``tax`` is given), as a line of its own ("VAT 19 %"), so the session's total is the
+    order's gross; none when prices include it."""
+    tax = checkout.tax if tax is None else tax
+    if tax <= 0:
         return []
     return [
         {
             "price_data": {
                 "currency": currency,
-                "unit_amount": checkout.tax,
+                "unit_amount": tax,
                 "product_data": {"name": checkout.tax_label},
             },
             "quantity": 1,

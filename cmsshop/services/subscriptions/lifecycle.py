@@ -49,6 +49,7 @@ from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.payments import base as pb
 from cmsshop.services.payments import fulfilment, license_changes
 from cmsshop.services.payments.lines import display_name
+from cmsshop.services.subscriptions.plans import tax_of_period
 from cmsshop.util import utcnow
 
 GRACE_SETTING = "cmsshop.subscription_grace_days"
@@ -270,9 +271,12 @@ def renewal_order(
 ) -> Order:
     """The renewal order recording a later period's payment: one line for the license
     (its seat multiplier shown in the name), the invoice's amount, and the first order's
-    billing details and tax split. An amount that differs from the first order's (a
-    plan change) splits its tax in the first order's proportion, the tax rounded half
-    up to the minor unit; the net is the rest, so net + tax is the amount paid."""
+    billing details and tax rule. An amount that differs from the first order's (a plan
+    change, or a first period a coupon discounted) is taxed at the first order's rate:
+    the net is the amount over one plus the rate, rounded half up, the tax the rest
+    (plans.tax_of_period), so net + tax is the amount paid. A proportion of the first
+    order's tax would not do: its tax was rounded on a smaller amount (a 99 % coupon),
+    or is none at all."""
     license = session.get(License, subscription.license_id)
     product = session.get(Product, license.product_id)
     bought = first.items[0]
@@ -304,19 +308,29 @@ def renewal_order(
         created_at=now,
         billing=first.billing,
     )
-    if first.tax:
-        tax = (
-            first.tax
-            if invoice.amount == first.total
-            else (2 * invoice.amount * first.tax + first.total) // (2 * first.total)
-        )
+    if first.tax_details is not None:
+        same = invoice.amount == first.total
+        tax = (first.tax or 0) if same else tax_of_period(invoice.amount, first.tax_details)
         order.tax, order.tax_details = tax, first.tax_details
-        order.cross_border_eur = first.cross_border_eur
+        order.cross_border_eur = _cross_border(first, invoice.amount - tax)
         item.net, item.tax = invoice.amount - tax, tax
     order.items = [item]
     session.add(order)
     session.flush()
     return order
+
+
+def _cross_border(first: Order, net: int) -> int | None:
+    """What a renewal of net ``net`` counts towards the micro-seller threshold (euro
+    cents): the first order's count, in proportion to the nets when they differ,
+    rounded half up (the rate it was converted at is the first order's)."""
+    counted = first.cross_border_eur
+    first_net = first.total - (first.tax or 0)
+    if counted is None or net == first_net:
+        return counted
+    if first_net <= 0:
+        return None
+    return (2 * counted * net + first_net) // (2 * first_net)
 
 
 def record_paid_invoice(

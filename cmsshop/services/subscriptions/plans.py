@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cmsshop.models import Product, SubscriptionPlan
+from cmsshop.models import Order, Product, Subscription, SubscriptionPeriod, SubscriptionPlan
 from cmsshop.services.payments.base import Recurring
+from cmsshop.services.payments.lines import subtotal_of
+from cmsshop.services.tax.rounding import net_of_gross, tax_of_nets
 
 
 class SubscriptionRefused(Exception):
@@ -39,13 +44,16 @@ def recurring_of(
     coupon: bool,
     sells_subscriptions: bool,
     cycle_limits: Mapping[str, int] | None = None,
+    discounts_first_period: bool = False,
 ) -> Recurring | None:
     """The billing cycle of priced checkout ``lines`` when they buy a subscription (None
     for a one-off purchase). A subscription is bought on its own: the provider charges
     every line of it again each cycle, so a one-off line in the same checkout would be
-    billed again, and a coupon would discount every renewal. ``cycle_limits``: the
-    provider's largest count per interval, when narrower than ours (PayPal bills at
-    most every 12 months)."""
+    billed again. A coupon (``lines`` discounted by it) takes its discount off the first
+    period only, through a provider that can say so (``discounts_first_period``: the
+    card provider); it may not make that period free. ``cycle_limits``: the provider's
+    largest count per interval, when narrower than ours (PayPal bills at most every 12
+    months)."""
     purchases = [line for line in lines if line.get("kind", "purchase") == "purchase"]
     plans = plans_of(session, [line["product_id"] for line in purchases])
     if not plans:
@@ -54,11 +62,23 @@ def recurring_of(
         raise SubscriptionRefused(
             "items", "a subscription is bought on its own: check out the other items separately"
         )
-    if coupon:
-        raise SubscriptionRefused("coupon", "coupons apply to one-off purchases, not subscriptions")
     if not sells_subscriptions:
         raise SubscriptionRefused(
             "provider", "this payment provider does not sell subscriptions; choose another"
+        )
+    if coupon and not discounts_first_period:
+        # PayPal bills every cycle of a plan the same amount: a discount there would be
+        # a trial cycle of the plan, which this shop does not make.
+        raise SubscriptionRefused(
+            "coupon",
+            "the wallet provider does not discount subscriptions here: pay by card to take "
+            "the coupon off the first period, or remove the coupon",
+        )
+    if coupon and lines[0]["amount"] <= 0:
+        raise SubscriptionRefused(
+            "coupon",
+            "this coupon would make the first period free, and a subscription's first "
+            "period must cost something: remove the coupon or use a smaller one",
         )
     if lines[0]["amount"] <= 0:
         raise SubscriptionRefused("items", "a subscription must cost something each period")
@@ -70,6 +90,68 @@ def recurring_of(
             f"this payment provider bills at most every {limit} {plan.interval}(s); choose another",
         )
     return Recurring(plan.interval, plan.interval_count, plan_id=plan.id)
+
+
+def _rate(tax_details: Any) -> tuple[Decimal, bool]:
+    """(the rate in percent, whether prices include it) of an order's ``tax_details``;
+    (0, False) for an order that kept none (placed before taxes)."""
+    details = tax_details if isinstance(tax_details, Mapping) else {}
+    try:
+        rate = Decimal(str(details.get("rate") or "0"))
+    except InvalidOperation:
+        rate = Decimal(0)
+    return rate, bool(details.get("pricesIncludeTax"))
+
+
+def full_price(subtotal: int, tax_details: Any) -> tuple[int, int]:
+    """(what a period costs, the tax added on top of ``subtotal``) for lines whose full
+    price before any coupon is ``subtotal``, under an order's tax rule (``tax_details``:
+    its rate, and whether prices include tax). The tax on top is the subtotal times the
+    rate, rounded half up once, as the tax of the order's lines is (services.tax.engine);
+    with prices that include tax there is none on top."""
+    rate, inclusive = _rate(tax_details)
+    if rate <= 0 or inclusive:
+        return subtotal, 0
+    added = tax_of_nets([subtotal], rate)
+    return subtotal + added, added
+
+
+def tax_of_period(amount: int, tax_details: Any) -> int:
+    """The tax in ``amount``, a period paid under an order's tax rule (``tax_details``):
+    the net is the amount over one plus the rate, rounded half up, the tax the rest,
+    so net + tax is what was paid. For prices without tax this gives back the tax the
+    provider added on top of the net (the one net whose tax makes the amount)."""
+    rate, _ = _rate(tax_details)
+    if rate <= 0:
+        return 0
+    return net_of_gross(amount, rate)[1]
+
+
+def discount_first_period(
+    recurring: Recurring | None, lines: Sequence[dict], tax
+) -> Recurring | None:
+    """``recurring`` with what a coupon takes off the first period (tax included) and
+    the tax on top of the full price each later period, when ``lines`` (priced, taxed
+    by ``tax``: services.tax.checkout.OrderTax) are discounted; as it was otherwise."""
+    if recurring is None or not any(line["discount"] for line in lines):
+        return recurring
+    subtotal = sum(line["unit_amount"] * line["quantity"] for line in lines)
+    gross, added = full_price(subtotal, tax.details)
+    return dataclasses.replace(recurring, first_period_discount=gross - tax.gross, full_tax=added)
+
+
+def next_charge_amount(
+    session: Session, subscription: Subscription, last: SubscriptionPeriod
+) -> int:
+    """What the next period charges: the last period's amount, except after a first
+    period a coupon discounted, when it is the full price of the order that bought the
+    subscription (its lines before the discount, under its tax rule)."""
+    if last.order_id != subscription.order_id:
+        return last.amount
+    first = session.get(Order, subscription.order_id)
+    if first is None or not first.discount:
+        return last.amount
+    return full_price(sum(subtotal_of(item) for item in first.items), first.tax_details)[0]
 
 
 # --- the admin's side --------------------------------------------------------------------

@@ -34,6 +34,7 @@ from cmsshop.services.payments import base as pb
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.store.currencies import format_amount
+from cmsshop.services.subscriptions import plans
 from cmsshop.util import utcnow
 
 REMINDER_DAYS_SETTING = "cmsshop.subscription_reminder_days"
@@ -114,11 +115,13 @@ def queue_renewal_reminders(
     return queued
 
 
-def _money(session, period: SubscriptionPeriod) -> str:
+def _money(session, subscription: Subscription, period: SubscriptionPeriod) -> str:
+    """What the renewal charges (plans.next_charge_amount), as the buyer reads it."""
+    amount = plans.next_charge_amount(session, subscription, period)
     currency = session.get(Currency, period.currency)
     if currency is None:
-        return f"{period.amount} {period.currency}"
-    return format_amount(period.amount, currency.symbol, currency.decimals)
+        return f"{amount} {period.currency}"
+    return format_amount(amount, currency.symbol, currency.decimals)
 
 
 def queue_one(session, settings: Mapping[str, Any], due: Due, expiry) -> bool:
@@ -145,7 +148,7 @@ def queue_one(session, settings: Mapping[str, Any], due: Due, expiry) -> bool:
             "customer_name": user.name,
             "product": name,
             "renews_on": f"{due.renews_at:%Y-%m-%d}",
-            "charge": _money(session, last) if last is not None else None,
+            "charge": _money(session, subscription, last) if last is not None else None,
             "card_expires": f"{expiry[0]:02d}/{expiry[1]}"
             if expires_before(expiry, due.renews_at)
             else None,

@@ -25,7 +25,7 @@ from cmsshop.services.payments import base as pb
 from cmsshop.services.payments import license_changes
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.payments.settings import provider_config
-from cmsshop.services.subscriptions import lifecycle
+from cmsshop.services.subscriptions import lifecycle, plans
 
 
 class ProviderRefused(Exception):
@@ -42,7 +42,8 @@ class SubscriptionCard:
     license_key: str | None
     status: str
     paid_through: dt.datetime | None
-    # The next charge: when and how much (the last period's amount), while it renews.
+    # The next charge: when and how much (the last period's amount; the full price after
+    # a first period a coupon discounted), while it renews.
     next_charge_at: dt.datetime | None
     next_charge_amount: int | None
     currency: str | None
@@ -54,7 +55,13 @@ class SubscriptionCard:
     plan_choices: list = dataclasses.field(default_factory=list)  # PlanChoice
 
 
-def _card(subscription: Subscription, product: str, key, last: SubscriptionPeriod | None):
+def _card(
+    subscription: Subscription,
+    product: str,
+    key,
+    last: SubscriptionPeriod | None,
+    next_amount: int | None,
+):
     renewing = subscription.status in RENEWING_STATUSES
     return SubscriptionCard(
         id=subscription.id,
@@ -64,7 +71,7 @@ def _card(subscription: Subscription, product: str, key, last: SubscriptionPerio
         status=subscription.status,
         paid_through=subscription.paid_through,
         next_charge_at=subscription.current_period_end if renewing else None,
-        next_charge_amount=last.amount if renewing and last is not None else None,
+        next_charge_amount=next_amount if renewing else None,
         currency=last.currency if last is not None else None,
         ends_at=None if renewing else subscription.paid_through,
         can_cancel=renewing,
@@ -86,11 +93,21 @@ def customer_subscriptions(session: Session, user_id: int) -> list[SubscriptionC
     latest = _latest_periods(session, [row[0].id for row in rows])
     return [
         dataclasses.replace(
-            _card(subscription, name or "", key, latest.get(subscription.id)),
+            _card(
+                subscription,
+                name or "",
+                key,
+                latest.get(subscription.id),
+                _next_amount(session, subscription, latest.get(subscription.id)),
+            ),
             plan_choices=plan_choices(session, subscription),
         )
         for subscription, name, key in rows
     ]
+
+
+def _next_amount(session: Session, subscription: Subscription, last) -> int | None:
+    return plans.next_charge_amount(session, subscription, last) if last is not None else None
 
 
 def _latest_periods(session: Session, ids: list[int]) -> dict[int, SubscriptionPeriod]:
