@@ -253,6 +253,9 @@ class PaymentProvider(Protocol):
     #
     # ``subscription_cycle_limits``: {interval: the largest count the provider bills}, for
     # a provider with narrower limits than ours (a longer cycle is refused at checkout).
+    # ``discounts_first_period = True``: a coupon on a subscription is taken off its first
+    # period only (``Recurring.first_period_discount``, ``full_tax``); without it, a
+    # coupon on a subscription is refused at checkout.
     # ``cancels_at_once = True``: the provider has no cancellation at the period end, a
     # cancellation ends the subscription there at once (the paid period is kept here),
     # so nothing can be taken back.
