@@ -14,11 +14,13 @@ import webtest
 from helpers.checkout import in_days, redemption_statuses
 from helpers.clients import new_client, page_client
 from helpers.coupons import make_coupon, place_with_coupon, reserved_count
+from helpers.outbox import rows as outbox_rows
 from helpers.subscriptions import GRACE, period_end, send, state
 from helpers.tax import SELLER_DE
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
-from cmsshop.models import Coupon, Invoice, Order
+from cmsshop.models import Coupon, Invoice, Order, SubscriptionPlan
+from cmsshop.scripts.admin import main as admin_main
 
 BILLING_DE = {"country": "DE"}
 ONE_OFF = "themes"  # sold once, not as a subscription
@@ -332,3 +334,27 @@ def test_the_cart_says_the_discount_is_for_the_first_period_only(
         "Subscribe: EUR39.20 for the first month, then EUR49.00 every month"
     )
     assert dbsession.scalar(select(Coupon.reserved).where(Coupon.code == "FIRST")) == 0
+
+
+def test_the_renewal_reminder_states_the_full_price(
+    monthly, card_buyer, fake_stripe, webhook, card_ini, dbsession
+):
+    dbsession.execute(update(SubscriptionPlan).values(interval="year"))
+    dbsession.commit()
+    make_coupon(dbsession, "FIRST", percent_off=20)
+    placed = card_buyer.post_json(
+        "/api/store/checkout",
+        {
+            "billing": {"country": "US"},
+            "items": [{"product": "site-guard"}],
+            "acceptTerms": True,
+            "coupon": "FIRST",
+        },
+        status=201,
+    ).json
+    assert placed["order"]["total"] == 3920
+    events = pay(fake_stripe, placed)
+    send(webhook, events["invoice.paid"])
+    assert admin_main([card_ini, "remind-renewals", "--days", "366"]) == 0
+    (mail,) = [m for m in outbox_rows(dbsession) if m.kind == "subscription_renewing"]
+    assert "EUR49.00 will be charged" in mail.text_body
