@@ -112,12 +112,16 @@ class Recurring:
     """A subscription's billing cycle: every ``count`` ``interval`` (day/week/month/year).
     ``plan_id`` is our subscription plan's (subscription_plans.id); ``provider_plan_ref``
     the provider's plan to subscribe to, for a provider that bills against plans made in
-    advance (``create_plan``; the checkout fills it in before ``create_checkout``)."""
+    advance (``create_plan``; the checkout fills it in before ``create_checkout``).
+    ``trial_days``: days free before the first charge (0: charged from the start); the
+    order that buys a trial costs nothing, and the request's lines and total are then
+    what every period after the trial costs."""
 
     interval: str
     count: int = 1
     plan_id: int | None = None
     provider_plan_ref: str | None = None
+    trial_days: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +156,10 @@ class ProviderSubscription:
     order_number: str | None
     customer_ref: str | None = None  # the buyer at the provider
     product_ref: str | None = None  # our product it is billed for, after a plan change
+    # A free trial the subscription opened with, for a provider whose trial has no
+    # invoice of its own (PayPal; Stripe's has an invoice of 0): the trial as a paid
+    # invoice of 0, its first period, which fulfils the order that bought it.
+    trial: ProviderInvoice | None = None
 
 
 @dataclasses.dataclass(frozen=True)
