@@ -16,6 +16,7 @@ from helpers.app import requires_postgresql
 from helpers.checkout import BILLING
 from helpers.clients import new_client
 from helpers.licensing import call_body, lease_claims, post, runtime
+from helpers.outbox import rows as outbox_rows
 from helpers.subscriptions import (
     GRACE,
     checkout_wallet,
@@ -31,6 +32,7 @@ from helpers.tax import SELLER_DE
 from sqlalchemy import func, select
 
 from cmsshop.models import Fulfilment, Invoice, License, LicenseChange, Order, SubscriptionPlan
+from cmsshop.util import isoformat_z
 
 ROUTE = "/api/admin/products/{}/subscription"
 
@@ -105,6 +107,10 @@ def test_trial_then_active_then_past_due_then_recovered_with_the_leases(
     assert subscription.paid_through == ends == periods[0].period_end
     assert license.expires_at == ends  # no grace: nothing was paid yet
     assert count(dbsession, Invoice) == 1  # the trial's invoice, of 0, as a free order's
+    # The account says when the first charge comes (its amount is not recorded yet).
+    (item,) = card_buyer.get("/api/dashboard/subscriptions").json["items"]
+    assert item["status"] == "trialing"
+    assert item["nextCharge"] == {"at": isoformat_z(ends), "amount": None, "currency": "EUR"}
     client = runtime(card_app)
     body = call_body(license, product="site-guard")
     token = post(client, "activate", body, 201).json["lease"]
@@ -442,3 +448,20 @@ def test_a_wallet_first_payment_before_its_activation_records_the_trial_first(
     assert (periods[0].period_end, periods[1].period_start) == (ends, ends)
     assert count(dbsession, Fulfilment) == 2  # the trial's order and the renewal's
     assert count(dbsession, License) == 1 and count(dbsession, LicenseChange) == 1
+
+
+def test_the_reminder_before_a_yearly_trial_ends_names_no_charge_of_zero(
+    trial, card_buyer, fake_stripe, webhook, card_ini, dbsession, capsys
+):
+    from cmsshop.scripts.admin import main as admin_main
+
+    trial.interval = "year"
+    dbsession.commit()
+    _, events = subscribe(card_buyer, fake_stripe)
+    send(webhook, events["invoice.paid"])
+    assert admin_main([card_ini, "remind-renewals"]) == 0  # the trial ends within 14 days
+    assert "queued 1 renewal reminder " in capsys.readouterr().out
+    dbsession.rollback()
+    (mail,) = [m for m in outbox_rows(dbsession) if m.kind == "subscription_renewing"]
+    assert "renews itself on" in mail.text_body
+    assert "will be charged" not in mail.text_body

@@ -451,19 +451,21 @@ def place_order(
         )
     except subscription_plans.SubscriptionRefused as exc:
         raise CheckoutInvalid({exc.field: exc.message}) from None
+    trial_days = 0
     if recurring is not None:
         recurring = subscription_plans.with_trial(
             session, recurring, lines[0]["product_id"], _account_of(session, buyer)
         )
+        trial_days = recurring.trial_days
     try:
         tax = tax_checkout.quote_order(
             session, settings, profile, lines, currency, billing, evidence_country=evidence_country
         )
         order_lines, order_tax = lines, tax
-        if recurring is not None and recurring.trial_days:
+        if trial_days:
             # A free trial: the order buys it for nothing (no charge, no tax), and the
             # provider is asked for what each period after the trial costs (``lines``).
-            order_lines = [subscription_plans.trial_line(lines[0], recurring.trial_days)]
+            order_lines = [subscription_plans.trial_line(lines[0], trial_days)]
             order_tax = tax_checkout.quote_order(
                 session, settings, profile, order_lines, currency, billing,
                 evidence_country=evidence_country,
@@ -484,7 +486,7 @@ def place_order(
         billing,
         order_tax,
         terms_version,
-        trial=order_lines is not lines,
+        trial=bool(trial_days),
     )
     number = order.number
     if order.status == "paid":
@@ -493,7 +495,7 @@ def place_order(
     email = session.scalar(select(User.email).where(User.id == order.user_id))
     # What the provider charges each period: the order's, or after a trial the lines'.
     charged = order
-    if order_lines is not lines:
+    if trial_days:
         charged = build_order(buyer, order.user_id, currency, order.provider, lines, billing, tax)
     items = checkout_items(charged.items)
     request = CheckoutRequest(

@@ -64,7 +64,8 @@ def _card(subscription: Subscription, product: str, key, last: SubscriptionPerio
         status=subscription.status,
         paid_through=subscription.paid_through,
         next_charge_at=subscription.current_period_end if renewing else None,
-        next_charge_amount=last.amount if renewing and last is not None else None,
+        # After a free trial (its period is of 0) the first charge is not recorded yet.
+        next_charge_amount=last.amount if renewing and last is not None and last.amount else None,
         currency=last.currency if last is not None else None,
         ends_at=None if renewing else subscription.paid_through,
         can_cancel=renewing,
