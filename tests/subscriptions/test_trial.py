@@ -139,6 +139,8 @@ def test_trial_then_active_then_past_due_then_recovered_with_the_leases(
     assert subscription.status == "past_due"
     assert license.expires_at == paid_through + GRACE
     assert lease_exp(client, body, "n-2") <= int(license.expires_at.timestamp())
+    (mail,) = [m for m in outbox_rows(dbsession) if m.kind == "subscription_payment_failed"]
+    assert "stays valid" in mail.text_body and "free trial" not in mail.text_body
     for payload in fake_stripe.retry(failed[0]["data"]["object"]["id"]):
         send(webhook, payload)
     subscription, license, periods = state(dbsession, number)
@@ -165,6 +167,9 @@ def test_a_card_failing_when_the_trial_ends_leaves_nothing_past_the_trial(
     subscription, license, periods = state(dbsession, number)
     assert subscription.status == "past_due" and len(periods) == 1
     assert license.expires_at == ends  # no free weeks after a trial
+    (mail,) = [m for m in outbox_rows(dbsession) if m.kind == "subscription_payment_failed"]
+    assert "free trial of SiteGuard has ended" in mail.text_body
+    assert "stays valid" not in mail.text_body
     assert lease_exp(client, body, "f-1") <= int(ends.timestamp())
     for payload in fake_stripe.give_up(sub_id):
         send(webhook, payload)

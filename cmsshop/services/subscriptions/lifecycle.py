@@ -574,6 +574,7 @@ def queue_payment_failed(session: Session, settings, subscription: Subscription)
     product = session.get(Product, license.product_id) if license is not None else None
     base_url = settings["cmsshop.base_url"].rstrip("/")
     name = product.name if product is not None else "your"
+    grace = grace_for(session, subscription, settings)
     return enqueue(
         session,
         settings,
@@ -585,9 +586,10 @@ def queue_payment_failed(session: Session, settings, subscription: Subscription)
             "customer_name": user.name,
             "product": name,
             "paid_through": _day(subscription.paid_through),
-            "valid_until": _day(
-                license_expiry(subscription, grace_for(session, subscription, settings))
-            ),
+            "valid_until": _day(license_expiry(subscription, grace)),
+            # Nothing paid yet: the first charge after a free trial failed, and the
+            # license ended with the trial (no grace).
+            "trial_ended": not grace,
             "subscriptions_url": f"{base_url}/account/subscriptions",
         },
         dedupe_key=f"{PAYMENT_FAILED_MAIL}:{subscription.id}:{_day(subscription.paid_through)}",
