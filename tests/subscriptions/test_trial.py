@@ -470,3 +470,25 @@ def test_the_reminder_before_a_yearly_trial_ends_names_no_charge_of_zero(
     (mail,) = [m for m in outbox_rows(dbsession) if m.kind == "subscription_renewing"]
     assert "renews itself on" in mail.text_body
     assert "will be charged" not in mail.text_body
+
+
+def test_a_guest_gets_the_trial_unless_the_address_had_the_product(
+    card_app, fake_stripe, webhook, trial, customer, dbsession
+):
+    from helpers.checkout import visitor_with_cart
+
+    def as_guest(email: str, ip: str) -> dict:
+        client, cart = visitor_with_cart(card_app, {"site-guard": 1}, ip)
+        return client.post_json(
+            f"/api/store/carts/{cart['id']}/checkout",
+            {"billing": BILLING, "email": email, "acceptTerms": True},
+            status=201,
+        ).json["order"]
+
+    assert as_guest("new.buyer@example.com", "127.0.0.2")["total"] == 0
+    # The customer's address, once the customer has had the product: from the start.
+    buyer = new_client(card_app)
+    buyer.login(customer.email)
+    _, events = subscribe(buyer, fake_stripe)
+    send(webhook, events["invoice.paid"])
+    assert as_guest(customer.email.upper(), "127.0.0.3")["total"] == 4900
