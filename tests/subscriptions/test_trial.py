@@ -492,3 +492,21 @@ def test_a_guest_gets_the_trial_unless_the_address_had_the_product(
     _, events = subscribe(buyer, fake_stripe)
     send(webhook, events["invoice.paid"])
     assert as_guest(customer.email.upper(), "127.0.0.3")["total"] == 4900
+
+
+def test_the_cart_offers_the_trial_only_to_a_buyer_who_may_have_it(
+    card_app, card_buyer, fake_stripe, webhook, trial, customer
+):
+    from helpers.checkout import visitor_with_cart
+
+    def cart_button(client) -> str:
+        page = client.get("/cart").html
+        return page.find("button", attrs={"aria-describedby": "subscription-terms"}).get_text()
+
+    visitor, _ = visitor_with_cart(card_app, {"site-guard": 1}, "127.0.0.4")
+    offered = cart_button(visitor)
+    assert offered.startswith("Subscribe: free for 14 days, then") and "every month" in offered
+    _, events = subscribe(card_buyer, fake_stripe)
+    send(webhook, events["invoice.paid"])
+    visitor.login(customer.email)  # the cart goes along with the visitor
+    assert cart_button(visitor).startswith("Subscribe: EUR")
