@@ -76,10 +76,9 @@ def grace_of(settings: Mapping[str, Any]) -> dt.timedelta:
     return dt.timedelta(days=int(settings.get(GRACE_SETTING, DEFAULT_GRACE_DAYS)))
 
 
-def grace_for(session: Session, subscription: Subscription, settings) -> dt.timedelta:
-    """The grace the subscription's license gets past ``paid_through`` while the card is
-    retried: none while no period was paid for (a free trial alone, or its only paid
-    period refunded), so a trial whose first charge fails ends with the trial."""
+def ever_paid(session: Session, subscription: Subscription) -> bool:
+    """Whether a period of the subscription was paid for (and not refunded): a free
+    trial alone was not."""
     paid = session.scalar(
         select(SubscriptionPeriod.id)
         .where(
@@ -89,7 +88,14 @@ def grace_for(session: Session, subscription: Subscription, settings) -> dt.time
         )
         .limit(1)
     )
-    return grace_of(settings) if paid is not None else dt.timedelta(0)
+    return paid is not None
+
+
+def grace_for(session: Session, subscription: Subscription, settings) -> dt.timedelta:
+    """The grace the subscription's license gets past ``paid_through`` while the card is
+    retried: none while no period was paid for (``ever_paid``), so a trial whose first
+    charge fails ends with the trial."""
+    return grace_of(settings) if ever_paid(session, subscription) else dt.timedelta(0)
 
 
 def license_expiry(subscription: Subscription, grace: dt.timedelta) -> dt.datetime | None:
@@ -574,7 +580,7 @@ def queue_payment_failed(session: Session, settings, subscription: Subscription)
     product = session.get(Product, license.product_id) if license is not None else None
     base_url = settings["cmsshop.base_url"].rstrip("/")
     name = product.name if product is not None else "your"
-    grace = grace_for(session, subscription, settings)
+    grace, paid = grace_for(session, subscription, settings), ever_paid(session, subscription)
     return enqueue(
         session,
         settings,
@@ -589,7 +595,7 @@ def queue_payment_failed(session: Session, settings, subscription: Subscription)
             "valid_until": _day(license_expiry(subscription, grace)),
             # Nothing paid yet: the first charge after a free trial failed, and the
             # license ended with the trial (no grace).
-            "trial_ended": not grace,
+            "trial_ended": not paid,
             "subscriptions_url": f"{base_url}/account/subscriptions",
         },
         dedupe_key=f"{PAYMENT_FAILED_MAIL}:{subscription.id}:{_day(subscription.paid_through)}",
