@@ -282,6 +282,12 @@ def test_the_first_charge_after_a_trial_is_taxed_as_the_checkout_would(
     assert renewal.items[0].net + renewal.items[0].tax == renewal.total
 
 
+@pytest.fixture
+def server_settings(card_settings, wallet_settings):
+    """two_servers' processes take both providers' events."""
+    return {**card_settings, **wallet_settings}
+
+
 @requires_postgresql
 def test_a_trial_storm_across_two_processes_fulfils_once(
     two_servers, card_buyer, fake_stripe, trial, dbsession
@@ -510,3 +516,36 @@ def test_the_cart_offers_the_trial_only_to_a_buyer_who_may_have_it(
     send(webhook, events["invoice.paid"])
     visitor.login(customer.email)  # the cart goes along with the visitor
     assert cart_button(visitor).startswith("Subscribe: EUR")
+
+
+@requires_postgresql
+def test_a_wallet_trial_storm_across_two_processes_fulfils_once(
+    two_servers, wallet_buyer, paypal, pki, cert_url, trial, dbsession
+):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+    from fakes.paypal import WALLET_ROUTE, body_of, signed
+
+    number, sub_id, activated = wallet_trial(wallet_buyer, paypal)
+    storm = (activated + [paypal.state_event(sub_id)]) * 10
+    random.Random(17).shuffle(storm)
+    bodies = [body_of(payload) for payload in storm]
+    deliveries = [(body, signed(pki, cert_url, body)) for body in bodies]
+    barrier = threading.Barrier(len(deliveries))
+
+    def deliver(index: int):
+        body, headers = deliveries[index]
+        barrier.wait(timeout=30)
+        return requests.post(
+            two_servers[index % 2] + WALLET_ROUTE, data=body, headers=headers, timeout=60
+        )
+
+    with ThreadPoolExecutor(max_workers=len(deliveries)) as pool:
+        answers = list(pool.map(deliver, range(len(deliveries))))
+    assert {a.status_code for a in answers} == {200}, [a.text for a in answers]
+    subscription, license, periods = state(dbsession, number)
+    assert subscription.status == "trialing" and [p.amount for p in periods] == [0]
+    assert count(dbsession, Fulfilment) == 1 and count(dbsession, License) == 1
+    assert license.expires_at == next_billing_time(paypal, sub_id)
