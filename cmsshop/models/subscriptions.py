@@ -32,6 +32,9 @@ from cmsshop.models.meta import Base, UTCDateTime, one_of
 from cmsshop.util import utcnow
 
 INTERVALS = ("day", "week", "month", "year")
+# The longest free trial a plan may offer, in days (a quarter: PayPal bills a trial cycle
+# of at most 365 days and Stripe allows 730, so the bound is ours, not a provider's).
+MAX_TRIAL_DAYS = 90
 # trialing/active/past_due: live and renewing itself; paused and cancel_scheduled: live
 # but not renewing; ended: final (a late "active" event never revives it).
 SUBSCRIPTION_STATUSES = ("trialing", "active", "past_due", "paused", "cancel_scheduled", "ended")
@@ -48,6 +51,7 @@ class SubscriptionPlan(Base):
         CheckConstraint(one_of("interval", INTERVALS), name="interval"),
         # Stripe's limits: at most one year between two charges.
         CheckConstraint("interval_count >= 1 AND interval_count <= 52", name="interval_count"),
+        CheckConstraint(f"trial_days >= 0 AND trial_days <= {MAX_TRIAL_DAYS}", name="trial_days"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -56,6 +60,9 @@ class SubscriptionPlan(Base):
     )
     interval: Mapped[str] = mapped_column(String(10))
     interval_count: Mapped[int] = mapped_column(Integer, default=1)
+    # Days free before the first charge (0: none), for a buyer's first subscription of
+    # the product only (services/subscriptions/plans.py ``trial_days_for``).
+    trial_days: Mapped[int] = mapped_column(Integer, default=0)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
@@ -129,9 +136,9 @@ class SubscriptionPeriod(Base):
 
 class SubscriptionProviderPlan(Base):
     """A plan made at a provider that bills against plans created in advance (PayPal):
-    one per product plan, provider, currency, amount and billing cycle, so a second
-    checkout of the same product at the same price reuses it. A changed price or cycle
-    is a new row; the subscriptions sold on the old plan go on with it."""
+    one per product plan, provider, currency, amount, billing cycle and free trial, so a
+    second checkout of the same product at the same price reuses it. A changed price,
+    cycle or trial is a new row; the subscriptions sold on the old plan go on with it."""
 
     __tablename__ = "subscription_provider_plans"
     __table_args__ = (
@@ -144,6 +151,7 @@ class SubscriptionProviderPlan(Base):
             "amount",
             "interval",
             "interval_count",
+            "trial_days",
             name="uq_subscription_provider_plans_key",
         ),
         CheckConstraint(one_of("interval", INTERVALS), name="interval"),
@@ -156,6 +164,8 @@ class SubscriptionProviderPlan(Base):
     amount: Mapped[int] = mapped_column(Integer)  # minor units charged every cycle
     interval: Mapped[str] = mapped_column(String(10))
     interval_count: Mapped[int] = mapped_column(Integer)
+    # The free days before the first charge (0: the plan bills from the start).
+    trial_days: Mapped[int] = mapped_column(Integer, default=0)
     provider_plan_id: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 

@@ -161,3 +161,57 @@ def test_a_failed_payment_counts_until_one_succeeds(client, paypal, plan_id):
     paypal.renew(sub_id)
     billing = client.call("GET", f"/v1/billing/subscriptions/{sub_id}").json()["billing_info"]
     assert billing["failed_payments_count"] == 0
+
+
+def trial_plan_body(product_id: str, days: int = 14) -> dict:
+    body = plan_body(product_id)
+    body["billing_cycles"][0]["sequence"] = 2
+    trial = {
+        "frequency": {"interval_unit": "DAY", "interval_count": days},
+        "tenure_type": "TRIAL",
+        "sequence": 1,
+        "total_cycles": 1,
+    }
+    body["billing_cycles"].insert(0, trial)
+    return body
+
+
+def test_a_plan_with_a_free_trial_takes_nothing_until_the_trial_ends(client, paypal):
+    product = client.call("POST", "/v1/catalogs/products", {"name": "P", "type": "DIGITAL"})
+    plan = client.call("POST", "/v1/billing/plans", trial_plan_body(product.json()["id"]))
+    assert plan.status_code == 201
+    sub = client.call("POST", "/v1/billing/subscriptions", subscription_body(plan.json()["id"]))
+    (activated,) = paypal.approve(sub.json()["id"])  # no sale at the start
+    assert activated["event_type"] == "BILLING.SUBSCRIPTION.ACTIVATED"
+    found = client.call("GET", f"/v1/billing/subscriptions/{sub.json()['id']}").json()
+    billing = found["billing_info"]
+    assert found["status"] == "ACTIVE" and "last_payment" not in billing
+    start = dt.datetime.fromisoformat(found["start_time"])
+    ends = dt.datetime.fromisoformat(billing["next_billing_time"])
+    assert ends - start == dt.timedelta(days=14)  # the trial's end
+    trial, regular = billing["cycle_executions"]
+    assert (trial["tenure_type"], trial["sequence"], trial["total_cycles"]) == ("TRIAL", 1, 1)
+    assert (regular["tenure_type"], regular["cycles_completed"]) == ("REGULAR", 0)
+    assert paypal.transactions[found["id"]] == []
+    (sale,) = paypal.renew(found["id"])
+    assert sale["resource"]["create_time"] == billing["next_billing_time"]
+    assert sale["resource"]["amount"]["total"] == "49.00"
+    found = client.call("GET", f"/v1/billing/subscriptions/{found['id']}").json()
+    assert found["billing_info"]["cycle_executions"][1]["cycles_completed"] == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tenure_type": "REGULAR"},
+        {"sequence": 2},
+        {"total_cycles": 2},
+        {"pricing_scheme": {"fixed_price": {"value": "1.00", "currency_code": "EUR"}}},
+        {"frequency": {"interval_unit": "DAY", "interval_count": 366}},
+    ],
+)
+def test_paypal_refuses_a_trial_cycle_that_is_not_one_free_trial_first(client, change):
+    product = client.call("POST", "/v1/catalogs/products", {"name": "P", "type": "DIGITAL"})
+    body = trial_plan_body(product.json()["id"])
+    body["billing_cycles"][0].update(change)
+    assert client.call("POST", "/v1/billing/plans", body).status_code == 400

@@ -336,3 +336,57 @@ def test_a_used_up_unknown_or_foreign_currency_coupon_is_refused(fake_stripe):
                 params=subscription_params(discounts=[{"coupon": coupon_id}])
             )
         assert refused.value.param == "discounts[0][coupon]"
+
+
+def test_a_trial_starts_trialing_with_a_paid_invoice_of_zero_then_bills_its_end(fake_stripe):
+    fake_stripe.hold_webhooks = True
+    client = client_of(fake_stripe)
+    data = {"metadata": {"orderNumber": "ORD-1"}, "trial_period_days": 14}
+    params = subscription_params(subscription_data=data)
+    session = client.v1.checkout.sessions.create(params=params)
+    assert session.amount_total == 0
+    fake_stripe.pay(session.id)
+    held = {payload["type"]: payload["data"]["object"] for payload in fake_stripe.held}
+    completed = held["checkout.session.completed"]
+    assert completed["payment_status"] == "no_payment_required"
+    sub = client.v1.subscriptions.retrieve(completed["subscription"])
+    assert sub.status == "trialing"
+    assert sub.trial_end - sub.trial_start == 14 * 86400
+    assert sub["items"].data[0].current_period_end == sub.trial_end
+    first = client.v1.invoices.retrieve(completed["invoice"])
+    assert held["invoice.paid"]["id"] == first.id
+    assert (first.status, first.amount_paid, first.billing_reason) == (
+        "paid",
+        0,
+        "subscription_create",
+    )
+    assert first.payments.data == []  # nothing was charged
+    period = first.lines.data[0].period
+    assert (period.start, period.end) == (sub.trial_start, sub.trial_end)
+    # The trial's end bills the first paid period, from the trial's end.
+    paid = fake_stripe.renew(sub.id)[0]["data"]["object"]
+    assert (paid["billing_reason"], paid["amount_paid"]) == ("subscription_cycle", 900)
+    assert paid["lines"]["data"][0]["period"]["start"] == sub.trial_end
+    assert client.v1.subscriptions.retrieve(sub.id).status == "active"
+
+
+def test_a_trial_whose_card_fails_at_its_end_is_past_due(fake_stripe):
+    fake_stripe.hold_webhooks = True
+    client = client_of(fake_stripe)
+    data = {"metadata": {"orderNumber": "ORD-1"}, "trial_period_days": 7}
+    session = client.v1.checkout.sessions.create(params=subscription_params(subscription_data=data))
+    fake_stripe.pay(session.id)
+    sub_id = fake_stripe.sessions[session.id]["subscription"]
+    failed = fake_stripe.renew(sub_id, paid=False)[0]
+    assert failed["type"] == "invoice.payment_failed"
+    assert client.v1.subscriptions.retrieve(sub_id).status == "past_due"
+
+
+@pytest.mark.parametrize("days", ["0", "731", "x"])
+def test_a_trial_of_no_days_or_too_many_is_refused(fake_stripe, days):
+    data = {"metadata": {"orderNumber": "ORD-1"}, "trial_period_days": days}
+    with pytest.raises(stripe.InvalidRequestError) as refused:
+        client_of(fake_stripe).v1.checkout.sessions.create(
+            params=subscription_params(subscription_data=data)
+        )
+    assert refused.value.param == "subscription_data[trial_period_days]"

@@ -1009,9 +1009,32 @@ class FakePayPal:
         if body.get("product_id") not in self.products:
             return 422, _unprocessable("/product_id", "INVALID_PRODUCT_ID")
         cycles = body.get("billing_cycles")
-        if not isinstance(cycles, list) or len(cycles) != 1 or not isinstance(cycles[0], dict):
+        if (
+            not isinstance(cycles, list)
+            or len(cycles) not in (1, 2)
+            or not all(isinstance(c, dict) for c in cycles)
+        ):
             return 400, _invalid("/billing_cycles", "MISSING_REQUIRED_PARAMETER")
-        cycle = cycles[0]
+        if len(cycles) == 2:
+            # A free trial first: one TRIAL cycle, sequence 1, free (no pricing scheme),
+            # then the REGULAR one, sequence 2.
+            trial, cycles = cycles[0], cycles[1:]
+            frequency = trial.get("frequency") or {}
+            unit, count = frequency.get("interval_unit"), frequency.get("interval_count", 1)
+            if (
+                trial.get("tenure_type") != "TRIAL"
+                or trial.get("sequence") != 1
+                or trial.get("total_cycles") != 1
+                or trial.get("pricing_scheme")
+                or unit not in MAX_INTERVAL_COUNT
+                or not isinstance(count, int)
+                or not 1 <= count <= MAX_INTERVAL_COUNT[unit]
+            ):
+                return 400, _invalid("/billing_cycles/0", "INVALID_PARAMETER_VALUE")
+            if cycles[0].get("sequence") != 2:
+                return 400, _invalid("/billing_cycles/1/sequence", "INVALID_PARAMETER_VALUE")
+            cycles = [trial, *cycles]
+        cycle = cycles[-1]
         frequency = cycle.get("frequency") or {}
         unit, count = frequency.get("interval_unit"), frequency.get("interval_count", 1)
         if unit not in MAX_INTERVAL_COUNT:
@@ -1124,7 +1147,7 @@ class FakePayPal:
 
     def _cycle(self, sub: dict) -> tuple[str, int, str, str]:
         """(interval_unit, interval_count, price value, currency) of the subscription."""
-        cycle = self.plans[sub["plan_id"]]["billing_cycles"][0]
+        cycle = self.plans[sub["plan_id"]]["billing_cycles"][-1]
         price = cycle["pricing_scheme"]["fixed_price"]
         frequency = cycle["frequency"]
         unit, count = frequency["interval_unit"], frequency.get("interval_count", 1)
@@ -1192,14 +1215,17 @@ class FakePayPal:
         billing["next_billing_time"] = _stamp(add_cycle(moment, unit, count))
         billing["failed_payments_count"] = 0
         billing["outstanding_balance"] = {"currency_code": currency, "value": "0.0"}
-        billing["cycle_executions"][0]["cycles_completed"] += 1
+        billing["cycle_executions"][-1]["cycles_completed"] += 1
         sub["update_time"] = _stamp(utcnow())
         return event(SALE_COMPLETED, copy.deepcopy(sale), "sale")
 
     def approve(self, sub_id: str, payer_id: str | None = None, **sale_kw) -> list[dict]:
         """The buyer approves on PayPal's page; PayPal activates the subscription and
         takes the first payment at once (``sale_kw`` as for ``renew``). Returns
-        [ACTIVATED, SALE.COMPLETED], unsent."""
+        [ACTIVATED, SALE.COMPLETED], unsent. A plan with a free trial takes nothing: its
+        TRIAL cycle runs (completed at once, as PayPal counts a free cycle), the next
+        billing time is the trial's end, and ``renew`` takes the first payment there.
+        Returns [ACTIVATED] then."""
         sub = self.subscriptions[sub_id]
         if sub["status"] != "APPROVAL_PENDING":
             raise ValueError(f"{sub_id} is {sub['status']}")
@@ -1210,20 +1236,27 @@ class FakePayPal:
             name={"given_name": "Test", "surname": "Buyer"},
         )
         sub.update(status="ACTIVE", status_update_time=_stamp(now), start_time=_stamp(now))
+        cycles = self.plans[sub["plan_id"]]["billing_cycles"]
         sub["billing_info"] = {
             "outstanding_balance": {"currency_code": currency, "value": "0.0"},
             "cycle_executions": [
                 {
-                    "tenure_type": "REGULAR",
-                    "sequence": 1,
-                    "cycles_completed": 0,
+                    "tenure_type": cycle["tenure_type"],
+                    "sequence": cycle["sequence"],
+                    "cycles_completed": 1 if cycle["tenure_type"] == "TRIAL" else 0,
                     "cycles_remaining": 0,
                     "current_pricing_scheme_version": 1,
-                    "total_cycles": 0,
+                    "total_cycles": cycle["total_cycles"],
                 }
+                for cycle in cycles
             ],
             "failed_payments_count": 0,
         }
+        if len(cycles) == 2:
+            frequency = cycles[0]["frequency"]
+            ends = add_cycle(now, frequency["interval_unit"], frequency["interval_count"])
+            sub["billing_info"]["next_billing_time"] = _stamp(ends)
+            return [self._subscription_event("BILLING.SUBSCRIPTION.ACTIVATED", sub)]
         activated = self._subscription_event("BILLING.SUBSCRIPTION.ACTIVATED", sub)
         return [activated, self._pay(sub, now, **sale_kw)]
 

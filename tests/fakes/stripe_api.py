@@ -528,10 +528,19 @@ class FakeStripe:
     # -- subscriptions ------------------------------------------------------------------
 
     def _start_subscription(self, session: dict) -> list[dict]:
+        """A subscription from a paid session. With ``trial_period_days`` it is trialing
+        until the trial ends: its first period is the trial, billed by an invoice of 0
+        that is paid at once without a payment (``billing_reason`` subscription_create),
+        the session completes with ``payment_status`` no_payment_required, and the
+        billing cycle is anchored at the trial's end, where ``renew`` bills the first
+        paid period (subscription_cycle)."""
         terms = self._subscription_terms[session["id"]]
         now = int(time.time())
         customer = f"cus_{secrets.token_hex(7)}"
+        trial_days = terms.get("trial_period_days") or 0
         end = add_interval(now, terms["interval"], terms["interval_count"])
+        if trial_days:
+            end = now + trial_days * 86400
         items = []
         for line in session["line_items"]:
             if "recurring" not in line["price_data"]:
@@ -557,12 +566,14 @@ class FakeStripe:
         sub = {
             "id": f"sub_{secrets.token_hex(12)}",
             "object": "subscription",
-            "status": "active",
+            "status": "trialing" if trial_days else "active",
             "customer": customer,
             "default_payment_method": card["id"],
             "currency": session["currency"],
             "collection_method": "charge_automatically",
-            "billing_cycle_anchor": now,
+            "billing_cycle_anchor": end if trial_days else now,
+            "trial_start": now if trial_days else None,
+            "trial_end": end if trial_days else None,
             "cancel_at_period_end": False,
             "cancel_at": None,
             "canceled_at": None,
@@ -582,11 +593,14 @@ class FakeStripe:
         lines = []
         for line in session["line_items"]:
             recurring = "recurring" in line["price_data"]
+            name = line["price_data"]["product_data"]["name"]
             lines.append(
                 self._invoice_line(
-                    int(line["price_data"]["unit_amount"]) * int(line["quantity"]),
+                    0
+                    if trial_days
+                    else int(line["price_data"]["unit_amount"]) * int(line["quantity"]),
                     session["currency"],
-                    line["price_data"]["product_data"]["name"],
+                    f"Trial period for {name}" if trial_days else name,
                     now,
                     end if recurring else now,
                     int(line["quantity"]),
@@ -598,9 +612,14 @@ class FakeStripe:
         invoice = self._open_invoice(sub, lines, "subscription_create")
         if coupon is not None and coupon["duration"] == "once":
             sub["discounts"] = []  # applied to the first invoice, then gone
-        self._attempt(invoice, paid=True)
+        if trial_days:
+            # Nothing to charge: Stripe marks an invoice of 0 paid with no payment.
+            invoice.update(status="paid", amount_paid=0, amount_remaining=0, attempted=True)
+            invoice["status_transitions"]["paid_at"] = now
+        else:
+            self._attempt(invoice, paid=True)
         session.update(
-            payment_status="paid",
+            payment_status="no_payment_required" if trial_days else "paid",
             status="complete",
             customer=customer,
             subscription=sub["id"],
@@ -1328,11 +1347,28 @@ class FakeStripe:
                         if "recurring" in i["price_data"]
                     )
                     subscription_data = params.get("subscription_data") or {}
+                    trial = subscription_data.get("trial_period_days")
+                    days = _whole(trial, 1) if trial is not None else 0
+                    if days is None or days > 730:
+                        return self._answer(
+                            400,
+                            {
+                                "error": {
+                                    "type": "invalid_request_error",
+                                    "param": "subscription_data[trial_period_days]",
+                                    "message": "trial_period_days must be 1 to 730",
+                                }
+                            },
+                        )
                     fake._subscription_terms[session["id"]] = {
                         "interval": recurring["interval"],
                         "interval_count": int(recurring.get("interval_count", "1")),
                         "metadata": subscription_data.get("metadata") or {},
+                        "trial_period_days": days,
                     }
+                    if days:
+                        # Nothing is due today: the session's total is the trial's 0.
+                        session.update(amount_subtotal=0, amount_total=0)
                     session["customer"] = None
                 fake.add_session(session)
                 self._answer(200, session)

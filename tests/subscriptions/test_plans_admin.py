@@ -18,6 +18,7 @@ def test_a_licensed_product_is_sold_monthly_then_yearly_then_not(admin_app, cata
         "interval": "month",
         "intervalCount": 1,
         "active": True,
+        "trialDays": 0,
     }
     changed = admin_app.put_json(
         ROUTE.format("site-guard"), {"interval": "year", "active": False}, status=200

@@ -38,6 +38,7 @@ from sqlalchemy.orm import Session, selectinload
 from cmsshop.db import own_transaction, take_write_lock
 from cmsshop.models import FREE_PROVIDER, Order, OrderItem, Product, User
 from cmsshop.services.accounts import guests
+from cmsshop.services.accounts.users import find_user
 from cmsshop.services.checkout import carts, coupons, pricing
 from cmsshop.services.checkout.pricing import CheckoutInvalid
 from cmsshop.services.legal import documents as legal
@@ -182,6 +183,22 @@ def insert_order(
 ) -> Order:
     """The pending order of priced ``lines``; ``tax`` (services.tax.checkout.quote_order
     of the same lines) makes its total the gross and gives each line its net and tax."""
+    order = build_order(buyer, user_id, currency, provider, lines, billing, tax)
+    session.add(order)
+    session.flush()
+    return order
+
+
+def build_order(
+    buyer: Buyer,
+    user_id: int | None,
+    currency: str,
+    provider: str,
+    lines,
+    billing: BillingDetails | None = None,
+    tax: tax_checkout.OrderTax | None = None,
+) -> Order:
+    """``insert_order``'s order, not added to any session."""
     sums = pricing.totals(lines)
     order = Order(
         number=new_order_number(),
@@ -212,8 +229,6 @@ def insert_order(
     ]
     if tax is not None:
         tax_checkout.apply_to_order(order, tax)
-    session.add(order)
-    session.flush()
     return order
 
 
@@ -290,13 +305,16 @@ def _commit_new_order(
     billing: BillingDetails | None,
     tax: tax_checkout.OrderTax | None = None,
     terms_version: int | None = None,
+    trial: bool = False,
 ) -> Order:
     """Commit the order (see the module doc), in one transaction with what belongs to
     it: the guest's account, the buyer's billing profile, the coupon's redemption,
-    emptying the cart it came from, and, when it costs nothing, its fulfilment."""
+    emptying the cart it came from, and, when it costs nothing, its fulfilment. A
+    subscription's ``trial`` costs nothing too, but is fulfilled once the provider
+    confirms it (services/subscriptions)."""
     settings = registry.settings
     now = utcnow()
-    free = pricing.totals(lines).total == 0
+    free = pricing.totals(lines).total == 0 and not trial
     for _attempt in range(3):
         try:
             with own_transaction(registry) as session:
@@ -436,10 +454,34 @@ def place_order(
         )
     except subscription_plans.SubscriptionRefused as exc:
         raise CheckoutInvalid({exc.field: exc.message}) from None
+    trial_days = 0
+    if recurring is not None:
+        recurring = subscription_plans.with_trial(
+            session, recurring, lines[0]["product_id"], _account_of(session, buyer)
+        )
+        trial_days = recurring.trial_days
+    if trial_days and coupon_code:
+        # The first charge comes after the trial, at the full price; a coupon discounts
+        # the first period paid at checkout, and there is none.
+        raise CheckoutInvalid(
+            {
+                "coupon": f"this subscription starts with a free trial of {trial_days} days; "
+                "a coupon cannot be combined with it: remove the coupon"
+            }
+        )
     try:
         tax = tax_checkout.quote_order(
             session, settings, profile, lines, currency, billing, evidence_country=evidence_country
         )
+        order_lines, order_tax = lines, tax
+        if trial_days:
+            # A free trial: the order buys it for nothing (no charge, no tax), and the
+            # provider is asked for what each period after the trial costs (``lines``).
+            order_lines = [subscription_plans.trial_line(lines[0], trial_days)]
+            order_tax = tax_checkout.quote_order(
+                session, settings, profile, order_lines, currency, billing,
+                evidence_country=evidence_country,
+            )  # fmt: skip
     except tax_checkout.TaxRefused as exc:
         log.error("no tax rate for an order: %s", exc)
         raise CheckoutInvalid(
@@ -451,27 +493,32 @@ def place_order(
         buyer,
         currency,
         spec.name if spec else FREE_PROVIDER,
-        lines,
+        order_lines,
         coupon_code,
         cart_id,
         billing,
-        tax,
+        order_tax,
         terms_version,
+        trial=bool(trial_days),
     )
     number = order.number
     if order.status == "paid":
         return PlacedOrder(order, success_url(settings, number), sandbox=False)
     success, cancel = checkout_urls(settings, number)
     email = session.scalar(select(User.email).where(User.id == order.user_id))
-    items = checkout_items(order.items)
+    # What the provider charges each period: the order's, or after a trial the lines'.
+    charged = order
+    if trial_days:
+        charged = build_order(buyer, order.user_id, currency, order.provider, lines, billing, tax)
+    items = checkout_items(charged.items)
     request = CheckoutRequest(
         order_number=number,
         currency=currency,
-        total=order.total,
+        total=charged.total,
         items=items,
-        discount=order.discount,
+        discount=charged.discount,
         tax=sum(item["tax_added"] for item in items),
-        tax_label=tax_checkout.tax_label(order.tax_details),
+        tax_label=tax_checkout.tax_label(charged.tax_details),
         customer_email=email or "",
         success_url=success,
         cancel_url=cancel,
@@ -505,6 +552,14 @@ def place_order(
         ) from None
     order = _set_order(registry, number, provider_checkout_id=checkout.provider_checkout_id[:255])
     return PlacedOrder(order, checkout.redirect_url, sandbox=False)
+
+
+def _account_of(session: Session, buyer: Buyer) -> int | None:
+    """The account the order goes to, if it exists yet (a guest's address may have one)."""
+    if buyer.user_id is not None or not buyer.email:
+        return buyer.user_id
+    user = find_user(session, buyer.email)
+    return user.id if user is not None else None
 
 
 def _cancel_order(registry, number: str) -> None:

@@ -118,7 +118,11 @@ class Recurring:
     ``first_period_discount`` is what it takes off that period, tax included (minor
     units), and ``full_tax`` the tax added on top of the lines' full prices (prices
     entered without tax; 0 when they include it). Each later period costs the lines'
-    ``unit_amount`` x ``quantity`` plus ``full_tax``; the first costs ``total``."""
+    ``unit_amount`` x ``quantity`` plus ``full_tax``; the first costs ``total``.
+
+    ``trial_days``: days free before the first charge (0: charged from the start); the
+    order that buys a trial costs nothing, and the request's lines and total are then
+    what every period after the trial costs. A trial takes no coupon."""
 
     interval: str
     count: int = 1
@@ -126,6 +130,7 @@ class Recurring:
     provider_plan_ref: str | None = None
     first_period_discount: int = 0
     full_tax: int = 0
+    trial_days: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +165,10 @@ class ProviderSubscription:
     order_number: str | None
     customer_ref: str | None = None  # the buyer at the provider
     product_ref: str | None = None  # our product it is billed for, after a plan change
+    # A free trial the subscription opened with, for a provider whose trial has no
+    # invoice of its own (PayPal; Stripe's has an invoice of 0): the trial as a paid
+    # invoice of 0, its first period, which fulfils the order that bought it.
+    trial: ProviderInvoice | None = None
 
 
 @dataclasses.dataclass(frozen=True)

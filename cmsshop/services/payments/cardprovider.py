@@ -160,7 +160,12 @@ class CardProvider:
             return pb.EventAction(pb.IGNORE, reason="event has no data.object")
         kind = event.event_type
         if kind in ("checkout.session.completed", "checkout.session.async_payment_succeeded"):
-            if kind == "checkout.session.completed" and obj.get("payment_status") != "paid":
+            # A subscription that starts with a free trial completes with nothing to pay;
+            # its first invoice (of 0) is refetched and must be paid like any other.
+            settled = (
+                ("paid", "no_payment_required") if obj.get("mode") == "subscription" else ("paid",)
+            )
+            if kind == "checkout.session.completed" and obj.get("payment_status") not in settled:
                 return pb.EventAction(
                     pb.IGNORE,
                     order_number=_session_order_number(obj),
@@ -324,6 +329,9 @@ class CardProvider:
             params["subscription_data"] = {"metadata": {"orderNumber": checkout.order_number}}
             if checkout.recurring.first_period_discount > 0:
                 self._discount_first_period(client, checkout, params)
+            if checkout.recurring.trial_days:
+                # Stripe charges nothing now: the first invoice is 0, for the trial.
+                params["subscription_data"]["trial_period_days"] = checkout.recurring.trial_days
         if checkout.customer_email:
             params["customer_email"] = checkout.customer_email
         try:

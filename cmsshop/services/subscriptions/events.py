@@ -59,6 +59,22 @@ def apply_facts(
     if order_id is None:
         raise OrderNotFound(f"no order bought subscription {state.subscription_ref!r} yet")
     first = fulfilment.lock_order(session, order_id)
+    opened = None
+    if state.trial is not None:
+        # A free trial with no invoice of its own (PayPal) is the first period: recorded
+        # (once: the same gate as any invoice) before what the event says, whatever it is.
+        opened = lifecycle.record_paid_invoice(
+            session,
+            settings,
+            provider,
+            first,
+            state.trial,
+            state,
+            event_created=action.event_created,
+            payment_event_id=payment_event_id,
+        )
+        if opened.status not in ("processed", "duplicate"):
+            return _checked(opened)
     if facts.invoice is not None:
         outcome = lifecycle.record_paid_invoice(
             session,
@@ -74,6 +90,14 @@ def apply_facts(
         outcome = lifecycle.sync_state(
             session, settings, provider, first, state, event_created=action.event_created
         )
+    if opened is not None and opened.status == "processed":
+        status = "needs_review" if outcome.status == "needs_review" else "processed"
+        notes = "; ".join(n for n in (opened.note, outcome.note) if n)
+        outcome = lifecycle.Outcome(status, outcome.order_number or opened.order_number, notes)
+    return _checked(outcome)
+
+
+def _checked(outcome: lifecycle.Outcome) -> lifecycle.Outcome:
     if outcome.status == "pending":
         raise OrderNotFound(outcome.note)
     return outcome

@@ -19,6 +19,10 @@ whichever process they arrive. Then:
   still retrying the card), at ``paid_through`` once it will not renew (cancellation
   scheduled, paused, ended). Leases and update checks already stop at the license's
   expiry, so a renewal reaches the product at its next check-in.
+* a free trial is the first period, of 0: its order costs nothing and its license
+  ends with the trial. There is no grace until a period was paid for, so a card that
+  fails when the trial ends gets no free weeks. The first charged period is a renewal
+  order, taxed as the checkout would have taxed it (``renewal_order``).
 """
 
 from __future__ import annotations
@@ -44,12 +48,16 @@ from cmsshop.models import (
     User,
 )
 from cmsshop.models.subscriptions import RENEWING_STATUSES
+from cmsshop.services.checkout import pricing
 from cmsshop.services.checkout.orders import new_order_number
 from cmsshop.services.mail.outbox import enqueue
 from cmsshop.services.payments import base as pb
 from cmsshop.services.payments import fulfilment, license_changes
 from cmsshop.services.payments.lines import display_name
 from cmsshop.services.subscriptions.plans import tax_of_period
+from cmsshop.services.tax import checkout as tax_checkout
+from cmsshop.services.tax.billing import BillingDetails
+from cmsshop.services.tax.seller import shop_profile
 from cmsshop.util import utcnow
 
 GRACE_SETTING = "cmsshop.subscription_grace_days"
@@ -67,6 +75,28 @@ class Outcome:
 
 def grace_of(settings: Mapping[str, Any]) -> dt.timedelta:
     return dt.timedelta(days=int(settings.get(GRACE_SETTING, DEFAULT_GRACE_DAYS)))
+
+
+def ever_paid(session: Session, subscription: Subscription) -> bool:
+    """Whether a period of the subscription was paid for (and not refunded): a free
+    trial alone was not."""
+    paid = session.scalar(
+        select(SubscriptionPeriod.id)
+        .where(
+            SubscriptionPeriod.subscription_id == subscription.id,
+            SubscriptionPeriod.amount > 0,
+            SubscriptionPeriod.refunded_at.is_(None),
+        )
+        .limit(1)
+    )
+    return paid is not None
+
+
+def grace_for(session: Session, subscription: Subscription, settings) -> dt.timedelta:
+    """The grace the subscription's license gets past ``paid_through`` while the card is
+    retried: none while no period was paid for (``ever_paid``), so a trial whose first
+    charge fails ends with the trial."""
+    return grace_of(settings) if ever_paid(session, subscription) else dt.timedelta(0)
 
 
 def license_expiry(subscription: Subscription, grace: dt.timedelta) -> dt.datetime | None:
@@ -145,7 +175,7 @@ def follow_license(
         if subscription.license_id is not None
         else None
     )
-    expiry = license_expiry(subscription, grace_of(settings))
+    expiry = license_expiry(subscription, grace_for(session, subscription, settings))
     if license is None or expiry is None or license.status in ("revoked", "suspended"):
         return ""
     if not first and subscription.status in RENEWING_STATUSES and license.expires_at:
@@ -176,7 +206,7 @@ def _renewed_expiry(session: Session, subscription: Subscription, settings) -> d
     """A paid period's expiry: the later of the license's and what the subscription
     gives (a renewal never shortens what the license already has)."""
     license = session.get(License, subscription.license_id)
-    expiry = license_expiry(subscription, grace_of(settings))
+    expiry = license_expiry(subscription, grace_for(session, subscription, settings))
     return max(expiry, license.expires_at) if license.expires_at is not None else expiry
 
 
@@ -266,14 +296,58 @@ def _add_period(
     subscription.paid_through = _paid_through(session, subscription.id)
 
 
+@dataclasses.dataclass(frozen=True)
+class TaxBasis:
+    """What a renewal's tax is taken from: a paid period's total, its tax and the rules
+    applied (``Order.tax_details``), and its cross-border count."""
+
+    total: int
+    tax: int
+    details: dict | None
+    cross_border_eur: int | None
+
+
+def tax_basis(
+    session: Session, settings, first: Order, product: Product, currency: str, fallback: int
+) -> TaxBasis:
+    """The first order's tax, or for a free trial's order (total 0: no tax, no
+    proportion) the tax the checkout would charge that buyer for one period now: the
+    product's price times the seats bought (``fallback`` when it has no price in
+    ``currency`` any more) quoted with the first order's billing details and evidence."""
+    if first.total:
+        return TaxBasis(first.total, first.tax or 0, first.tax_details, first.cross_border_eur)
+    billing = None
+    if isinstance(first.billing, dict):
+        names = {field.name for field in dataclasses.fields(BillingDetails)}
+        billing = BillingDetails(**{k: v for k, v in first.billing.items() if k in names})
+    evidence = (first.tax_details or {}).get("evidenceCountry")
+    unit = pricing.unit_price(product, currency)
+    amount = unit * first.items[0].quantity if unit is not None else fallback
+    quote = tax_checkout.quote_order(
+        session,
+        settings,
+        shop_profile(session, settings),
+        [{"amount": amount}],
+        currency,
+        billing,
+        evidence_country=evidence,
+    )
+    return TaxBasis(quote.gross, quote.tax, quote.details, quote.cross_border_eur)
+
+
 def renewal_order(
-    session: Session, subscription: Subscription, first: Order, invoice: pb.ProviderInvoice
+    session: Session,
+    subscription: Subscription,
+    first: Order,
+    invoice: pb.ProviderInvoice,
+    settings: Mapping[str, Any],
 ) -> Order:
     """The renewal order recording a later period's payment: one line for the license
     (its seat multiplier shown in the name), the invoice's amount, and the first order's
-    billing details and tax rule. An amount that differs from the first order's (a plan
-    change, or a first period a coupon discounted) is taxed at the first order's rate:
-    the net is the amount over one plus the rate, rounded half up, the tax the rest
+    billing details and tax rule (``tax_basis``: after a free trial, what the checkout
+    would charge). An amount that differs from the basis's (a plan change, a first period
+    a coupon discounted, a price changed since) is taxed at the basis's rate: the net is
+    the amount over one plus the rate, rounded half up, the tax the rest
     (plans.tax_of_period), so net + tax is the amount paid. A proportion of the first
     order's tax would not do: its tax was rounded on a smaller amount (a 99 % coupon),
     or is none at all."""
@@ -308,11 +382,12 @@ def renewal_order(
         created_at=now,
         billing=first.billing,
     )
-    if first.tax_details is not None:
-        same = invoice.amount == first.total
-        tax = (first.tax or 0) if same else tax_of_period(invoice.amount, first.tax_details)
-        order.tax, order.tax_details = tax, first.tax_details
-        order.cross_border_eur = _cross_border(first, invoice.amount - tax)
+    basis = tax_basis(session, settings, first, product, invoice.currency, invoice.amount)
+    if basis.details is not None:
+        same = invoice.amount == basis.total
+        tax = basis.tax if same else tax_of_period(invoice.amount, basis.details)
+        order.tax, order.tax_details = tax, basis.details
+        order.cross_border_eur = _cross_border(basis, invoice.amount - tax)
         item.net, item.tax = invoice.amount - tax, tax
     order.items = [item]
     session.add(order)
@@ -320,17 +395,17 @@ def renewal_order(
     return order
 
 
-def _cross_border(first: Order, net: int) -> int | None:
+def _cross_border(basis: TaxBasis, net: int) -> int | None:
     """What a renewal of net ``net`` counts towards the micro-seller threshold (euro
-    cents): the first order's count, in proportion to the nets when they differ,
-    rounded half up (the rate it was converted at is the first order's)."""
-    counted = first.cross_border_eur
-    first_net = first.total - (first.tax or 0)
-    if counted is None or net == first_net:
+    cents): the basis's count, in proportion to the nets when they differ, rounded half
+    up (the rate it was converted at is the basis's)."""
+    counted = basis.cross_border_eur
+    basis_net = basis.total - basis.tax
+    if counted is None or net == basis_net:
         return counted
-    if first_net <= 0:
+    if basis_net <= 0:
         return None
-    return (2 * counted * net + first_net) // (2 * first_net)
+    return (2 * counted * net + basis_net) // (2 * basis_net)
 
 
 def record_paid_invoice(
@@ -391,10 +466,10 @@ def record_paid_invoice(
         return Outcome("processed", first.number, "; ".join(n for n in notes if n))
     target = _changed_product(session, subscription, invoice, state)
     if target is not None:
-        renewal = plan_change_order(session, subscription, first, invoice, target)
+        renewal = plan_change_order(session, subscription, first, invoice, target, settings)
         subscription.plan_id = _plan_of(session, target.id)
     else:
-        renewal = renewal_order(session, subscription, first, invoice)
+        renewal = renewal_order(session, subscription, first, invoice, settings)
     _add_period(session, subscription, invoice, renewal, now)
     changed = apply_state(subscription, state, event_created, now)
     problems = license_changes.change_problems(session, renewal, now)
@@ -438,11 +513,12 @@ def plan_change_order(
     first: Order,
     invoice: pb.ProviderInvoice,
     target: Product,
+    settings: Mapping[str, Any],
 ) -> Order:
     """The order recording a plan change's payment: an upgrade of the license to
     ``target`` (its seats and features, as an upgrade bought by hand), for what the
     provider charged for the rest of the period; the license keeps its expiry."""
-    order = renewal_order(session, subscription, first, invoice)
+    order = renewal_order(session, subscription, first, invoice, settings)
     license = session.get(License, subscription.license_id)
     quantity = first.items[0].quantity
     unit = -(-invoice.amount // quantity)  # rounded up; the rest is the line's discount
@@ -518,6 +594,7 @@ def queue_payment_failed(session: Session, settings, subscription: Subscription)
     product = session.get(Product, license.product_id) if license is not None else None
     base_url = settings["cmsshop.base_url"].rstrip("/")
     name = product.name if product is not None else "your"
+    grace, paid = grace_for(session, subscription, settings), ever_paid(session, subscription)
     return enqueue(
         session,
         settings,
@@ -529,7 +606,10 @@ def queue_payment_failed(session: Session, settings, subscription: Subscription)
             "customer_name": user.name,
             "product": name,
             "paid_through": _day(subscription.paid_through),
-            "valid_until": _day(license_expiry(subscription, grace_of(settings))),
+            "valid_until": _day(license_expiry(subscription, grace)),
+            # Nothing paid yet: the first charge after a free trial failed, and the
+            # license ended with the trial (no grace).
+            "trial_ended": not paid,
             "subscriptions_url": f"{base_url}/account/subscriptions",
         },
         dedupe_key=f"{PAYMENT_FAILED_MAIL}:{subscription.id}:{_day(subscription.paid_through)}",

@@ -10,7 +10,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from cmsshop.models import Order, Product, Subscription, SubscriptionPeriod, SubscriptionPlan
+from cmsshop.models import (
+    Order,
+    OrderItem,
+    Product,
+    Subscription,
+    SubscriptionPeriod,
+    SubscriptionPlan,
+)
+from cmsshop.models.subscriptions import MAX_TRIAL_DAYS
 from cmsshop.services.payments.base import Recurring
 from cmsshop.services.payments.lines import subtotal_of
 from cmsshop.services.tax.rounding import net_of_gross, tax_of_nets
@@ -154,6 +162,53 @@ def next_charge_amount(
     return full_price(sum(subtotal_of(item) for item in first.items), first.tax_details)[0]
 
 
+# --- free trials ---------------------------------------------------------------------------
+
+# Orders that never came to anything: they do not use up a buyer's trial.
+_NEVER_BOUGHT = ("cancelled", "failed")
+
+
+def had_product(session: Session, user_id: int, product_id: int) -> bool:
+    """Whether the buyer has had ``product_id`` before: an order of theirs with a line of
+    it (bought, renewed or upgraded to, a subscription's first order included), paid or
+    still pending; a cancelled or failed checkout does not count."""
+    return (
+        session.scalar(
+            select(OrderItem.id)
+            .join(Order, Order.id == OrderItem.order_id)
+            .where(
+                Order.user_id == user_id,
+                OrderItem.product_id == product_id,
+                Order.status.not_in(_NEVER_BOUGHT),
+            )
+            .limit(1)
+        )
+        is not None
+    )
+
+
+def with_trial(
+    session: Session, recurring: Recurring, product_id: int, user_id: int | None
+) -> Recurring:
+    """``recurring`` with the plan's free trial when this buyer may have it
+    (``trial_offered``). ``user_id`` None: a buyer with no account yet."""
+    days = trial_offered(session, [product_id], user_id)
+    return dataclasses.replace(recurring, trial_days=days) if days else recurring
+
+
+def trial_line(line: dict, days: int) -> dict:
+    """The priced checkout ``line`` of a subscription as its trial order's line: the same
+    product and seats, free for ``days`` days (the provider charges the line's price
+    every period after)."""
+    return {
+        **line,
+        "name": f"{line['name']}: free trial, {days} days"[:200],
+        "unit_amount": 0,
+        "discount": 0,
+        "amount": 0,
+    }
+
+
 # --- the admin's side --------------------------------------------------------------------
 
 # Stripe bills at most every three years.
@@ -165,11 +220,18 @@ def plan_of(session: Session, product_id: int) -> SubscriptionPlan | None:
 
 
 def set_plan(
-    session: Session, product: Product, *, interval: str, count: int, active: bool
+    session: Session,
+    product: Product,
+    *,
+    interval: str,
+    count: int,
+    active: bool,
+    trial_days: int = 0,
 ) -> tuple[SubscriptionPlan, bool]:
     """Sell ``product`` as a subscription billed every ``count`` ``interval`` (or stop
-    selling it so, ``active`` False: the subscriptions already sold go on). (the plan,
-    created). SubscriptionRefused names the field a rule refuses."""
+    selling it so, ``active`` False: the subscriptions already sold go on), free for the
+    first ``trial_days`` (0: none; at most MAX_TRIAL_DAYS). (the plan, created).
+    SubscriptionRefused names the field a rule refuses."""
     if not product.licensed:
         raise SubscriptionRefused(
             "product",
@@ -179,12 +241,15 @@ def set_plan(
         raise SubscriptionRefused(
             "intervalCount", f"at most {MAX_COUNT[interval]} for {interval} (three years at most)"
         )
+    if not 0 <= trial_days <= MAX_TRIAL_DAYS:
+        raise SubscriptionRefused("trialDays", f"0 (no trial) to {MAX_TRIAL_DAYS} days")
     plan = plan_of(session, product.id)
     created = plan is None
     if plan is None:
         plan = SubscriptionPlan(product_id=product.id)
         session.add(plan)
     plan.interval, plan.interval_count, plan.active = interval, count, active
+    plan.trial_days = trial_days
     session.flush()
     return plan, created
 
@@ -201,3 +266,17 @@ def billing_cycle(session: Session, product_ids: Sequence[int]) -> str | None:
     pays ("every month"): None when none is sold as a subscription."""
     plans = plans_of(session, product_ids)
     return cycle_text(next(iter(plans.values()))) if plans else None
+
+
+def trial_offered(session: Session, product_ids: Sequence[int], user_id: int | None = None) -> int:
+    """The free days the subscription among ``product_ids`` (a cart's) starts with, said
+    before the buyer pays ("Free for 14 days, then ..."): 0 when there is none, or when
+    the buyer ``user_id`` has had the product before (one trial per customer and
+    product: ``had_product``)."""
+    plans = plans_of(session, product_ids)
+    plan = next(iter(plans.values()), None)
+    if plan is None or not plan.trial_days:
+        return 0
+    if user_id is not None and had_product(session, user_id, plan.product_id):
+        return 0
+    return plan.trial_days

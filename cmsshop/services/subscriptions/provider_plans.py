@@ -1,6 +1,7 @@
 """The plans made at a provider that bills against plans created in advance (PayPal):
-one per product plan, currency, amount and billing cycle, made at the first checkout
-that needs it and reused by every later one.
+one per product plan, currency, amount, billing cycle and free trial (a plan that opens
+with a trial is another plan than one billing from the start), made at the first
+checkout that needs it and reused by every later one.
 
 The provider is asked with no transaction open. Two first checkouts at once may both
 ask: the provider's idempotency key (derived from the same key) makes that one plan,
@@ -27,6 +28,7 @@ def _key(provider: str, checkout: CheckoutRequest) -> dict:
         "amount": checkout.total,
         "interval": recurring.interval,
         "interval_count": recurring.count,
+        "trial_days": recurring.trial_days,
     }
 
 

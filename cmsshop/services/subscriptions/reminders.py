@@ -148,7 +148,11 @@ def queue_one(session, settings: Mapping[str, Any], due: Due, expiry) -> bool:
             "customer_name": user.name,
             "product": name,
             "renews_on": f"{due.renews_at:%Y-%m-%d}",
-            "charge": _money(session, subscription, last) if last is not None else None,
+            # Not said at the end of a free trial (its period is of 0): nothing was
+            # charged yet to say it again.
+            "charge": _money(session, subscription, last)
+            if last is not None and last.amount
+            else None,
             "card_expires": f"{expiry[0]:02d}/{expiry[1]}"
             if expires_before(expiry, due.renews_at)
             else None,

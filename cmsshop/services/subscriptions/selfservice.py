@@ -71,7 +71,8 @@ def _card(
         status=subscription.status,
         paid_through=subscription.paid_through,
         next_charge_at=subscription.current_period_end if renewing else None,
-        next_charge_amount=next_amount if renewing else None,
+        # After a free trial (its period is of 0) the first charge is not recorded yet.
+        next_charge_amount=next_amount if renewing and next_amount else None,
         currency=last.currency if last is not None else None,
         ends_at=None if renewing else subscription.paid_through,
         can_cancel=renewing,

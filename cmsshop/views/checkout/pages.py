@@ -304,11 +304,14 @@ def cancel_page(request):
 def cart_values(request, cart, errors=None, form=None) -> dict:
     view = cart_views.priced(request, cart) if cart is not None else None
     currency = view.currency if view is not None else None
+    product_ids = [line.product_id for line in cart.lines] if cart is not None else []
     return {
         "view": view,
         # A subscription is said to be one before the buyer pays: on the button and under it.
-        "billing_cycle": subscription_plans.billing_cycle(
-            request.db, [line.product_id for line in cart.lines] if cart is not None else []
+        "billing_cycle": subscription_plans.billing_cycle(request.db, product_ids),
+        # Its free trial, when this buyer gets one (one per customer and product).
+        "trial_days": subscription_plans.trial_offered(
+            request.db, product_ids, request.user.id if request.user is not None else None
         ),
         "currency_row": currencies.find_currency(request.db, currency) if currency else None,
         "currency_choices": [

@@ -76,4 +76,7 @@ def product_page_values(
         "countries": billing.country_choices(),
         # Sold as a subscription: said beside the price and on the button ("every month").
         "billing_cycle": subscription_plans.billing_cycle(request.db, [product.id]),
+        # Its free trial, for a customer's first subscription of it (the page is the
+        # same for everyone: the cart says whether this buyer gets it).
+        "trial_days": subscription_plans.trial_offered(request.db, [product.id]),
     }

@@ -9,6 +9,7 @@ from pyramid.view import view_config
 
 from cmsshop.errors import ApiError, NotFound, UnsupportedMediaType, ValidationFailed
 from cmsshop.models import INTERVALS, RELEASE_CHANNELS, VERSION_SCHEMES, Release
+from cmsshop.models.subscriptions import MAX_TRIAL_DAYS
 from cmsshop.security import ADMIN
 from cmsshop.services.checkout import pricing
 from cmsshop.services.store import currencies, products, releases, text
@@ -483,6 +484,7 @@ class SubscriptionPlanSchema(colander.MappingSchema):
     interval = colander.SchemaNode(StrictString(), validator=colander.OneOf(INTERVALS))
     intervalCount = int_node(1, 52, missing=1)  # noqa: N815 - the JSON name
     active = bool_node(missing=True)
+    trialDays = int_node(0, MAX_TRIAL_DAYS, missing=0)  # noqa: N815 - the JSON name
 
 
 def subscription_plan_body(product, plan) -> dict:
@@ -491,6 +493,7 @@ def subscription_plan_body(product, plan) -> dict:
         "interval": plan.interval,
         "intervalCount": plan.interval_count,
         "active": plan.active,
+        "trialDays": plan.trial_days,
     }
 
 
@@ -527,6 +530,7 @@ def put_subscription_plan(request):
             interval=data["interval"],
             count=data["intervalCount"],
             active=data["active"],
+            trial_days=data["trialDays"],
         )
     except subscription_plans.SubscriptionRefused as exc:
         raise ValidationFailed({exc.field: exc.message}) from None

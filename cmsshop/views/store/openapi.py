@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from cmsshop import openapi as oa
 from cmsshop.models import INTERVALS, RELEASE_CHANNELS, VERSION_SCHEMES
+from cmsshop.models.subscriptions import MAX_TRIAL_DAYS
 from cmsshop.services.store import currencies, media, releases, text
 from cmsshop.util import format_filesize
 from cmsshop.views.shared.bodies import RELEASE_SCHEMA
@@ -535,14 +536,22 @@ ADMIN_IMAGE_SCHEMAS = {"AdminImage": ADMIN_IMAGE, "AdminImageSize": IMAGE_SIZE}
 
 # --- a product sold as a subscription -----------------------------------------------------
 
+TRIAL_DAYS = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": MAX_TRIAL_DAYS,
+    "description": "Days free before the first charge, for a customer's first subscription "
+    "of the product only (0: none)",
+}
 SUBSCRIPTION_PLAN = {
     "type": "object",
-    "required": ["product", "interval", "intervalCount", "active"],
+    "required": ["product", "interval", "intervalCount", "active", "trialDays"],
     "properties": {
         "product": SLUG_SCHEMA,
         "interval": {"type": "string", "enum": list(INTERVALS)},
         "intervalCount": {"type": "integer", "minimum": 1, "maximum": 52},
         "active": {"type": "boolean"},
+        "trialDays": TRIAL_DAYS,
     },
 }
 SUBSCRIPTION_PLAN_PATHS = {
@@ -556,8 +565,10 @@ SUBSCRIPTION_PLAN_PATHS = {
         ),
         "put": oa.operation(
             "Sell a licensed product as a subscription billed every intervalCount interval "
-            "at its own price, or stop (active false: the subscriptions sold go on); 422 "
-            "for a product without licenses or more than three years between charges",
+            "at its own price, free for the first trialDays (0-90; one trial per customer "
+            "and product), or stop (active false: the subscriptions sold go on); 422 "
+            "for a product without licenses, more than three years between charges or "
+            "a trial outside 0-90 days",
             {
                 **oa.ok(oa.ref("SubscriptionPlan")),
                 **oa.ok(oa.ref("SubscriptionPlan"), "Created", 201),
@@ -569,6 +580,7 @@ SUBSCRIPTION_PLAN_PATHS = {
                     "interval": {"type": "string", "enum": list(INTERVALS)},
                     "intervalCount": {"type": "integer", "minimum": 1, "maximum": 52},
                     "active": {"type": "boolean"},
+                    "trialDays": TRIAL_DAYS,
                 },
                 ["interval"],
             ),

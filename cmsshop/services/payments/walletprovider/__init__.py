@@ -556,8 +556,14 @@ class WalletProvider:
     def fetch_subscription(
         self, subscription_ref: str, config: Mapping[str, Any]
     ) -> pb.ProviderSubscription:
-        """A subscription as PayPal holds it (``GET /v1/billing/subscriptions/{id}``)."""
-        return subs.subscription_of(self._subscription(subscription_ref, config), subscription_ref)
+        """A subscription as PayPal holds it (``GET /v1/billing/subscriptions/{id}``). One
+        that opened with a free trial, once the trial is over, also brings its
+        transactions: the trial ends at the first payment."""
+        found = self._subscription(subscription_ref, config)
+        transactions = None
+        if subs.began_with_trial(found) and not subs.in_trial(found):
+            transactions = self._transactions(subscription_ref, found, config)
+        return subs.subscription_of(found, subscription_ref, transactions)
 
     def _sale(self, sale_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
         checked = paypal_object_id(sale_id)

@@ -12,6 +12,11 @@ at the start of each cycle. When the sale is the subscription's latest payment t
 ``billing_info.next_billing_time``, else the time of the next completed payment in the
 subscription's transactions. Nothing is computed by adding durations: PayPal's own
 dates are the only source, so a billing date PayPal moves is followed as it is.
+
+A plan may open with a free TRIAL cycle, which has no sale: the trial is then the
+subscription's first period, an "invoice" of 0 (``trial_invoice``) from its start to
+its first payment (``next_billing_time`` while the trial lasts), and every sale is a
+renewal.
 """
 
 from __future__ import annotations
@@ -89,22 +94,36 @@ def plan_body(checkout: pb.CheckoutRequest, product_id: str) -> dict[str, Any]:
     recurring = checkout.recurring
     currency = checkout.currency.upper()
     cycle = f"{recurring.count} {recurring.interval}"
+    cycles = [
+        {
+            "frequency": {
+                "interval_unit": recurring.interval.upper(),
+                "interval_count": recurring.count,
+            },
+            "tenure_type": "REGULAR",
+            "sequence": 1,
+            "total_cycles": 0,
+            "pricing_scheme": {"fixed_price": _money(checkout.total, currency)},
+        }
+    ]
+    name = f"{plan_name(checkout)}, every {cycle}"
+    if recurring.trial_days:
+        # A free trial is a TRIAL cycle before the regular ones: one cycle of that many
+        # days, with no pricing scheme (free), so nothing is charged at the start.
+        cycles[0]["sequence"] = 2
+        trial = {
+            "frequency": {"interval_unit": "DAY", "interval_count": recurring.trial_days},
+            "tenure_type": "TRIAL",
+            "sequence": 1,
+            "total_cycles": 1,
+        }
+        cycles.insert(0, trial)
+        name = f"{name}, {recurring.trial_days} days free"
     return {
         "product_id": product_id,
-        "name": f"{plan_name(checkout)}, every {cycle}"[:127],
+        "name": name[:127],
         "status": "ACTIVE",
-        "billing_cycles": [
-            {
-                "frequency": {
-                    "interval_unit": recurring.interval.upper(),
-                    "interval_count": recurring.count,
-                },
-                "tenure_type": "REGULAR",
-                "sequence": 1,
-                "total_cycles": 0,
-                "pricing_scheme": {"fixed_price": _money(checkout.total, currency)},
-            }
-        ],
+        "billing_cycles": cycles,
         "payment_preferences": {
             "auto_bill_outstanding": True,
             "payment_failure_threshold": PAYMENT_FAILURE_THRESHOLD,
@@ -115,9 +134,10 @@ def plan_body(checkout: pb.CheckoutRequest, product_id: str) -> dict[str, Any]:
 def plan_request_id(checkout: pb.CheckoutRequest) -> str:
     """One idempotency key per plan key: two first checkouts at once get one plan."""
     r = checkout.recurring
+    trial = f"-trial-{r.trial_days}" if r.trial_days else ""
     return (
         f"cmsshop-plan-{r.plan_id}-{checkout.currency.upper()}-{checkout.total}"
-        f"-{r.interval}-{r.count}"
+        f"-{r.interval}-{r.count}{trial}"
     )
 
 
@@ -257,10 +277,67 @@ def _billing(found: Mapping[str, Any]) -> Mapping[str, Any]:
     return billing if isinstance(billing, Mapping) else {}
 
 
-def subscription_of(found: Mapping[str, Any], ref: str) -> pb.ProviderSubscription:
+def _executions(found: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The plan's cycles as PayPal ran them so far, by tenure type (TRIAL, REGULAR)."""
+    cycles = _billing(found).get("cycle_executions")
+    cycles = cycles if isinstance(cycles, list) else []
+    return {str(cycle.get("tenure_type")): cycle for cycle in cycles if isinstance(cycle, Mapping)}
+
+
+def began_with_trial(found: Mapping[str, Any]) -> bool:
+    return "TRIAL" in _executions(found)
+
+
+def in_trial(found: Mapping[str, Any]) -> bool:
+    """Still in its free trial: no regular cycle billed yet."""
+    regular = _executions(found).get("REGULAR") or {}
+    completed = regular.get("cycles_completed")
+    return (
+        began_with_trial(found)
+        and not (isinstance(completed, int) and completed > 0)
+        and not isinstance(_billing(found).get("last_payment"), Mapping)
+    )
+
+
+def trial_invoice(
+    found: Mapping[str, Any], ref: str, first_payment: dt.datetime | None = None
+) -> pb.ProviderInvoice | None:
+    """The free trial the subscription opened with, as its first period, an invoice of 0
+    (None without a trial, or when its end is not known): from the subscription's start
+    to its first payment, ``first_payment`` once there was one, else
+    ``next_billing_time`` (while the trial lasts, PayPal's first billing)."""
+    if not began_with_trial(found):
+        return None
+    start = parse_time(found.get("start_time"))
+    end = first_payment
+    if end is None and in_trial(found):
+        end = parse_time(_billing(found).get("next_billing_time"))
+    _, currency = money_of(_billing(found).get("outstanding_balance"))
+    if start is None or end is None or end <= start or currency is None:
+        return None
+    return pb.ProviderInvoice(
+        invoice_id=f"{ref}-TRIAL",
+        subscription_ref=ref,
+        paid=True,
+        amount=0,
+        currency=currency,
+        period_start=start,
+        period_end=end,
+        payment_reference=None,
+        first=True,
+        order_number=order_number_of({"custom_id": found.get("custom_id")}),
+        reason="create",
+    )
+
+
+def subscription_of(
+    found: Mapping[str, Any], ref: str, transactions: list[Any] | None = None
+) -> pb.ProviderSubscription:
     """Our account of ``GET /v1/billing/subscriptions/{id}``. A subscription not live
     yet (APPROVAL_PENDING, APPROVED) or in a status PayPal has not documented is
-    ProviderUnavailable: the event waits (503) until PayPal activates it."""
+    ProviderUnavailable: the event waits (503) until PayPal activates it. Active in its
+    free trial is trialing; the trial itself comes along as ``trial`` (its end after
+    the trial is the first payment in ``transactions``)."""
     if found.get("id") != ref:
         raise pb.ProviderUnavailable("PayPal answered for a different subscription")
     status = str(found.get("status"))
@@ -272,6 +349,9 @@ def subscription_of(found: Mapping[str, Any], ref: str) -> pb.ProviderSubscripti
     failed = _billing(found).get("failed_payments_count")
     if ours == "active" and isinstance(failed, int) and failed > 0:
         ours = "past_due"
+    elif ours == "active" and in_trial(found):
+        ours = "trialing"
+    payments = _payments(transactions or [])
     subscriber = found.get("subscriber")
     payer = subscriber.get("payer_id") if isinstance(subscriber, Mapping) else None
     return pb.ProviderSubscription(
@@ -282,6 +362,7 @@ def subscription_of(found: Mapping[str, Any], ref: str) -> pb.ProviderSubscripti
         ended_at=parse_time(found.get("status_update_time")) if ours == "ended" else None,
         order_number=order_number_of({"custom_id": found.get("custom_id")}),
         customer_ref=paypal_object_id(payer),
+        trial=trial_invoice(found, ref, payments[0]["time"] if payments else None),
     )
 
 
@@ -346,7 +427,11 @@ def invoices_of(
     payments = _payments(transactions)
     next_billing = parse_time(_billing(found).get("next_billing_time"))
     number = order_number_of({"custom_id": found.get("custom_id")})
-    invoices = []
+    # A free trial is the first period: every sale after it is a renewal.
+    trial = trial_invoice(found, ref, payments[0]["time"] if payments else None)
+    invoices: list[tuple[pb.ProviderInvoice | None, str]] = []
+    if trial is not None:
+        invoices.append((trial, trial.invoice_id))
     for index, payment in enumerate(payments):
         later = payments[index + 1]["time"] if index + 1 < len(payments) else next_billing
         invoice = None
@@ -360,7 +445,7 @@ def invoices_of(
                 period_start=payment["time"],
                 period_end=later,
                 payment_reference=payment["id"],
-                first=index == 0,
+                first=index == 0 and not began_with_trial(found),
                 order_number=number,
             )
         invoices.append((invoice, payment["id"]))
