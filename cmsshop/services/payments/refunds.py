@@ -45,7 +45,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cmsshop.db import own_transaction, take_write_lock
-from cmsshop.models import FREE_PROVIDER, Order, Refund
+from cmsshop.models import FREE_PROVIDER, Order, Refund, SubscriptionPeriod
 from cmsshop.services.payments import base as pb
 from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments.refund_api import RefundCall, RefundRefused
@@ -381,11 +381,21 @@ def _record(
                     currency=order.currency,
                     idempotency_key=key,
                     reason=reason,
+                    subscription_payment=_pays_a_period(session, order),
                 )
                 return _view(row, order), True, call
         except IntegrityError:  # the same key committed by a concurrent request: read it
             continue
     raise RefundInvalid("validation_failed", "The refund could not be recorded; try again.")
+
+
+def _pays_a_period(session: Session, order: Order) -> bool:
+    """Whether ``order`` recorded a subscription's payment (its first period or a
+    renewal): the provider refunds such a payment through its own API (PayPal: a sale)."""
+    return (
+        session.scalar(select(SubscriptionPeriod.id).where(SubscriptionPeriod.order_id == order.id))
+        is not None
+    )
 
 
 def _settle(
