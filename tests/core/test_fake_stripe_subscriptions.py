@@ -273,3 +273,21 @@ def test_stripe_refuses_the_session(fake_stripe, params, param):
     assert refused.value.http_status == 400
     assert refused.value.param == param
     assert fake_stripe.sessions == {}
+
+
+def test_a_subscription_is_cancelled_now_once(subscribed, fake_stripe):
+    client, _, sub_id = subscribed
+    fake_stripe.held.clear()
+    cancelled = client.v1.subscriptions.cancel(
+        sub_id, params={"invoice_now": False, "prorate": False}
+    )
+    assert cancelled.status == "canceled" and cancelled.ended_at == cancelled.canceled_at
+    assert fake_stripe.cancel_calls[0]["query"] == {"invoice_now": "false", "prorate": "false"}
+    (deleted,) = fake_stripe.held
+    assert deleted["type"] == "customer.subscription.deleted"
+    assert deleted["data"]["object"]["status"] == "canceled"
+    with pytest.raises(stripe.InvalidRequestError):
+        client.v1.subscriptions.cancel(sub_id)  # canceled already: refused
+    assert client.v1.subscriptions.retrieve(sub_id).status == "canceled"
+    with pytest.raises(stripe.InvalidRequestError):
+        client.v1.subscriptions.cancel("sub_nosuchthing")

@@ -21,24 +21,25 @@ signs them, so the provider's verification is checked against a second implement
   ITEM_TOTAL_MISMATCH, ...).
 * PayPal Subscriptions (v1): ``POST /v1/catalogs/products``, ``POST /v1/billing/plans``
   and ``GET /v1/billing/plans/{id}`` (checked as PayPal checks them: the cycle's
-  interval_unit and its largest interval_count, a REGULAR tenure, a fixed price),
-  ``POST /v1/billing/subscriptions`` (APPROVAL_PENDING with an ``approve`` link; a
-  repeated PayPal-Request-Id gets the first answer, on every POST of this API), ``GET
+  interval_unit and its largest interval_count, a REGULAR tenure, a fixed price), ``POST
+  /v1/billing/subscriptions`` (APPROVAL_PENDING with an ``approve`` link; a repeated
+  PayPal-Request-Id gets the first answer, on every POST of this API), ``GET
   /v1/billing/subscriptions/{id}``, ``POST .../{id}/cancel`` (204; 422
-  SUBSCRIPTION_STATUS_INVALID unless ACTIVE or SUSPENDED), ``GET .../{id}/transactions``
-  (start_time and end_time required, the payments between them) and ``GET
-  /v1/payments/sale/{id}``. The lifecycle helpers (``approve``, ``renew``, ``fail``,
-  ``suspend``, ``cancel``, ``expire``) change a subscription as PayPal would and return
-  the webhook events PayPal would send, unsent; PayPal's clock is the subscription's
-  billing dates (a renewal is dated at the previous ``next_billing_time``). ``POST
-  /v1/payments/sale/{id}/refund`` refunds a sale as PayPal's v1 sales API does (the
-  body's ``amount`` ``{total, currency}``, or ``{}`` for all of it; at most what is left,
-  else 400 REFUND_EXCEEDED_TRANSACTION_AMOUNT / TRANSACTION_ALREADY_REFUNDED, a partly
-  refunded sale's ``{}`` FULL_REFUND_NOT_ALLOWED_AFTER_PARTIAL_REFUND; the sale and its
-  transaction become partially_refunded / refunded); a repeated PayPal-Request-Id gets
-  the first answer, ``refund_calls`` and ``refund_fail_status`` cover it as they cover
-  capture refunds, ``sale_refund_state`` is what a new one is (completed, pending,
-  failed) and ``sale_refund_event_of`` builds its PAYMENT.SALE.REFUNDED.
+  SUBSCRIPTION_STATUS_INVALID unless ACTIVE or SUSPENDED; ``cancel_fail_status`` fails
+  it), ``GET .../{id}/transactions`` (start_time and end_time required, the payments
+  between them) and ``GET /v1/payments/sale/{id}``. The lifecycle helpers (``approve``,
+  ``renew``, ``fail``, ``suspend``, ``cancel``, ``expire``) change a subscription as
+  PayPal would and return the webhook events PayPal would send, unsent; PayPal's clock
+  is the subscription's billing dates (a renewal is dated at the previous
+  ``next_billing_time``). ``POST /v1/payments/sale/{id}/refund`` refunds a sale as
+  PayPal's v1 sales API does (the body's ``amount`` ``{total, currency}``, or ``{}`` for
+  all of it; at most what is left, else 400 REFUND_EXCEEDED_TRANSACTION_AMOUNT /
+  TRANSACTION_ALREADY_REFUNDED, a partly refunded sale's ``{}``
+  FULL_REFUND_NOT_ALLOWED_AFTER_PARTIAL_REFUND; the sale and its transaction become
+  partially_refunded / refunded); a repeated PayPal-Request-Id gets the first answer,
+  ``refund_calls`` and ``refund_fail_status`` cover it as they cover capture refunds,
+  ``sale_refund_state`` is what a new one is (completed, pending, failed) and
+  ``sale_refund_event_of`` builds its PAYMENT.SALE.REFUNDED.
 * ``sign_headers``: the five PAYPAL-* headers for a body.
 """
 
@@ -960,6 +961,7 @@ class FakePayPal:
         # Refunds of sales (POST /v1/payments/sale/{id}/refund), by refund id.
         self.sale_refunds: dict[str, dict] = {}
         self.sale_refund_state = "completed"
+        self.cancel_fail_status: int | None = None  # fails cancel calls only
         # Events PayPal sends after a change asked through the API (a cancellation).
         self.held: list[dict] = []
 
@@ -1201,6 +1203,8 @@ class FakePayPal:
     def _cancel(self, sub: dict, body: dict) -> tuple[int, dict | None]:
         reason = body.get("reason")
         self.cancel_calls.append({"subscription": sub["id"], "reason": reason})
+        if self.cancel_fail_status:
+            return self.cancel_fail_status, {"name": "INTERNAL_SERVICE_ERROR"}
         if not isinstance(reason, str) or not 1 <= len(reason) <= 128:
             return 400, _invalid("/reason", "MISSING_REQUIRED_PARAMETER")
         if sub["status"] not in ("ACTIVE", "SUSPENDED"):

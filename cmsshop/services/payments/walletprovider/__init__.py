@@ -699,6 +699,22 @@ class WalletProvider:
         ``cancel=False`` is refused before any call (selfservice refuses it earlier)."""
         if not cancel:
             raise pb.ProviderUnavailable("PayPal cannot take a cancellation back")
+        return self._cancel(
+            subscription_ref, "Cancelled by the customer in their shop account", config
+        )
+
+    def cancel_subscription_now(
+        self, subscription_ref: str, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
+        """End the subscription at PayPal now, as a refund that takes its license back
+        asks (services/subscriptions/refund_cancel.py): the same call as the customer's
+        cancellation, with its own reason; one PayPal already ended counts as done."""
+        reason = "Cancelled by the shop: its payment was refunded"
+        return self._cancel(subscription_ref, reason, config)
+
+    def _cancel(
+        self, subscription_ref: str, reason: str, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
         checked = paypal_object_id(subscription_ref)
         if checked is None:
             raise pb.ProviderUnavailable("not a PayPal subscription id")
@@ -707,7 +723,7 @@ class WalletProvider:
                 "POST",
                 f"/v1/billing/subscriptions/{checked}/cancel",
                 config,
-                json_body={"reason": "Cancelled by the customer in their shop account"},
+                json_body={"reason": reason},
             )
         except PayPalApiError as exc:
             if not (exc.status == 422 and "SUBSCRIPTION_STATUS_INVALID" in exc.issues):
