@@ -325,7 +325,8 @@ def test_a_full_wallet_refund_cancels_at_paypal_and_paypal_down_is_finished_by_r
     assert report["changes"][0] == (
         f"cancelled at walletprovider: order {renewal.number} is refunded in full"
     )
-    assert len(paypal.cancel_calls) == 2  # the one that failed, then the resync's
+    # The console's and the refund event's (PayPal down), then the resync's.
+    assert len(paypal.cancel_calls) == 3
     assert all(c["reason"].startswith("Cancelled by the shop") for c in paypal.cancel_calls)
     assert paypal.subscriptions[sub_id]["status"] == "CANCELLED"
     subscription, license, periods = state(dbsession, number)
@@ -350,23 +351,54 @@ def test_a_full_wallet_refund_of_the_first_order_cancels_at_once(
     assert (subscription.status, license.status) == ("ended", "revoked")
 
 
-def test_a_refund_made_at_the_provider_is_cancelled_by_the_reconciliation(
+def test_a_refund_made_at_the_provider_cancels_once_its_event_is_in(
     subscribed, fake_stripe, webhook, dbsession, card_ini, capsys
 ):
+    """Refunded at Stripe's dashboard: its event refunds the order, then (committed) the
+    subscription is cancelled at Stripe; with Stripe down for that, the reconciliation
+    cancels it, once."""
     from cmsshop.scripts.admin import main as admin_main
 
     number, sub_id = subscribed
-    intent = fake_stripe.intents and next(iter(fake_stripe.intents))
+    (intent,) = fake_stripe.intents
     status, refund = fake_stripe.create_refund({"payment_intent": intent}, None)
     assert status == 200
-    send_card(webhook, fake_stripe.refund_event(refund["id"]))
-    assert state(dbsession, number)[0].status == "active"  # the event cancels nothing
+    fake_stripe.cancel_fail_with = 503
+    event = fake_stripe.refund_event(refund["id"])
+    assert send_card(webhook, event)["status"] == "processed"  # the refund stands
+    asked = len(fake_stripe.cancel_calls)
+    assert asked >= 1  # (the stripe client retries a 503 once)
+    subscription, license, _ = state(dbsession, number)
+    assert (subscription.status, license.status) == ("active", "revoked")
+    assert send_card(webhook, event)["status"] == "duplicate"
+    assert len(fake_stripe.cancel_calls) == asked  # a duplicate event asks nothing
+    fake_stripe.cancel_fail_with = None
     assert admin_main([str(card_ini), "reconcile-subscriptions"]) == 0
-    assert "cancelled at cardprovider" in capsys.readouterr().out
+    assert f"cancelled at cardprovider: order {number} is refunded in full" in (
+        capsys.readouterr().out
+    )
     assert fake_stripe.subscriptions[sub_id]["status"] == "canceled"
     assert state(dbsession, number)[0].status == "ended"
     assert admin_main([str(card_ini), "reconcile-subscriptions"]) == 0
-    assert len(fake_stripe.cancel_calls) == 1
+    assert len(fake_stripe.cancel_calls) == asked + 1
+
+
+def test_a_renewal_refunded_at_paypal_cancels_the_subscription_after_its_event(
+    wallet_subscribed, paypal, send, dbsession
+):
+    number, sub_id = wallet_subscribed
+    renewal, sale_id, first_paid_through = wallet_renewal(
+        wallet_subscribed, paypal, send, dbsession
+    )
+    status, refund = paypal._refund_sale(sale_id, {})
+    assert status == 201
+    assert send(paypal.sale_refund_event_of(refund["id"]), status=200).json["status"] == (
+        "processed"
+    )
+    (call,) = paypal.cancel_calls
+    assert call["reason"].startswith("Cancelled by the shop")
+    subscription, license, _ = state(dbsession, number)
+    assert (subscription.status, license.expires_at) == ("ended", first_paid_through)
 
 
 @pytest.mark.parametrize("ticked", [True, False])

@@ -485,8 +485,9 @@ def request_refund(
 
 
 def _with_subscription(registry, providers, view: RefundView) -> RefundView:
-    """``view`` with what it did to the subscription it ends (refund_cancel)."""
-    if view.status == "failed":
+    """``view`` with what it did to the subscription it ends (refund_cancel), once the
+    provider has taken it (a ``requested`` one is still being asked: nothing yet)."""
+    if view.status not in ("pending", "succeeded"):
         return view
     after = refund_cancel.end_after_refund(registry, providers, view.order_number)
     return dataclasses.replace(view, subscription=after)

@@ -16,13 +16,17 @@ When:
   open, and its answer is applied as a customer's cancellation is
   (``lifecycle.apply_answer``: the status, then the license following it);
 * a refund or a lost dispute made at the provider: its event moves the order to
-  ``refunded``; the next reconciliation (``reconcile``, and the console's Resync) finds
-  the subscription still live while its first or latest order is refunded in full
-  (``cancel_owed``) and cancels it the same way.
+  ``refunded`` and notes the subscription (``note_refunded``, in the event's
+  transaction); once that transaction has committed, the provider is asked the same way
+  (``after_commit``): no provider call is made while the event's locks are held;
+* the reconciliation (``reconcile``, and the console's Resync) finds any subscription
+  still live while its first or latest order is refunded in full (``cancel_owed``) and
+  cancels it the same way.
 
 A provider that cannot be reached leaves the refund as it stands (it was taken) and the
 subscription live; the console's answer and the refund's page say so, the log warns, and
-the reconciliation (or the same refund request sent again) finishes it. Cancelling is
+the refund's event (when it arrives after), the reconciliation or the same refund request
+sent again finishes it. Cancelling is
 idempotent at both providers, and an ended subscription is never asked about again.
 """
 
@@ -128,6 +132,62 @@ def cancel_owed(session: Session, subscription: Subscription) -> str | None:
         if _refunded_in_full(session, order) and not _kept(session, order_id):
             return f"order {order.number} is refunded in full"
     return None
+
+
+# session.info key: the subscriptions an event's refund ended, to cancel after its commit.
+OWED = "cmsshop.subscriptions_to_cancel"
+
+
+def note_refunded(session: Session, order: Order) -> None:
+    """``order``'s money went back in full in this transaction (a refund's or a lost
+    dispute's event): note the live subscription it ends, unless a refund of the order
+    asked to keep it, for ``after_commit``."""
+    subscription = subscription_ended_by(session, order)
+    if subscription is not None and subscription.status != "ended" and not _kept(session, order.id):
+        session.info.setdefault(OWED, set()).add(subscription.id)
+
+
+def after_commit(registry, spec, session: Session):
+    """The after-commit hook cancelling what ``note_refunded`` noted in ``session``'s
+    transaction (None when nothing was). A failure is logged; the reconciliation
+    finishes it."""
+    noted = session.info.pop(OWED, None)
+    if not noted:
+        return None
+
+    def hook(committed: bool) -> None:
+        if not committed:
+            return
+        for subscription_id in sorted(noted):
+            try:
+                cancel_if_owed(registry, spec, subscription_id)
+            except Exception:  # noqa: BLE001 - a hook must not raise; reconcile finishes it
+                log.warning("subscription %s: cancel after refund failed", subscription_id,
+                            exc_info=True)  # fmt: skip
+
+    return hook
+
+
+def cancel_if_owed(registry, spec, subscription_id: int) -> str:
+    """Cancel ``subscription_id`` at ``spec``'s provider when ``cancel_owed`` says so; a
+    note of what happened."""
+    with own_transaction(registry) as session:
+        subscription = session.get(Subscription, subscription_id)
+        owed = cancel_owed(session, subscription)
+        ref = subscription.provider_subscription_id
+    if owed is None:
+        return "nothing owed"
+    try:
+        state = cancel_at_provider(spec, registry, ref)
+    except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
+        log.warning(
+            "subscription %s (%s) not cancelled after %s: %s; the reconciliation cancels it",
+            subscription_id, ref, owed, exc,
+        )  # fmt: skip
+        return f"not cancelled: {exc}"
+    apply_cancel(registry, subscription_id, state)
+    log.info("subscription %s (%s) cancelled at the provider: %s", subscription_id, ref, owed)
+    return "cancelled"
 
 
 def cancel_at_provider(spec, registry, subscription_ref: str) -> pb.ProviderSubscription:
