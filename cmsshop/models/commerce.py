@@ -312,5 +312,8 @@ class Refund(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     confirmed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     error: Mapped[str | None] = mapped_column(Text)
+    # Asked in the console to leave running the subscription a full refund of this order
+    # would cancel (services/subscriptions/refund_cancel.py).
+    keep_subscription: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     order: Mapped[Order] = relationship()

@@ -215,3 +215,56 @@ def test_paypal_refuses_a_trial_cycle_that_is_not_one_free_trial_first(client, c
     body = trial_plan_body(product.json()["id"])
     body["billing_cycles"][0].update(change)
     assert client.call("POST", "/v1/billing/plans", body).status_code == 400
+
+
+def test_a_sale_is_refunded_in_part_then_in_full_once_per_request_id(client, paypal, plan_id):
+    sub_id = client.call("POST", "/v1/billing/subscriptions", subscription_body(plan_id)).json()[
+        "id"
+    ]
+    _, paid = paypal.approve(sub_id)
+    sale_id = paid["resource"]["id"]
+    refund = f"/v1/payments/sale/{sale_id}/refund"
+    part = {"amount": {"total": "10.00", "currency": "EUR"}, "description": "goodwill"}
+    first = client.call("POST", refund, part, **{"PayPal-Request-Id": "k1"})
+    assert first.status_code == 201
+    body = first.json()
+    assert (body["state"], body["sale_id"], body["amount"]) == (
+        "completed",
+        sale_id,
+        {"total": "10.00", "currency": "EUR"},
+    )
+    # The same request id: the same refund, nothing more refunded.
+    again = client.call("POST", refund, part, **{"PayPal-Request-Id": "k1"})
+    assert again.json()["id"] == body["id"] and len(paypal.sale_refunds) == 1
+    assert client.call("GET", f"/v1/payments/sale/{sale_id}").json()["state"] == (
+        "partially_refunded"
+    )
+    # More than is left, all of it after a part, another currency: refused, by name.
+    for payload, name in (
+        ({"amount": {"total": "39.01", "currency": "EUR"}}, "REFUND_EXCEEDED_TRANSACTION_AMOUNT"),
+        ({}, "FULL_REFUND_NOT_ALLOWED_AFTER_PARTIAL_REFUND"),
+        ({"amount": {"total": "1.00", "currency": "USD"}}, "CURRENCY_MISMATCH"),
+    ):
+        answer = client.call("POST", refund, payload)
+        assert (answer.status_code, answer.json()["name"]) == (400, name)
+    rest = client.call("POST", refund, {"amount": {"total": "39.00", "currency": "EUR"}})
+    assert rest.status_code == 201
+    assert client.call("GET", f"/v1/payments/sale/{sale_id}").json()["state"] == "refunded"
+    listed = client.call(
+        "GET",
+        f"/v1/billing/subscriptions/{sub_id}/transactions"
+        "?start_time=2000-01-01T00:00:00Z&end_time=2100-01-01T00:00:00Z",
+    ).json()["transactions"]
+    assert listed[0]["status"] == "REFUNDED"
+    done = client.call("POST", refund, {"amount": {"total": "1.00", "currency": "EUR"}})
+    assert done.json()["name"] == "TRANSACTION_ALREADY_REFUNDED"
+    assert client.call("POST", "/v1/payments/sale/NOSUCHSALE/refund", {}).status_code == 404
+    # Its event names the refund, the sale, the total refunded and the order.
+    resource = paypal.sale_refund_event_of(rest.json()["id"])["resource"]
+    assert (resource["sale_id"], resource["custom"]) == (sale_id, "ORD-1")
+    assert resource["total_refunded_amount"] == {"value": "49.00", "currency": "EUR"}
+    # Down: the refund call fails and nothing is refunded.
+    paypal.refund_fail_status = 503
+    other = paypal.renew(sub_id)[0]["resource"]["id"]
+    assert client.call("POST", f"/v1/payments/sale/{other}/refund", {}).status_code == 503
+    assert paypal.sale_refunded_of(other) == 0

@@ -390,3 +390,21 @@ def test_a_trial_of_no_days_or_too_many_is_refused(fake_stripe, days):
             params=subscription_params(subscription_data=data)
         )
     assert refused.value.param == "subscription_data[trial_period_days]"
+
+
+def test_a_subscription_is_cancelled_now_once(subscribed, fake_stripe):
+    client, _, sub_id = subscribed
+    fake_stripe.held.clear()
+    cancelled = client.v1.subscriptions.cancel(
+        sub_id, params={"invoice_now": False, "prorate": False}
+    )
+    assert cancelled.status == "canceled" and cancelled.ended_at == cancelled.canceled_at
+    assert fake_stripe.cancel_calls[0]["query"] == {"invoice_now": "false", "prorate": "false"}
+    (deleted,) = fake_stripe.held
+    assert deleted["type"] == "customer.subscription.deleted"
+    assert deleted["data"]["object"]["status"] == "canceled"
+    with pytest.raises(stripe.InvalidRequestError):
+        client.v1.subscriptions.cancel(sub_id)  # canceled already: refused
+    assert client.v1.subscriptions.retrieve(sub_id).status == "canceled"
+    with pytest.raises(stripe.InvalidRequestError):
+        client.v1.subscriptions.cancel("sub_nosuchthing")

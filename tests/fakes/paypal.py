@@ -21,16 +21,25 @@ signs them, so the provider's verification is checked against a second implement
   ITEM_TOTAL_MISMATCH, ...).
 * PayPal Subscriptions (v1): ``POST /v1/catalogs/products``, ``POST /v1/billing/plans``
   and ``GET /v1/billing/plans/{id}`` (checked as PayPal checks them: the cycle's
-  interval_unit and its largest interval_count, a REGULAR tenure, a fixed price),
-  ``POST /v1/billing/subscriptions`` (APPROVAL_PENDING with an ``approve`` link; a
-  repeated PayPal-Request-Id gets the first answer, on every POST of this API), ``GET
+  interval_unit and its largest interval_count, a REGULAR tenure, a fixed price), ``POST
+  /v1/billing/subscriptions`` (APPROVAL_PENDING with an ``approve`` link; a repeated
+  PayPal-Request-Id gets the first answer, on every POST of this API), ``GET
   /v1/billing/subscriptions/{id}``, ``POST .../{id}/cancel`` (204; 422
-  SUBSCRIPTION_STATUS_INVALID unless ACTIVE or SUSPENDED), ``GET .../{id}/transactions``
-  (start_time and end_time required, the payments between them) and ``GET
-  /v1/payments/sale/{id}``. The lifecycle helpers (``approve``, ``renew``, ``fail``,
-  ``suspend``, ``cancel``, ``expire``) change a subscription as PayPal would and return
-  the webhook events PayPal would send, unsent; PayPal's clock is the subscription's
-  billing dates (a renewal is dated at the previous ``next_billing_time``).
+  SUBSCRIPTION_STATUS_INVALID unless ACTIVE or SUSPENDED; ``cancel_fail_status`` fails
+  it), ``GET .../{id}/transactions`` (start_time and end_time required, the payments
+  between them) and ``GET /v1/payments/sale/{id}``. The lifecycle helpers (``approve``,
+  ``renew``, ``fail``, ``suspend``, ``cancel``, ``expire``) change a subscription as
+  PayPal would and return the webhook events PayPal would send, unsent; PayPal's clock
+  is the subscription's billing dates (a renewal is dated at the previous
+  ``next_billing_time``). ``POST /v1/payments/sale/{id}/refund`` refunds a sale as
+  PayPal's v1 sales API does (the body's ``amount`` ``{total, currency}``, or ``{}`` for
+  all of it; at most what is left, else 400 REFUND_EXCEEDED_TRANSACTION_AMOUNT /
+  TRANSACTION_ALREADY_REFUNDED, a partly refunded sale's ``{}``
+  FULL_REFUND_NOT_ALLOWED_AFTER_PARTIAL_REFUND; the sale and its transaction become
+  partially_refunded / refunded); a repeated PayPal-Request-Id gets the first answer,
+  ``refund_calls`` and ``refund_fail_status`` cover it as they cover capture refunds,
+  ``sale_refund_state`` is what a new one is (completed, pending, failed) and
+  ``sale_refund_event_of`` builds its PAYMENT.SALE.REFUNDED.
 * ``sign_headers``: the five PAYPAL-* headers for a body.
 """
 
@@ -949,6 +958,10 @@ class FakePayPal:
         self.unlisted: set[str] = set()
         self.billing_answers: dict[tuple[str, str], tuple[int, dict]] = {}
         self.cancel_calls: list[dict] = []
+        # Refunds of sales (POST /v1/payments/sale/{id}/refund), by refund id.
+        self.sale_refunds: dict[str, dict] = {}
+        self.sale_refund_state = "completed"
+        self.cancel_fail_status: int | None = None  # fails cancel calls only
         # Events PayPal sends after a change asked through the API (a cancellation).
         self.held: list[dict] = []
 
@@ -981,11 +994,104 @@ class FakePayPal:
         elif method == "GET" and parts[:3] == ["v1", "payments", "sale"] and len(parts) == 4:
             sale = self.sales.get(parts[3])
             answer = (200, sale) if sale else (404, _not_found())
+        elif (
+            method == "POST" and parts[:3] == ["v1", "payments", "sale"] and parts[4:] == ["refund"]
+        ):
+            with self.lock:
+                self.refund_calls.append({"sale": parts[3], "requestId": request_id, "body": body})
+            if self.refund_fail_status:
+                return self._send(
+                    handler, self.refund_fail_status, {"name": "INTERNAL_SERVICE_ERROR"}
+                )
+            answer = self._refund_sale(parts[3], body)
         if answer is None:
             return self._send(handler, 404, {"name": "NOT_FOUND"})
         if method == "POST" and request_id and answer[0] < 500:
             self.billing_answers[(path, request_id)] = answer
         return self._send(handler, *answer)
+
+    def sale_refunded_of(self, sale_id: str) -> Decimal:
+        return sum(
+            (
+                Decimal(r["amount"]["total"])
+                for r in self.sale_refunds.values()
+                if r["sale_id"] == sale_id and r["state"] != "failed"
+            ),
+            Decimal(0),
+        )
+
+    def _refund_sale(self, sale_id: str, body: dict) -> tuple[int, dict]:
+        """PayPal's v1 sale refund (see the module docstring)."""
+
+        def refused(name: str, message: str) -> tuple[int, dict]:
+            return 400, {"name": name, "message": message, "debug_id": new_id()[:13]}
+
+        sale = self.sales.get(sale_id)
+        if sale is None:
+            return 404, {"name": "INVALID_RESOURCE_ID", "message": "Resource not found"}
+        total, currency = Decimal(sale["amount"]["total"]), sale["amount"]["currency"]
+        left = total - self.sale_refunded_of(sale_id)
+        if left <= 0:
+            return refused(
+                "TRANSACTION_ALREADY_REFUNDED", "Requested transaction has already been refunded"
+            )
+        amount = body.get("amount")
+        if amount is None:
+            if left < total:
+                return refused(
+                    "FULL_REFUND_NOT_ALLOWED_AFTER_PARTIAL_REFUND",
+                    "Full refund not allowed after partial refund",
+                )
+            value = left
+        else:
+            if not isinstance(amount, dict) or amount.get("currency") != currency:
+                return refused("CURRENCY_MISMATCH", "Refund currency must match the sale's")
+            value = _money({"currency_code": currency, "value": amount.get("total")}, currency)
+            if value is None or value <= 0:
+                return refused("VALIDATION_ERROR", "Invalid request - see details")
+        if value > left:
+            return refused(
+                "REFUND_EXCEEDED_TRANSACTION_AMOUNT", "Refund request exceeds transaction amount"
+            )
+        refund_id = new_id()
+        now = _stamp(utcnow())
+        refund = {
+            "id": refund_id,
+            "state": self.sale_refund_state,
+            "amount": {"total": f"{value:.2f}", "currency": currency},
+            "sale_id": sale_id,
+            "parent_payment": "PAYID-" + new_id()[:12],
+            "description": body.get("description"),
+            "create_time": now,
+            "update_time": now,
+            "links": [
+                {"href": f"https://api.paypal.com/v1/payments/refund/{refund_id}", "rel": "self"},
+                {"href": f"https://api.paypal.com/v1/payments/sale/{sale_id}", "rel": "sale"},
+            ],
+        }
+        self.sale_refunds[refund_id] = refund
+        if refund["state"] != "failed":
+            whole = self.sale_refunded_of(sale_id) >= total
+            sale["state"] = "refunded" if whole else "partially_refunded"
+            for transactions in self.transactions.values():
+                for txn in transactions:
+                    if txn["id"] == sale_id:
+                        txn["status"] = "REFUNDED" if whole else "PARTIALLY_REFUNDED"
+        return 201, copy.deepcopy(refund)
+
+    def sale_refund_event_of(self, refund_id: str) -> dict:
+        """The PAYMENT.SALE.REFUNDED event PayPal sends for ``refund_id``: the refund, its
+        sale, the sale's total refunded so far, the subscription's order number as
+        ``custom``."""
+        refund = copy.deepcopy(self.sale_refunds[refund_id])
+        sale = self.sales[refund["sale_id"]]
+        refund["total_refunded_amount"] = {
+            "value": f"{self.sale_refunded_of(sale['id']):.2f}",
+            "currency": refund["amount"]["currency"],
+        }
+        if sale.get("custom"):
+            refund["custom"] = sale["custom"]
+        return event("PAYMENT.SALE.REFUNDED", refund, "refund")
 
     def _create_product(self, body: dict) -> tuple[int, dict]:
         name = body.get("name")
@@ -1120,6 +1226,8 @@ class FakePayPal:
     def _cancel(self, sub: dict, body: dict) -> tuple[int, dict | None]:
         reason = body.get("reason")
         self.cancel_calls.append({"subscription": sub["id"], "reason": reason})
+        if self.cancel_fail_status:
+            return self.cancel_fail_status, {"name": "INTERNAL_SERVICE_ERROR"}
         if not isinstance(reason, str) or not 1 <= len(reason) <= 128:
             return 400, _invalid("/reason", "MISSING_REQUIRED_PARAMETER")
         if sub["status"] not in ("ACTIVE", "SUSPENDED"):

@@ -34,7 +34,10 @@ does. ``GET /v1/subscriptions/{id}`` and ``GET /v1/invoices/{id}`` serve them. W
 happens later (``renew``, ``retry``, ``give_up``, ``schedule_cancel``, ``end``, ``pause``,
 ``resume_paused``, ``change_plan``) changes the objects and returns the events Stripe
 would send without sending them, so a test chooses their order and duplicates and sends
-them with ``send_webhook`` or ``send_all``.
+them with ``send_webhook`` or ``send_all``. ``DELETE /v1/subscriptions/{id}`` cancels one
+at once (``cancel_calls`` records each call with its query; a canceled one is a 400;
+``cancel_fail_with`` fails these calls only),
+its ``customer.subscription.deleted`` sent or held as an update's events are.
 
 Coupons (``POST /v1/coupons``, ``GET /v1/coupons/{id}``): ``amount_off`` with a
 ``currency``, or ``percent_off``; ``duration`` ``once`` or ``forever``;
@@ -367,6 +370,8 @@ class FakeStripe:
         self.subscription_events_on_pay = True
         self.period_advances_at_renewal = True
         self.portal_sessions: list[dict] = []
+        self.cancel_calls: list[dict] = []
+        self.cancel_fail_with: int | None = None  # an HTTP status for DELETE calls only
         # The card a buyer pays a subscription with (``GET /v1/payment_methods/{id}``):
         # ``card_expiry`` (month, year) is the next new card's.
         self.payment_methods: dict[str, dict] = {}
@@ -957,6 +962,42 @@ class FakeStripe:
                 threading.Thread(target=self.send_webhook, args=(payload,), daemon=True).start()
         return 200, copy.deepcopy(sub)
 
+    def cancel_now(self, sub_id: str, query: dict) -> tuple[int, dict]:
+        """``DELETE /v1/subscriptions/{id}``: canceled now (ended_at now, nothing more
+        billed); its ``customer.subscription.deleted`` is sent (or held) as an update's
+        events are. One already canceled is refused, as Stripe refuses changing it."""
+        self.cancel_calls.append({"subscription": sub_id, "query": query})
+        if self.cancel_fail_with:
+            return self.cancel_fail_with, {"error": {"type": "api_error", "message": "outage"}}
+        sub = self.subscriptions.get(sub_id)
+        if sub is None:
+            return 404, {
+                "error": {
+                    "type": "invalid_request_error",
+                    "code": "resource_missing",
+                    "message": f"No such subscription: '{sub_id}'",
+                }
+            }
+        if sub["status"] == "canceled":
+            return 400, {
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "A canceled subscription can only update its metadata.",
+                }
+            }
+        now = int(time.time())
+        sub.update(
+            status="canceled", ended_at=now, canceled_at=now, cancel_at_period_end=False,
+            cancel_at=None,
+        )  # fmt: skip
+        sub["cancellation_details"]["reason"] = "cancellation_requested"
+        for payload in [self._event("customer.subscription.deleted", sub)]:
+            if self.hold_webhooks:
+                self.held.append(payload)
+            elif self.webhook_url:
+                threading.Thread(target=self.send_webhook, args=(payload,), daemon=True).start()
+        return 200, copy.deepcopy(sub)
+
     def list_invoices(self, query: dict) -> dict:
         """``GET /v1/invoices?subscription=&status=&limit=&starting_after=``: newest
         first, a page at a time, as Stripe lists them."""
@@ -1254,6 +1295,15 @@ class FakeStripe:
                     404,
                     {"error": {"type": "invalid_request_error", "message": "No such object"}},
                 )
+
+            def do_DELETE(self):
+                if not self._check():
+                    return
+                parts = urllib.parse.urlsplit(self.path)
+                if not parts.path.startswith("/v1/subscriptions/"):
+                    return self._answer(404, {"error": {"type": "invalid_request_error"}})
+                query = dict(urllib.parse.parse_qsl(parts.query))
+                return self._answer(*fake.cancel_now(parts.path.rsplit("/", 1)[1], query))
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)

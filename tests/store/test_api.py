@@ -13,7 +13,7 @@ from helpers.store import add_currencies, add_product
 from pyramid.request import Request
 from sqlalchemy import event, insert, select
 
-from cmsshop.models import Product, ProductPrice, Release
+from cmsshop.models import Product, ProductPrice, Release, SubscriptionPlan
 from cmsshop.util import utcnow
 from cmsshop.views.shared.json import json_with_etag
 
@@ -421,6 +421,20 @@ def bulk_products(dbsession, start: int, count: int) -> None:
             for version, days in (("1.0", 10), ("2.0", 1))
         ],
     )
+    # Every third sold as a subscription (one in six stopped selling so).
+    dbsession.execute(
+        insert(SubscriptionPlan),
+        [
+            {
+                "product_id": pid,
+                "interval": "month",
+                "interval_count": 1 + pid % 2,
+                "active": bool(pid % 2),
+            }
+            for pid in ids
+            if pid % 3 == 0
+        ],
+    )
     dbsession.commit()
 
 
@@ -454,6 +468,8 @@ def test_list_costs_the_same_statements_for_10_and_1010_products(app, admin_app,
         assert len(body["items"]) == 100 and body["total"] == 1010
         assert all(item["latestRelease"]["version"] == "2.0" for item in body["items"])
         assert all(item["prices"] for item in body["items"])
+        plans = [item["subscription"] for item in body["items"]]
+        assert {"interval": "month", "intervalCount": 2} in plans and None in plans
         # Lazy loading would cost one or more statements per product on the page.
         assert count == small[url], url
         assert count <= 12, url
@@ -507,6 +523,17 @@ def test_the_public_sql_reads_give_what_the_orm_reads_give(dbsession, engine):
             dbsession.commit()
         else:
             add_release(dbsession, product, "1.0.0", when - dt.timedelta(days=2))
+        plan = {"zeta-tool": ("month", 1, True), "alpha-tool": ("week", 3, True)}.get(
+            slug, ("year", 1, False) if slug == "beta-tool" else None
+        )  # beta-tool's is no longer sold
+        if plan is not None:
+            interval, count, active = plan
+            dbsession.add(
+                SubscriptionPlan(
+                    product_id=product.id, interval=interval, interval_count=count, active=active
+                )
+            )
+            dbsession.commit()
     zeta = dbsession.scalar(select(Product).where(Product.slug == "zeta-tool"))
     dbsession.add(
         Release(
@@ -543,6 +570,10 @@ def test_the_public_sql_reads_give_what_the_orm_reads_give(dbsession, engine):
     assert bodies["mid-tool"]["licensing"]["maxQuantity"] == 1
     assert bodies["beta-tool"]["prices"][1]["formatted"] == "$0.05"
     assert bodies["mid-tool"]["latestRelease"] is None and bodies["mid-tool"]["prices"] == []
+    assert bodies["zeta-tool"]["subscription"] == {"interval": "month", "intervalCount": 1}
+    assert bodies["alpha-tool"]["subscription"] == {"interval": "week", "intervalCount": 3}
+    assert bodies["beta-tool"]["subscription"] is None  # its plan is inactive
+    assert bodies["mid-tool"]["subscription"] is None
     for card in listed:
         for currency in (None, "EUR", "KWD"):
             expected = product_body(
@@ -606,3 +637,30 @@ def test_a_search_folds_case_as_the_database_does_on_every_path(
     assert product_slugs("renamed") == ["plain"]
     assert product_slugs("ärger") == (["plain"] if every_script else [])
     assert product_slugs("PLAIN") == []
+
+
+def test_the_plan_a_product_is_sold_on_shows_at_the_next_request(testapp, admin_app, catalogue):
+    """A product sold as a subscription says so in its JSON (the list and by slug), and a
+    change of its plan shows at the next request: writes to subscription_plans bump the
+    content version the answer cache checks (migration 0031)."""
+    url, listed = "/api/store/products/site-guard", "/api/store/products"
+    first = testapp.get(url)
+    assert first.json["subscription"] is None
+    assert [item["subscription"] for item in testapp.get(listed).json["items"]] == [None, None]
+    put = "/api/admin/products/site-guard/subscription"
+    admin_app.put_json(put, {"interval": "month", "intervalCount": 1}, status=201)
+    body = testapp.get(url, headers={"If-None-Match": first.headers["ETag"]}, status=200).json
+    assert body["subscription"] == {"interval": "month", "intervalCount": 1}
+    assert_documented(testapp, "/api/store/products/{slug}", "get", 200, body)
+    admin_app.put_json(put, {"interval": "year", "intervalCount": 1}, status=200)
+    page = testapp.get(listed).json
+    assert page["items"][0]["subscription"] == {"interval": "year", "intervalCount": 1}
+    assert page["items"][1]["subscription"] is None  # theme-pack is bought once
+    assert_documented(testapp, listed, "get", 200, page)
+    assert admin_app.get("/api/admin/products/site-guard").json["subscription"] == {
+        "interval": "year",
+        "intervalCount": 1,
+    }
+    admin_app.put_json(put, {"interval": "year", "active": False}, status=200)
+    assert testapp.get(url).json["subscription"] is None
+    assert testapp.get(f"{url}?currency=EUR").json["subscription"] is None

@@ -553,6 +553,36 @@ class CardProvider:
             raise pb.ProviderUnavailable(_describe(exc)) from None
         return subscription_of(found)
 
+    def cancel_subscription_now(
+        self, subscription_ref: str, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
+        """End the subscription now (``DELETE /v1/subscriptions/{id}`` with ``invoice_now``
+        and ``prorate`` false: no final invoice, no proration; Stripe charges nothing
+        more), as a refund that takes its license back asks
+        (services/subscriptions/refund_cancel.py). One Stripe already ended
+        refuses the call: then its own account (canceled) is the answer, so asking twice
+        is harmless."""
+        if not _OBJECT_ID.match(subscription_ref or ""):
+            raise pb.ProviderUnavailable("no such subscription")
+        try:
+            found = (
+                self._client(config)
+                .v1.subscriptions.cancel(
+                    subscription_ref,
+                    # No final invoice and no pending proration left to collect.
+                    params={"invoice_now": False, "prorate": False},
+                )
+                .to_dict()
+            )
+        except stripe.StripeError as exc:
+            status = getattr(exc, "http_status", None)
+            if not (isinstance(status, int) and 400 <= status < 500 and status != 429):
+                raise pb.ProviderUnavailable(_describe(exc)) from None
+            found = self._retrieve("subscriptions", subscription_ref, config)
+            if found.get("status") not in ("canceled", "incomplete_expired"):
+                raise pb.ProviderUnavailable(_describe(exc)) from None
+        return subscription_of(found)
+
     def payment_method_url(
         self, customer_ref: str, return_url: str, config: Mapping[str, Any]
     ) -> str:

@@ -60,6 +60,7 @@ from cmsshop.models import (
     SubscriptionPeriod,
     User,
 )
+from cmsshop.models.subscriptions import RENEWING_STATUSES
 from cmsshop.services.licensing.domains import PRODUCTION
 from cmsshop.services.licensing.features import features_of_product
 from cmsshop.services.licensing.issuing import seats_of
@@ -452,6 +453,41 @@ def _changes_of(session: Session, order: Order) -> list[LicenseChange]:
     )
 
 
+EXPIRY_CHANGED = "the expiry was changed since"
+
+
+def _subscription_expiry_without(
+    session: Session, order: Order, license: License
+) -> dt.datetime | None:
+    """When ``order`` paid a period of a subscription that no longer renews itself (it
+    ended: cancelled by this very refund, say) and the license's expiry is the one that
+    subscription gave it (``paid_through``, lifecycle.follow_license), the renewal's
+    expiry was moved by the subscription, not by hand: the expiry without this period is
+    the latest other period still paid for. None otherwise."""
+    period = session.scalar(
+        select(SubscriptionPeriod).where(
+            SubscriptionPeriod.order_id == order.id, SubscriptionPeriod.refunded_at.is_(None)
+        )
+    )
+    if period is None:
+        return None
+    subscription = session.get(Subscription, period.subscription_id)
+    if (
+        subscription is None
+        or subscription.status in RENEWING_STATUSES
+        or subscription.license_id != license.id
+        or license.expires_at != subscription.paid_through
+    ):
+        return None
+    return session.scalar(
+        select(func.max(SubscriptionPeriod.period_end)).where(
+            SubscriptionPeriod.subscription_id == subscription.id,
+            SubscriptionPeriod.refunded_at.is_(None),
+            SubscriptionPeriod.id != period.id,
+        )
+    )
+
+
 def _why_not_undone(session: Session, change: LicenseChange, license: License) -> str | None:
     """Why ``change`` cannot simply be undone now (None: it can)."""
     later = session.scalar(
@@ -466,7 +502,7 @@ def _why_not_undone(session: Session, change: LicenseChange, license: License) -
         if later is not None:
             return "a later renewal counts from the expiry it gave"
         if license.expires_at != change.new_expires_at:
-            return "the expiry was changed since"
+            return EXPIRY_CHANGED
         return None
     if later is not None:
         return "a later upgrade builds on it"
@@ -563,11 +599,18 @@ def _trim_seats(session: Session, license: License, now: dt.datetime) -> list[st
     return [activation.domain for activation in over]
 
 
-def _undo(session: Session, change: LicenseChange, license: License, now: dt.datetime):
-    """Restore what ``change`` found; the audit detail and what the mail says."""
+def _undo(
+    session: Session,
+    change: LicenseChange,
+    license: License,
+    now: dt.datetime,
+    expiry: dt.datetime | None = None,
+):
+    """Restore what ``change`` found (a renewal: ``expiry`` when given, the subscription's
+    own); the audit detail and what the mail says."""
     if change.kind == "renewal":
         before = license.expires_at
-        license.expires_at = change.old_expires_at
+        license.expires_at = expiry or change.old_expires_at
         product = session.get(Product, license.product_id)
         detail = f"expiry {before:%Y-%m-%d} -> {license.expires_at:%Y-%m-%d}"
         return detail, Reversed(
@@ -613,6 +656,11 @@ def reverse_license_changes(
             change.reversed_at, change.reversal = now, reversal
             continue
         problem = _why_not_undone(session, change, license)
+        expiry = None
+        if problem == EXPIRY_CHANGED:
+            # Moved by its ended subscription (not by hand): taken back from there.
+            expiry = _subscription_expiry_without(session, order, license)
+            problem = None if expiry is not None else problem
         if problem is not None:
             note = (
                 f"Full {reversal} of order {order.number}: its {change.kind} was not taken "
@@ -621,7 +669,7 @@ def reverse_license_changes(
             note_for_review(session, order, license.id, note)
             notes.append(f"license {license.key}: {change.kind} held for review ({problem})")
             continue
-        detail, told = _undo(session, change, license, now)
+        detail, told = _undo(session, change, license, now, expiry)
         change.reversed_at, change.reversal = now, reversal
         license.updated_at = now
         _audit(session, license, f"{change.kind}_reversed", f"{reversal}: {detail}", order)

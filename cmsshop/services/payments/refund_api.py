@@ -24,11 +24,14 @@ PROVIDER_REFUND_STATUSES = ("pending", "succeeded")
 @dataclasses.dataclass(frozen=True)
 class RefundCall:
     order_number: str
-    payment_reference: str  # Stripe PaymentIntent id, PayPal capture id
+    payment_reference: str  # Stripe PaymentIntent id, PayPal capture id (or sale id)
     amount: int  # minor units, > 0
     currency: str  # upper-case ISO 4217
     idempotency_key: str
     reason: str = ""
+    # The payment is a subscription's (it paid a period in subscription_periods): PayPal
+    # takes those as v1 sales, refunded through another API than a checkout's capture.
+    subscription_payment: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

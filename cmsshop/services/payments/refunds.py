@@ -25,6 +25,12 @@ order locked): matched on the provider's refund id when the event names it, else
 cumulative refunded amount the event states; a refund made at the provider has no row
 yet and gets one (``requested_by`` NULL).
 
+A full refund of the order that bought a subscription, or of its latest paid period's
+order, then cancels that subscription at the provider unless the refund asked to keep it
+(``cancel_subscription=False``, stored as ``keep_subscription``):
+services/subscriptions/refund_cancel.py, whose outcome the view carries
+(``RefundView.subscription``). A provider that cannot cancel leaves the refund standing.
+
 Which orders: ``paid`` (a partly refunded order stays ``paid``) and ``needs_review``
 (the money was taken but not delivered: refunding it is how an admin resolves it). A
 ``disputed`` order is refused: its money is with the dispute (Stripe refuses a refund of
@@ -45,11 +51,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cmsshop.db import own_transaction, take_write_lock
-from cmsshop.models import FREE_PROVIDER, Order, Refund
+from cmsshop.models import FREE_PROVIDER, Order, Refund, SubscriptionPeriod
 from cmsshop.services.payments import base as pb
 from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments.refund_api import RefundCall, RefundRefused
 from cmsshop.services.payments.settings import provider_config
+from cmsshop.services.subscriptions import refund_cancel
 from cmsshop.util import utcnow
 
 log = logging.getLogger(__name__)
@@ -105,6 +112,9 @@ class RefundView:
     confirmed_at: Any
     error: str | None
     full: bool  # refunds what was left of the order: downloads and licences are revoked
+    # What it did to the subscription a full refund ends (refund_cancel.AfterRefund), when
+    # it ends one; None otherwise.
+    subscription: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -338,6 +348,7 @@ def _record(
     lines: Mapping[int, int | None] | None,
     reason: str,
     admin_id: int | None,
+    keep_subscription: bool = False,
 ) -> tuple[RefundView, bool, RefundCall | None]:
     """Step 1 (module doc): (the refund, whether it is new, the provider call to make)."""
     for _attempt in range(3):
@@ -371,6 +382,7 @@ def _record(
                     idempotency_key=key,
                     requested_by=admin_id,
                     created_at=utcnow(),
+                    keep_subscription=keep_subscription,
                 )
                 session.add(row)
                 session.flush()
@@ -381,11 +393,21 @@ def _record(
                     currency=order.currency,
                     idempotency_key=key,
                     reason=reason,
+                    subscription_payment=_pays_a_period(session, order),
                 )
                 return _view(row, order), True, call
         except IntegrityError:  # the same key committed by a concurrent request: read it
             continue
     raise RefundInvalid("validation_failed", "The refund could not be recorded; try again.")
+
+
+def _pays_a_period(session: Session, order: Order) -> bool:
+    """Whether ``order`` recorded a subscription's payment (its first period or a
+    renewal): the provider refunds such a payment through its own API (PayPal: a sale)."""
+    return (
+        session.scalar(select(SubscriptionPeriod.id).where(SubscriptionPeriod.order_id == order.id))
+        is not None
+    )
 
 
 def _settle(
@@ -419,10 +441,13 @@ def request_refund(
     full: bool = False,
     amount: int | None = None,
     lines: Mapping[int, int | None] | None = None,
+    cancel_subscription: bool = True,
 ) -> tuple[RefundView, bool]:
     """Ask the order's provider for a refund (module doc): (the refund, whether this call
     made it). RefundInvalid before anything is written; RefundFailed when the provider
-    refused or could not be reached (the row is then ``failed``); OrderMissing."""
+    refused or could not be reached (the row is then ``failed``); OrderMissing. Once the
+    provider took it (this call or the first with the same key), a full refund cancels
+    the subscription it ends (``cancel_subscription`` False: asks to keep it)."""
     key = idempotency_key(number, token)
     view, created, call = _record(
         registry,
@@ -434,9 +459,11 @@ def request_refund(
         lines=lines,
         reason=reason.strip()[:MAX_REASON],
         admin_id=admin_id,
+        keep_subscription=not cancel_subscription,
     )
     if not created:
-        return view, False
+        # Sent again: a cancel the provider could not make then is tried again.
+        return _with_subscription(registry, providers, view), False
     assert call is not None
     spec = providers.get(view.provider)
     try:
@@ -454,7 +481,16 @@ def request_refund(
         raise RefundFailed("unavailable", str(exc), failed) from None
     settled = _settle(registry, view.id, status=answer.status, provider_refund_id=answer.refund_id)
     log.info("refund %s of %s: %s %s", settled.id, number, answer.status, answer.refund_id)
-    return settled, True
+    return _with_subscription(registry, providers, settled), True
+
+
+def _with_subscription(registry, providers, view: RefundView) -> RefundView:
+    """``view`` with what it did to the subscription it ends (refund_cancel), once the
+    provider has taken it (a ``requested`` one is still being asked: nothing yet)."""
+    if view.status not in ("pending", "succeeded"):
+        return view
+    after = refund_cancel.end_after_refund(registry, providers, view.order_number)
+    return dataclasses.replace(view, subscription=after)
 
 
 def refund_view(session: Session, number: str, refund_id: int) -> RefundView | None:
@@ -464,7 +500,12 @@ def refund_view(session: Session, number: str, refund_id: int) -> RefundView | N
     row = session.get(Refund, refund_id)
     if row is None or row.order_id != order.id:
         return None
-    return _view(row, order)
+    return dataclasses.replace(
+        _view(row, order),
+        subscription=refund_cancel.after_refund_of(session, order)
+        if row.status != "failed"
+        else None,
+    )
 
 
 # --- the provider's refund event ---------------------------------------------------------

@@ -39,6 +39,7 @@ from cmsshop.models import (
     Product,
     ProductPrice,
     Release,
+    SubscriptionPlan,
 )
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
@@ -100,13 +101,20 @@ class ProductCard:
     (product_id, currency, amount, symbol, decimals); ``latest_release`` is a row of
     (product_id, version, file_name, size, sha256, released_at, channel, changelog_html)
     or None; ``image`` the first picture (a :data:`CardImage`) where the card was read
-    with it (the public list page's), else None.
+    with it (the public list page's), else None; ``subscription`` how it is sold as a
+    subscription (a :data:`CardPlan`: its active plan's interval and count), else None.
     """
 
     product: Any
     prices: list = field(default_factory=list)
     latest_release: Any = None
     image: Any = None
+    subscription: Any = None
+
+
+# A product's active subscription plan as a card carries it (reads like a SubscriptionPlan
+# for services.subscriptions.plans.cycle_text: "every month").
+CardPlan = collections.namedtuple("CardPlan", "interval interval_count")
 
 
 @functools.cache
@@ -224,6 +232,17 @@ def _latest_release_statement() -> Select:
     return select(*columns).where(ranked.c.rank == 1)
 
 
+@functools.cache
+def _plan_statement() -> Select:
+    """The active subscription plans of the products ``ids``."""
+    return select(
+        SubscriptionPlan.product_id, SubscriptionPlan.interval, SubscriptionPlan.interval_count
+    ).where(
+        SubscriptionPlan.product_id.in_(bindparam("ids", expanding=True)),
+        SubscriptionPlan.active.is_(True),
+    )
+
+
 def load_cards(
     session: Session,
     products: Sequence,
@@ -231,7 +250,8 @@ def load_cards(
     currency: str | None = None,
     public: bool = True,
 ) -> list[ProductCard]:
-    """Prices and latest releases for ``products``: two statements, whatever their number.
+    """Prices, latest releases and subscription plans for ``products``: three statements,
+    whatever their number.
 
     Public cards show prices in enabled currencies only (and only ``currency`` if given).
     """
@@ -246,6 +266,8 @@ def load_cards(
         cards[price.product_id].prices.append(price)
     for release in connection.execute(_latest_release_statement(), params):
         cards[release.product_id].latest_release = release
+    for plan in connection.execute(_plan_statement(), params):
+        cards[plan.product_id].subscription = CardPlan(plan.interval, plan.interval_count)
     return [cards[p.id] for p in products]
 
 
@@ -517,6 +539,8 @@ _LATEST_RELEASE_OF_P = (
     "ORDER BY r.released_at DESC, r.id DESC LIMIT 1"
 )
 _EVERY_ROW = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+# The active subscription plan of the product ``p`` (at most one: unique per product).
+_PLAN_OF_P = "FROM subscription_plans sp WHERE sp.product_id = p.id AND sp.active = TRUE"
 
 
 def _ordered_array(dialect: str, value: str, order: str, source: str) -> str:
@@ -554,9 +578,10 @@ def _cards_json(dialect: str, products: str, currency: bool) -> str:
         f"SELECT {array.format('i.alt, ' + nested.format('i.variants'))} FROM product_images i "  # noqa: S608 - constant SQL
         "WHERE i.product_id = p.id ORDER BY i.position, i.id LIMIT 1"
     )
+    plan = f"SELECT {array.format('sp.interval, sp.interval_count')} {_PLAN_OF_P}"
     card = array.format(
         f"{_PUBLIC_COLUMNS}, {nested.format(f'({prices})')}, {nested.format(f'({release})')}, "
-        f"{nested.format(f'({image})')}"
+        f"{nested.format(f'({image})')}, {nested.format(f'({plan})')}"
     )
     # The outer select reads the page's products only: its subqueries run once a card,
     # never for the rows an OFFSET skips.
@@ -631,10 +656,13 @@ def _body_sql(dialect: str, currency: bool) -> str:
         f"'durationDays', p.duration_days, 'features', {nested.format('p.features')}, "
         "'upgradeGroup', p.upgrade_group, 'tier', p.tier"
     )
+    # Sold as a subscription: its active plan (null: sold once).
+    plan = obj.format("'interval', sp.interval, 'intervalCount', sp.interval_count")
     return obj.format(
         "'slug', p.slug, 'name', p.name, 'summary', p.summary, 'description', p.description, "
         f"'descriptionHtml', p.description_html, "
         f"'prices', {nested.format(f'coalesce(({prices}), {empty})')}, "
+        f"'subscription', {nested.format(f'(SELECT {plan} {_PLAN_OF_P})')}, "
         f"'licensing', {licensing}, 'versionScheme', p.version_scheme, "
         f"'latestRelease', {nested.format(f'(SELECT {release} {_LATEST_RELEASE_OF_P})')}, "
         f"'updatedAt', {_utc_seconds(dialect, 'p.updated_at')}"
@@ -701,7 +729,7 @@ _BY_CURRENCY = operator.itemgetter(1)
 
 def _card(row: list, sqlite: bool) -> ProductCard:
     """A card from its JSON array (see :func:`_cards_json`)."""
-    *product, prices, release, image = row
+    *product, prices, release, image, plan = row
     prices = prices or []  # no price: null
     if sqlite:
         product[6] = bool(product[6])  # licensed
@@ -715,7 +743,8 @@ def _card(row: list, sqlite: bool) -> ProductCard:
     if image is not None:
         image = CardImage(*image)
     prices = [PublicPrice(*p) for p in prices]
-    return ProductCard(PublicProduct(*product), prices, release, image)
+    plan = CardPlan(*plan) if plan is not None else None
+    return ProductCard(PublicProduct(*product), prices, release, image, plan)
 
 
 def _require_enabled(conn: RawReads, currency: str) -> None:

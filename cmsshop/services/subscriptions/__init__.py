@@ -6,5 +6,6 @@ and the step that fetches the provider's account and applies it (``events``).
 ``parked``          payments whose event names no subscription: matched, or parked
 ``selfservice``     the customer's account: cancel, resume, the provider's card page
 ``reconcile``       repairing the drift from the provider's account (and parked payments)
+``refund_cancel``   a full refund of its first or latest order cancels it at the provider
 ``admin``           the console's list and timeline
 """

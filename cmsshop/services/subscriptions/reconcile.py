@@ -1,6 +1,8 @@
 """Comparing what is stored with what the provider holds, and repairing the drift: a
 paid invoice whose events never arrived (or were given up) is recorded as its event
-would have recorded it, and the subscription's status is the provider's again.
+would have recorded it, and the subscription's status is the provider's again. A live
+subscription whose first or latest paid order was refunded in full (refund_cancel) is
+cancelled at the provider first, and that answer is the status taken.
 
 Used by ``cmsshop-admin <ini> reconcile-subscriptions`` (every live subscription, or
 all, then every parked payment: ``reconcile_parked``) and by the console's "Resync"
@@ -24,7 +26,7 @@ from cmsshop.services.payments.events.errors import OrderNotFound, PaymentNotFin
 from cmsshop.services.payments.registry import PaymentProviders
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.subscriptions import events as subscription_events
-from cmsshop.services.subscriptions import lifecycle, parked
+from cmsshop.services.subscriptions import lifecycle, parked, refund_cancel
 from cmsshop.util import utcnow
 
 
@@ -44,14 +46,23 @@ def reconcile(registry, providers: PaymentProviders, subscription_id: int) -> Re
         subscription = session.get(Subscription, subscription_id)
         provider, ref = subscription.provider, subscription.provider_subscription_id
         order_id = subscription.order_id
+        owed = refund_cancel.cancel_owed(session, subscription)
     spec = providers.get(provider)
     if spec is None or not hasattr(spec.provider, "list_paid_invoices"):
         return Report(subscription_id, ref, [], f"{provider} is not enabled here")
     config = provider_config(registry, spec)
+    cancelled = []
     try:
-        state = spec.provider.fetch_subscription(ref, config)
+        if owed:
+            state = refund_cancel.cancel_at_provider(spec, registry, ref)
+            cancelled = [f"cancelled at {provider}: {owed}"]
+        else:
+            state = spec.provider.fetch_subscription(ref, config)
         invoices = spec.provider.list_paid_invoices(ref, config)
     except (pb.ProviderUnavailable, pb.NotConfigured) as exc:
+        if owed and not cancelled:
+            why = f"{provider} could not cancel it ({owed}): {exc}"
+            return Report(subscription_id, ref, [], why)
         return Report(subscription_id, ref, [], f"{provider} could not be asked: {exc}")
     settings = registry.settings
     with own_transaction(registry) as session:
@@ -64,7 +75,7 @@ def reconcile(registry, providers: PaymentProviders, subscription_id: int) -> Re
                 )
             )
         )
-        changes = []
+        changes = list(cancelled)
         # Oldest first: the first period fulfils the order that bought it, and each
         # renewal then counts from the periods before it.
         for invoice in sorted(invoices, key=lambda i: (not i.first, i.period_end)):

@@ -24,6 +24,7 @@ from cmsshop.models.meta import MAX_ID
 from cmsshop.security import ADMIN
 from cmsshop.services.payments import refunds
 from cmsshop.services.store.currencies import find_currency, parse_major_amount
+from cmsshop.services.subscriptions import refund_cancel
 from cmsshop.views.payments.admin_orders_pages import order_not_found, order_number, order_path
 from cmsshop.views.payments.admin_refunds import providers_of
 from cmsshop.views.shared.forms import FormInvalid, posted_value, see_other
@@ -71,11 +72,17 @@ def read_refund_form(request, situation) -> tuple[dict, dict]:
     for item_id in items:
         typed[f"line_amount_{item_id}"] = posted_value(request, f"line_amount_{item_id}")
     errors: dict[str, str] = {}
+    # The confirmation page's box (ticked: cancel the subscription the refund ends); a
+    # form without the box (none ends) cancels, as the API's default does.
+    if posted_value(request, "subscription_choice"):
+        typed["cancel_subscription"] = posted_value(request, "cancel_subscription") == "1"
     if kind not in KINDS:
         errors["kind"] = "choose a full refund, lines, or an amount"
     if len(reason) > refunds.MAX_REASON or not is_storable_text(reason):
         errors["reason"] = f"at most {refunds.MAX_REASON} characters of text"
     arguments: dict = {"reason": reason}
+    if "cancel_subscription" in typed:
+        arguments["cancel_subscription"] = typed["cancel_subscription"]
     if kind == "full":
         arguments["full"] = True
     elif kind == "amount":
@@ -156,8 +163,10 @@ def refund_review(request):
         return _page(request, situation, errors=_refusal(exc, typed), form=typed)
     names = {item.id: item.name for item in situation.order.items}
     request.override_renderer = "admin/payments/refund_confirm.html"
+    ended = refund_cancel.subscription_ended_by(request.db, situation.order) if plan.full else None
     return {
         **_page(request, situation, form=typed),
+        "ends_subscription": ended if ended is not None and ended.status != "ended" else None,
         "plan": plan,
         "plan_lines": [(names[line["item"]], line["amount"]) for line in plan.lines or []],
         "token": secrets.token_urlsafe(TOKEN_BYTES),

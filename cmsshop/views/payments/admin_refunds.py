@@ -49,6 +49,21 @@ def refund_body(view: refunds.RefundView) -> dict:
         "confirmedAt": isoformat_z(view.confirmed_at),
         "error": view.error,
         "full": view.full,
+        "subscription": subscription_body(view.subscription),
+    }
+
+
+def subscription_body(after) -> dict | None:
+    """What a full refund did to the subscription it ends (None: it ends none)."""
+    if after is None:
+        return None
+    return {
+        "id": after.subscription_id,
+        "providerSubscriptionId": after.provider_subscription_id,
+        "status": after.status,
+        "cancelled": after.cancelled,
+        "kept": after.kept,
+        "error": after.error,
     }
 
 
@@ -99,6 +114,9 @@ class RefundRequestSchema(colander.MappingSchema):
     idempotencyKey = colander.SchemaNode(  # noqa: N815 - JSON name
         StrictString(), missing=None, validator=colander.Length(min=1, max=MAX_KEY)
     )
+    # A full refund of an order that bought a subscription (or paid its latest period)
+    # cancels it at the provider; false keeps it running.
+    cancelSubscription = colander.SchemaNode(StrictBool(), missing=True)  # noqa: N815
 
 
 def situation_body(situation: refunds.Refundable, views: list[refunds.RefundView]) -> dict:
@@ -174,6 +192,7 @@ def create_refund(request):
             full=data["full"],
             amount=data["amount"],
             lines=lines,
+            cancel_subscription=data["cancelSubscription"],
         )
     except (refunds.OrderMissing, refunds.RefundInvalid, refunds.RefundFailed) as exc:
         raise refund_error(exc) from None

@@ -5,7 +5,7 @@ settings schema of every registered provider) and each provider's webhook route
 from __future__ import annotations
 
 from cmsshop import openapi as oa
-from cmsshop.models import EVENT_STATUSES, REFUND_STATUSES
+from cmsshop.models import EVENT_STATUSES, REFUND_STATUSES, SUBSCRIPTION_STATUSES
 from cmsshop.views.payments.webhooks import STATUSES
 
 # --- the payment admin area ------------------------------------------------------------
@@ -166,6 +166,44 @@ REFUND = {
             "type": "boolean",
             "description": "refunds what was left: downloads and licenses are revoked when "
             "the provider confirms; a partial refund holds licenses for review",
+        },
+        "subscription": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "required": [
+                        "id",
+                        "providerSubscriptionId",
+                        "status",
+                        "cancelled",
+                        "kept",
+                        "error",
+                    ],
+                    "properties": {
+                        "id": {"type": "integer"},
+                        "providerSubscriptionId": {"type": "string"},
+                        "status": {"type": "string", "enum": list(SUBSCRIPTION_STATUSES)},
+                        "cancelled": {
+                            "type": "boolean",
+                            "description": "ended at the provider: nothing more is charged",
+                        },
+                        "kept": {
+                            "type": "boolean",
+                            "description": "the refund asked to keep it running "
+                            "(cancelSubscription false)",
+                        },
+                        "error": {
+                            "type": ["string", "null"],
+                            "description": "why the provider could not cancel it: the refund "
+                            "stands; the reconciliation (or this request sent again) cancels it",
+                        },
+                    },
+                },
+                {"type": "null"},
+            ],
+            "description": "the subscription a full refund of this order ends (it bought "
+            "it, or paid its latest period): cancelled at the provider unless kept; null "
+            "when the refund ends none",
         },
     },
 }
@@ -357,6 +395,13 @@ OPENAPI_PATHS = {
                         "minLength": 1,
                         "maxLength": 255,
                         "description": "instead of the Idempotency-Key header",
+                    },
+                    "cancelSubscription": {
+                        "type": "boolean",
+                        "default": True,
+                        "description": "a full refund of an order that bought a subscription, "
+                        "or paid its latest period, cancels it at the provider at once (no "
+                        "further charge); false keeps it running",
                     },
                 },
             },

@@ -49,6 +49,14 @@ def product_body(card: products.ProductCard, admin: bool = False) -> dict:
             }
             for price in card.prices
         ],
+        # Sold as a subscription: charged every intervalCount interval (the product page's
+        # "every month"); null when it is bought once.
+        "subscription": None
+        if card.subscription is None
+        else {
+            "interval": card.subscription.interval,
+            "intervalCount": card.subscription.interval_count,
+        },
         "licensing": {
             "licensed": product.licensed,
             "maxActivations": product.max_activations,

@@ -81,6 +81,12 @@ PRODUCT_FIELDS = {
     "description": {"type": "string", "description": "Markdown source"},
     "descriptionHtml": {"type": "string", "description": "Rendered, sanitised HTML"},
     "prices": {"type": "array", "items": oa.ref("Price")},
+    "subscription": {
+        "oneOf": [oa.ref("ProductSubscription"), {"type": "null"}],
+        "description": "Sold as a subscription: charged every intervalCount interval at "
+        "its price, until cancelled (what the product page says as every month); null when it "
+        "is bought once.",
+    },
     "licensing": oa.ref("Licensing"),
     "versionScheme": {
         "type": "string",
@@ -153,6 +159,14 @@ OPENAPI_SCHEMAS = {
     "Licensing": LICENSING,
     "Release": RELEASE_SCHEMA,
     "Product": PRODUCT,
+    "ProductSubscription": {
+        "type": "object",
+        "required": ["interval", "intervalCount"],
+        "properties": {
+            "interval": {"type": "string", "enum": list(INTERVALS)},
+            "intervalCount": {"type": "integer", "minimum": 1, "maximum": 52},
+        },
+    },
     "Currency": CURRENCY,
 }
 

@@ -42,6 +42,7 @@ from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.subscriptions import events as subscription_events
 from cmsshop.services.subscriptions import parked as parked_payments
+from cmsshop.services.subscriptions import refund_cancel
 from cmsshop.services.tax import credit_notes
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,12 @@ def process_event(
             action = spec.provider.interpret(event)
             looked_up = False
         target = _Target(registry, spec, row_id, config)
-        return _act(target, session, action, ref, looked_up)
+        result = _act(target, session, action, ref, looked_up)
+        # A refund that ended a subscription: cancelled at the provider once committed.
+        hook = refund_cancel.after_commit(registry, spec, session)
+        if hook is not None:
+            tm.get().addAfterCommitHook(hook)
+        return result
     except DeliveryError as exc:
         recorder.fail(exc.event_status, str(exc), action.order_number if action else None)
         raise
@@ -408,6 +414,8 @@ def apply_action(
         result = fulfilment.refund(
             session, order, settings=settings, amount=action.amount, currency=action.currency
         )
+        if result.status == "processed" and order.status == "refunded":
+            refund_cancel.note_refunded(session, order)
         # The console's refund rows (services/payments/refunds.py): matched and marked
         # succeeded, once; a refund made at the provider gets its row.
         confirmed = refunds.record_provider_refund(
@@ -429,5 +437,6 @@ def apply_action(
         )
         if kind == pb.DISPUTE_LOST and result.status == "processed":
             credit_notes.issue_for_chargeback(session, order)
+            refund_cancel.note_refunded(session, order)
         return result
     return fulfilment.Result("ignored", f"unknown action {kind!r}")

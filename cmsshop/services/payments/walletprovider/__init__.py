@@ -81,9 +81,11 @@ from cmsshop.services.payments.walletprovider.actions import (
 )
 from cmsshop.services.payments.walletprovider.api import (
     PayPalApiError,
+    api_error_name,
     api_issues,
     checkout_order_body,
     refund_body,
+    sale_refund_body,
 )
 from cmsshop.services.payments.walletprovider.certificates import (
     CachedCert,
@@ -449,7 +451,10 @@ class WalletProvider:
         /v2/payments/captures/{id}/refund``) with ``PayPal-Request-Id`` =
         ``call.idempotency_key``: the same id twice is one refund at PayPal. A 4xx answer
         (REFUND_AMOUNT_EXCEEDED, CAPTURE_FULLY_REFUNDED, wrong credentials...) is
-        RefundRefused; no answer, 429 or 5xx ProviderUnavailable."""
+        RefundRefused; no answer, 429 or 5xx ProviderUnavailable. A subscription's
+        payment is a v1 sale, refunded through the sales API (``_refund_sale``)."""
+        if call.subscription_payment:
+            return self._refund_sale(call, config)
         capture_id = paypal_object_id(call.payment_reference)
         if capture_id is None:
             raise RefundRefused("the order has no PayPal capture to refund")
@@ -471,6 +476,36 @@ class WalletProvider:
         if status in ("CANCELLED", "FAILED"):
             raise RefundRefused(f"PayPal refund {refund_id} is {status}")
         return ProviderRefund(refund_id, "succeeded" if status == "COMPLETED" else "pending")
+
+    def _refund_sale(self, call: RefundCall, config: Mapping[str, Any]) -> ProviderRefund:
+        """Refund ``call.amount`` of the sale ``call.payment_reference`` (``POST
+        /v1/payments/sale/{id}/refund``, the amount always stated) under the same
+        ``PayPal-Request-Id``. Its answer's ``state``: completed (succeeded), pending, or
+        failed (RefundRefused); a 4xx (REFUND_EXCEEDED_TRANSACTION_AMOUNT,
+        TRANSACTION_ALREADY_REFUNDED, an unknown sale, wrong credentials) is
+        RefundRefused; no answer, 429 or 5xx ProviderUnavailable. The refund's
+        ``PAYMENT.SALE.REFUNDED`` names this refund's id, so it confirms this row."""
+        sale_id = paypal_object_id(call.payment_reference)
+        if sale_id is None:
+            raise RefundRefused("the order has no PayPal sale to refund")
+        try:
+            data = self._api(
+                "POST",
+                f"/v1/payments/sale/{sale_id}/refund",
+                config,
+                json_body=sale_refund_body(call.amount, call.currency, call.reason),
+                headers={"PayPal-Request-Id": call.idempotency_key},
+            )
+        except PayPalApiError as exc:
+            if 400 <= exc.status < 500 and exc.status != 429:
+                raise RefundRefused(str(exc)) from None
+            raise
+        refund_id, state = paypal_object_id(data.get("id")), data.get("state")
+        if refund_id is None:
+            raise pb.ProviderUnavailable("PayPal's sale refund has no id")
+        if state == "failed":
+            raise RefundRefused(f"PayPal refund {refund_id} of sale {sale_id} failed")
+        return ProviderRefund(refund_id, "succeeded" if state == "completed" else "pending")
 
     # -- subscriptions (Subscriptions API v1) ---------------------------------------------
 
@@ -670,6 +705,22 @@ class WalletProvider:
         ``cancel=False`` is refused before any call (selfservice refuses it earlier)."""
         if not cancel:
             raise pb.ProviderUnavailable("PayPal cannot take a cancellation back")
+        return self._cancel(
+            subscription_ref, "Cancelled by the customer in their shop account", config
+        )
+
+    def cancel_subscription_now(
+        self, subscription_ref: str, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
+        """End the subscription at PayPal now, as a refund that takes its license back
+        asks (services/subscriptions/refund_cancel.py): the same call as the customer's
+        cancellation, with its own reason; one PayPal already ended counts as done."""
+        reason = "Cancelled by the shop: its payment was refunded"
+        return self._cancel(subscription_ref, reason, config)
+
+    def _cancel(
+        self, subscription_ref: str, reason: str, config: Mapping[str, Any]
+    ) -> pb.ProviderSubscription:
         checked = paypal_object_id(subscription_ref)
         if checked is None:
             raise pb.ProviderUnavailable("not a PayPal subscription id")
@@ -678,7 +729,7 @@ class WalletProvider:
                 "POST",
                 f"/v1/billing/subscriptions/{checked}/cancel",
                 config,
-                json_body={"reason": "Cancelled by the customer in their shop account"},
+                json_body={"reason": reason},
             )
         except PayPalApiError as exc:
             if not (exc.status == 422 and "SUBSCRIPTION_STATUS_INVALID" in exc.issues):
@@ -733,7 +784,9 @@ class WalletProvider:
                 self._forget_token(base, config)  # expired or revoked early: fetch anew once
                 continue
             if not 200 <= response.status_code < 300:
-                raise PayPalApiError(response.status_code, api_issues(response))
+                raise PayPalApiError(
+                    response.status_code, api_issues(response), api_error_name(response)
+                )
             if response.status_code == 204:
                 return {}  # e.g. a subscription cancelled: no body
             try:

@@ -14,13 +14,17 @@ from cmsshop.services.payments.walletprovider.money import to_decimal_string
 
 
 class PayPalApiError(ProviderUnavailable):
-    """A non-2xx answer of the REST API (``issues``: the ``details[].issue`` codes)."""
+    """A non-2xx answer of the REST API (``issues``: the ``details[].issue`` codes of
+    the v2 APIs; ``name``: the error's name, which is all the v1 APIs' errors say, e.g.
+    ``TRANSACTION_ALREADY_REFUNDED``)."""
 
-    def __init__(self, status: int, issues: tuple[str, ...] = ()):
-        detail = f" ({', '.join(issues)})" if issues else ""
+    def __init__(self, status: int, issues: tuple[str, ...] = (), name: str | None = None):
+        shown = issues or ((name,) if name else ())
+        detail = f" ({', '.join(shown)})" if shown else ""
         super().__init__(f"PayPal API answered HTTP {status}{detail}")
         self.status = status
         self.issues = issues
+        self.name = name
 
 
 def api_issues(response: requests.Response) -> tuple[str, ...]:
@@ -35,6 +39,18 @@ def api_issues(response: requests.Response) -> tuple[str, ...]:
         if isinstance(d, dict) and isinstance(d.get("issue"), str)
     ]
     return tuple(found)
+
+
+def api_error_name(response: requests.Response) -> str | None:
+    """The error's ``name`` (``[A-Z_]`` only, at most 64 characters), if it states one."""
+    try:
+        data = response.json()
+    except ValueError:
+        return None
+    name = data.get("name") if isinstance(data, dict) else None
+    if isinstance(name, str) and 0 < len(name) <= 64 and name.replace("_", "").isalpha():
+        return name if name.isupper() else None
+    return None
 
 
 def checkout_order_body(checkout: CheckoutRequest) -> dict[str, Any]:
@@ -153,4 +169,18 @@ def refund_body(amount: int, currency: str, reason: str) -> dict[str, Any]:
     body: dict[str, Any] = {"amount": {"currency_code": currency.upper(), "value": value}}
     if reason.strip():
         body["note_to_payer"] = reason.strip()[:255]
+    return body
+
+
+def sale_refund_body(amount: int, currency: str, reason: str) -> dict[str, Any]:
+    """``POST /v1/payments/sale/{id}/refund``: the amount always stated (v1's ``total``
+    and ``currency``, not v2's money object), so PayPal refunds what was asked or
+    refuses, never the whole sale by default; the reason as the refund's description."""
+    try:
+        value = to_decimal_string(amount, currency.upper())
+    except ValueError as exc:
+        raise ProviderUnavailable(str(exc)) from exc
+    body: dict[str, Any] = {"amount": {"total": value, "currency": currency.upper()}}
+    if reason.strip():
+        body["description"] = reason.strip()[:255]
     return body

@@ -221,17 +221,26 @@ def sale_refund_action(resource: Mapping[str, Any]) -> pb.EventAction:
     """PAYMENT.SALE.REFUNDED: a subscription payment (a v1 sale) was refunded, in full or
     in part. The refund names its ``sale_id``, the payment reference its order was
     fulfilled with, so the shared refund step finds that order (a renewal's: one period
-    taken back). ``total_refunded_amount`` is the sale's refunded total where PayPal
-    sends it; else this refund's own amount stands for it (a second partial refund then
-    reads as partial and goes to the admin's review, never revoking too much). PayPal
-    writes a refund's amount with a minus sign at times: the amounts are read unsigned."""
+    taken back). No order number goes along: PayPal copies the subscription's
+    ``custom_id`` (the order that bought it) onto every sale and its refunds, so it would
+    name the first order for a renewal's refund. ``total_refunded_amount`` is the
+    sale's refunded total where PayPal sends it; else this refund's own amount stands for
+    it (a second partial refund then reads as partial and goes to the admin's review,
+    never revoking too much). PayPal writes a refund's amount with a minus sign at times:
+    the amounts are read unsigned."""
     sale_id = paypal_object_id(resource.get("sale_id"))
     if sale_id is None:
         return pb.EventAction(pb.IGNORE, reason=f"{SALE_REFUNDED} without a usable sale id")
     own, currency = sale_money({"amount": _unsigned(resource.get("amount"))})
     total = resource.get("total_refunded_amount")
+    # v1 writes this one as {"value", "currency"} (v2's money objects say currency_code).
     cumulative, total_currency = (
-        money_of({**total, "value": str(total.get("value", "")).lstrip("-")})
+        money_of(
+            {
+                "currency_code": total.get("currency", total.get("currency_code")),
+                "value": str(total.get("value", "")).lstrip("-"),
+            }
+        )
         if isinstance(total, Mapping)
         else (None, None)
     )
@@ -239,7 +248,6 @@ def sale_refund_action(resource: Mapping[str, Any]) -> pb.EventAction:
         cumulative = own
     return pb.EventAction(
         pb.REFUND,
-        order_number=sale_order_number(resource),
         payment_reference=sale_id,
         provider_object_id=sale_id,
         amount=cumulative,
