@@ -264,6 +264,27 @@ def test_a_coupon_that_makes_the_first_period_free_is_refused(
     assert reserved_count(dbsession, "FREE") == 0
 
 
+def test_a_coupon_on_a_subscription_that_starts_with_a_free_trial_is_refused(
+    buyer, fake_stripe, monthly, dbsession
+):
+    # The first charge comes after the trial, at the full price: nothing paid at checkout
+    # for the coupon to discount. Without the trial the same coupon is taken.
+    make_coupon(dbsession, "SAVE20", percent_off=20)
+    monthly.trial_days = 14
+    dbsession.commit()
+    before = order_count(dbsession)
+    answer = checkout(buyer, "SAVE20", status=422)
+    assert refusal(answer)[0] == "validation_failed", answer
+    assert "free trial of 14 days" in answer["errors"]["coupon"]
+    assert order_count(dbsession) == before
+    assert fake_stripe.created == [] and fake_stripe.coupons == {}
+    assert reserved_count(dbsession, "SAVE20") == 0
+    monthly.trial_days = 0
+    dbsession.commit()
+    assert checkout(buyer, "SAVE20")["redirectUrl"]
+    assert len(fake_stripe.coupons) == 1
+
+
 def test_stripe_down_while_making_the_coupon_gives_the_coupon_back(
     buyer, fake_stripe, monthly, dbsession
 ):
