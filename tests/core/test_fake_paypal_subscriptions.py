@@ -141,6 +141,12 @@ def test_a_subscription_is_approved_paid_renewed_and_cancelled(client, paypal, p
     assert client.call("POST", cancel, {"reason": "done"}).status_code == 204
     found = client.call("GET", f"/v1/billing/subscriptions/{sub['id']}").json()
     assert found["status"] == "CANCELLED" and "next_billing_time" not in found["billing_info"]
+    # Cancelled right after the renewal: PayPal keeps its last payment, and the plan
+    # still states its billing frequency.
+    last = found["billing_info"]["last_payment"]
+    assert last["time"] == renewal["resource"]["create_time"]
+    plan = client.call("GET", f"/v1/billing/plans/{found['plan_id']}").json()
+    assert plan["billing_cycles"][-1]["frequency"]["interval_unit"] == "MONTH"
     refused = client.call("POST", cancel, {"reason": "again"})
     assert refused.status_code == 422
     assert refused.json()["details"][0]["issue"] == "SUBSCRIPTION_STATUS_INVALID"
