@@ -4,13 +4,13 @@
 (three months or more) renews itself, saying when the card on file expires before that
 (services/subscriptions/reminders.py).
 
-``reconcile-subscriptions [--all]`` compares every live subscription (every one with
-``--all``) with the provider's account of it and repairs the drift: paid invoices whose
-events never arrived are recorded, each once, and the status is the provider's again
-(services/subscriptions/reconcile.py). Then every parked payment (a subscription payment
-whose event named no subscription) is tried again: recorded, or reported as still
-parked on stderr. It prints one line per change and exits 1 when a provider could not
-be asked, so a scheduler notices.
+``reconcile-subscriptions [--all]`` compares every live subscription and those ended
+in the last 31 days (every one with ``--all``) with the provider's account of it and
+repairs the drift: paid invoices whose events never arrived are recorded, each once,
+and the status is the provider's again (services/subscriptions/reconcile.py). Then
+every parked payment (a subscription payment whose event named no subscription) is
+tried again: recorded, or reported as still parked on stderr. It prints one line per
+change and exits 1 when a provider could not be asked, so a scheduler notices.
 """
 
 from __future__ import annotations

@@ -14,9 +14,10 @@ repair racing a late event still counts every invoice once."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from cmsshop.db import own_transaction, take_write_lock
 from cmsshop.models import ParkedPayment, PaymentEvent, Subscription, SubscriptionPeriod
@@ -103,14 +104,26 @@ def reconcile(registry, providers: PaymentProviders, subscription_id: int) -> Re
     return Report(subscription_id, ref, changes)
 
 
+# An ended subscription is still compared this long after it ended: a payment charged
+# just before its end (a PayPal renewal moments before a cancellation) may have lost
+# its event, and is recorded then.
+RECENTLY_ENDED = dt.timedelta(days=31)
+
+
 def reconcile_all(
     registry, providers: PaymentProviders, *, include_ended: bool = False
 ) -> list[Report]:
-    """Every live subscription (and the ended ones with ``include_ended``), one by one."""
+    """Every live subscription and those ended within ``RECENTLY_ENDED`` (every ended
+    one with ``include_ended``), one by one."""
     with own_transaction(registry) as session:
         query = select(Subscription.id).order_by(Subscription.id)
         if not include_ended:
-            query = query.where(Subscription.status != "ended")
+            query = query.where(
+                or_(
+                    Subscription.status != "ended",
+                    Subscription.ended_at >= utcnow() - RECENTLY_ENDED,
+                )
+            )
         ids = list(session.scalars(query))
     return [reconcile(registry, providers, subscription_id) for subscription_id in ids]
 

@@ -647,7 +647,8 @@ class WalletProvider:
             # PayPal's list may not show a sale of a moment ago yet: the sale's own
             # record stands in for it.
             transactions.append(subs.sale_as_transaction(sale))
-        for invoice, sale_id in subs.invoices_of(found, ref, transactions):
+        frequency = self._frequency(found, config)
+        for invoice, sale_id in subs.invoices_of(found, ref, transactions, frequency):
             if sale_id != sale["id"]:
                 continue
             if invoice is None:
@@ -658,6 +659,18 @@ class WalletProvider:
             paid = sale.get("state") in subs.PAID_SALE_STATES and invoice.paid
             return dataclasses.replace(invoice, paid=paid)
         raise pb.ProviderUnavailable(f"sale {sale['id']} cannot be read as a payment")
+
+    def _frequency(self, found: Mapping[str, Any], config) -> tuple[str, int] | None:
+        """The billing frequency of the subscription's plan (``GET /v1/billing/plans/
+        {id}``), asked only of a subscription PayPal bills no more: its latest sale's
+        period ends one cycle after it (see the ``subscriptions`` module)."""
+        if not subs.billed_no_more(found):
+            return None
+        plan_id = paypal_object_id(found.get("plan_id"))
+        if plan_id is None:
+            return None
+        plan = self._api("GET", f"/v1/billing/plans/{plan_id}", config)
+        return subs.plan_frequency(plan) if plan.get("id") == plan_id else None
 
     def fetch_invoice(self, invoice_ref: str, config: Mapping[str, Any]) -> pb.ProviderInvoice:
         """A subscription's sale as a period (``GET /v1/payments/sale/{id}``, the
@@ -685,13 +698,15 @@ class WalletProvider:
         self, subscription_ref: str, config: Mapping[str, Any]
     ) -> list[pb.ProviderInvoice]:
         """Every paid sale of the subscription, from its transactions: what the
-        reconciliation compares with the periods recorded here. A last payment whose
-        period end PayPal no longer states is left out (see ``invoices_of``)."""
+        reconciliation compares with the periods recorded here. The last payment of a
+        subscription PayPal bills no more ends one plan cycle after it (see
+        ``invoices_of``)."""
         found = self._subscription(subscription_ref, config)
         transactions = self._transactions(subscription_ref, found, config)
+        frequency = self._frequency(found, config)
         return [
             invoice
-            for invoice, _ in subs.invoices_of(found, subscription_ref, transactions)
+            for invoice, _ in subs.invoices_of(found, subscription_ref, transactions, frequency)
             if invoice is not None and invoice.paid
         ]
 

@@ -13,6 +13,19 @@ at the start of each cycle. When the sale is the subscription's latest payment t
 subscription's transactions. Nothing is computed by adding durations: PayPal's own
 dates are the only source, so a billing date PayPal moves is followed as it is.
 
+The one exception: the latest sale of a subscription PayPal will not bill again
+(CANCELLED or EXPIRED, a suspended one cancelled included). PayPal then drops
+``next_billing_time`` and states no date that ends that sale's period: what it keeps
+(``billing_info.last_payment``, the sale itself; ``cycle_executions``, a count;
+``start_time``; ``status_update_time``, the cancellation, inside the period) only
+bounds its start. A renewal charged just before a cancellation (or whose event comes
+after it) is still a confirmed payment, so its period ends where PayPal would have
+billed next: the sale's time advanced by the plan's own billing frequency (the
+REGULAR cycle's ``frequency`` from ``GET /v1/billing/plans/{id}``), by calendar as
+PayPal bills (``advance``: the same day of the month, or the month's last when it is
+shorter). Without a readable plan the period's end stays unknown (the event is
+retried).
+
 A plan may open with a free TRIAL cycle, which has no sale: the trial is then the
 subscription's first period, an "invoice" of 0 (``trial_invoice``) from its start to
 its first payment (``next_billing_time`` while the trial lasts), and every sale is a
@@ -21,6 +34,7 @@ renewal.
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
@@ -424,16 +438,65 @@ def sale_as_transaction(sale: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
+# PayPal will not bill a subscription in these statuses again.
+BILLED_NO_MORE = ("CANCELLED", "EXPIRED")
+_UNITS = ("DAY", "WEEK", "MONTH", "YEAR")
+
+
+def billed_no_more(found: Mapping[str, Any]) -> bool:
+    """PayPal will not bill it again and states no next billing time: its latest sale's
+    period ends one plan frequency after the sale (``invoices_of``)."""
+    return found.get("status") in BILLED_NO_MORE and (
+        parse_time(_billing(found).get("next_billing_time")) is None
+    )
+
+
+def plan_frequency(plan: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(interval_unit, interval_count) of the plan's REGULAR billing cycle, as PayPal's
+    ``GET /v1/billing/plans/{id}`` states it; None when it states none readable."""
+    cycles = plan.get("billing_cycles")
+    for cycle in cycles if isinstance(cycles, list) else []:
+        if not isinstance(cycle, Mapping) or cycle.get("tenure_type") != "REGULAR":
+            continue
+        frequency = cycle.get("frequency")
+        if not isinstance(frequency, Mapping):
+            return None
+        unit, count = frequency.get("interval_unit"), frequency.get("interval_count", 1)
+        limit = CYCLE_LIMITS.get(str(unit).lower())
+        if unit not in _UNITS or type(count) is not int or not 1 <= count <= (limit or 0):
+            return None
+        return unit, count
+    return None
+
+
+def advance(moment: dt.datetime, frequency: tuple[str, int]) -> dt.datetime:
+    """``moment`` plus one billing cycle, by calendar as PayPal bills: days and weeks as
+    such, months and years to the same day of the month, or the month's last day when
+    it is shorter (31 January, one month: 28 or 29 February)."""
+    unit, count = frequency
+    if unit in ("DAY", "WEEK"):
+        return moment + dt.timedelta(days=count * (7 if unit == "WEEK" else 1))
+    months = moment.year * 12 + moment.month - 1 + count * (12 if unit == "YEAR" else 1)
+    year, month = divmod(months, 12)
+    day = min(moment.day, calendar.monthrange(year, month + 1)[1])
+    return moment.replace(year=year, month=month + 1, day=day)
+
+
 def invoices_of(
-    found: Mapping[str, Any], ref: str, transactions: list[Any]
+    found: Mapping[str, Any],
+    ref: str,
+    transactions: list[Any],
+    frequency: tuple[str, int] | None = None,
 ) -> list[tuple[pb.ProviderInvoice | None, str]]:
-    """Every payment of the subscription as (our invoice, its sale id); the invoice is
-    None when PayPal no longer states when its period ends (the latest payment of a
-    subscription that is not billed any more: PayPal drops ``next_billing_time`` once
-    it is cancelled or expired), or states a time before the payment (PayPal's
-    ``next_billing_time`` is briefly wrong right after activation)."""
+    """Every payment of the subscription as (our invoice, its sale id). The latest
+    payment of a subscription PayPal bills no more (``billed_no_more``) ends one plan
+    ``frequency`` after it (the module's one exception). The invoice is None when its
+    end is not known: no ``frequency`` given for such a one, or PayPal states a time
+    before the payment (``next_billing_time`` is briefly wrong right after
+    activation)."""
     payments = _payments(transactions)
     next_billing = parse_time(_billing(found).get("next_billing_time"))
+    ended = billed_no_more(found)
     number = order_number_of({"custom_id": found.get("custom_id")})
     # A free trial is the first period: every sale after it is a renewal.
     trial = trial_invoice(found, ref, payments[0]["time"] if payments else None)
@@ -442,6 +505,8 @@ def invoices_of(
         invoices.append((trial, trial.invoice_id))
     for index, payment in enumerate(payments):
         later = payments[index + 1]["time"] if index + 1 < len(payments) else next_billing
+        if later is None and ended and frequency is not None:
+            later = advance(payment["time"], frequency)
         invoice = None
         if later is not None and later > payment["time"]:
             invoice = pb.ProviderInvoice(
