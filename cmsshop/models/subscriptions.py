@@ -136,9 +136,10 @@ class SubscriptionPeriod(Base):
 
 class SubscriptionProviderPlan(Base):
     """A plan made at a provider that bills against plans created in advance (PayPal):
-    one per product plan, provider, currency, amount, billing cycle and free trial, so a
-    second checkout of the same product at the same price reuses it. A changed price,
-    cycle or trial is a new row; the subscriptions sold on the old plan go on with it."""
+    one per product plan, provider, currency, amount, billing cycle, free trial and
+    discounted first cycle, so a second checkout of the same product at the same price
+    reuses it. A changed price, cycle, trial or first cycle is a new row; the
+    subscriptions sold on the old plan go on with it."""
 
     __tablename__ = "subscription_provider_plans"
     __table_args__ = (
@@ -152,6 +153,7 @@ class SubscriptionProviderPlan(Base):
             "interval",
             "interval_count",
             "trial_days",
+            "first_amount",
             name="uq_subscription_provider_plans_key",
         ),
         CheckConstraint(one_of("interval", INTERVALS), name="interval"),
@@ -166,6 +168,9 @@ class SubscriptionProviderPlan(Base):
     interval_count: Mapped[int] = mapped_column(Integer)
     # The free days before the first charge (0: the plan bills from the start).
     trial_days: Mapped[int] = mapped_column(Integer, default=0)
+    # What the first cycle charges when a coupon discounted it (a priced TRIAL cycle
+    # before the regular ones, which charge ``amount``); 0: every cycle costs ``amount``.
+    first_amount: Mapped[int] = mapped_column(Integer, default=0)
     provider_plan_id: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 

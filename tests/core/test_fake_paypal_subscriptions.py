@@ -212,15 +212,66 @@ def test_a_plan_with_a_free_trial_takes_nothing_until_the_trial_ends(client, pay
         {"tenure_type": "REGULAR"},
         {"sequence": 2},
         {"total_cycles": 2},
-        {"pricing_scheme": {"fixed_price": {"value": "1.00", "currency_code": "EUR"}}},
+        {"pricing_scheme": {"fixed_price": {"value": "lots", "currency_code": "EUR"}}},
+        {"pricing_scheme": {}},
         {"frequency": {"interval_unit": "DAY", "interval_count": 366}},
     ],
 )
-def test_paypal_refuses_a_trial_cycle_that_is_not_one_free_trial_first(client, change):
+def test_paypal_refuses_a_trial_cycle_that_is_not_one_trial_first(client, change):
     product = client.call("POST", "/v1/catalogs/products", {"name": "P", "type": "DIGITAL"})
     body = trial_plan_body(product.json()["id"])
     body["billing_cycles"][0].update(change)
     assert client.call("POST", "/v1/billing/plans", body).status_code == 400
+
+
+def test_a_plan_with_a_priced_trial_cycle_charges_it_first_then_the_regular_price(client, paypal):
+    product = client.call("POST", "/v1/catalogs/products", {"name": "P", "type": "DIGITAL"})
+    body = trial_plan_body(product.json()["id"])
+    body["billing_cycles"][0].update(
+        frequency={"interval_unit": "MONTH", "interval_count": 1},
+        pricing_scheme={"fixed_price": {"value": "46.65", "currency_code": "EUR"}},
+    )
+    plan = client.call("POST", "/v1/billing/plans", body)
+    assert plan.status_code == 201
+    sub = client.call("POST", "/v1/billing/subscriptions", subscription_body(plan.json()["id"]))
+    sub_id = sub.json()["id"]
+    activated, first = paypal.approve(sub_id)  # the priced first cycle is billed at once
+    assert activated["event_type"] == "BILLING.SUBSCRIPTION.ACTIVATED"
+    assert first["resource"]["amount"]["total"] == "46.65"
+    found = client.call("GET", f"/v1/billing/subscriptions/{sub_id}").json()
+    billing = found["billing_info"]
+    assert billing["last_payment"]["amount"]["value"] == "46.65"
+    start = dt.datetime.fromisoformat(found["start_time"])
+    assert dt.datetime.fromisoformat(billing["next_billing_time"]) == add_cycle(start, "MONTH", 1)
+    trial, regular = billing["cycle_executions"]
+    # A cycle with a price carries its pricing version, as PayPal writes it.
+    assert (trial["tenure_type"], trial["cycles_completed"]) == ("TRIAL", 1)
+    assert trial["current_pricing_scheme_version"] == 1
+    assert regular["cycles_completed"] == 0
+    (second,) = paypal.renew(sub_id)
+    (third,) = paypal.renew(sub_id)
+    assert [e["resource"]["amount"]["total"] for e in (second, third)] == ["49.00", "49.00"]
+    found = client.call("GET", f"/v1/billing/subscriptions/{sub_id}").json()
+    trial, regular = found["billing_info"]["cycle_executions"]
+    assert (trial["cycles_completed"], regular["cycles_completed"]) == (1, 2)
+    listed = client.call(
+        "GET",
+        f"/v1/billing/subscriptions/{sub_id}/transactions"
+        "?start_time=2000-01-01T00:00:00Z&end_time=2100-01-01T00:00:00Z",
+    ).json()["transactions"]
+    amounts = [t["amount_with_breakdown"]["gross_amount"]["value"] for t in listed]
+    assert amounts == ["46.65", "49.00", "49.00"]
+
+
+def test_a_free_trial_cycle_has_no_pricing_version(client, paypal):
+    product = client.call("POST", "/v1/catalogs/products", {"name": "P", "type": "DIGITAL"})
+    plan = client.call("POST", "/v1/billing/plans", trial_plan_body(product.json()["id"]))
+    sub = client.call("POST", "/v1/billing/subscriptions", subscription_body(plan.json()["id"]))
+    paypal.approve(sub.json()["id"])
+    found = client.call("GET", f"/v1/billing/subscriptions/{sub.json()['id']}").json()
+    trial, regular = found["billing_info"]["cycle_executions"]
+    assert "current_pricing_scheme_version" not in trial
+    assert regular["current_pricing_scheme_version"] == 1
 
 
 def test_a_sale_is_refunded_in_part_then_in_full_once_per_request_id(client, paypal, plan_id):

@@ -1122,16 +1122,18 @@ class FakePayPal:
         ):
             return 400, _invalid("/billing_cycles", "MISSING_REQUIRED_PARAMETER")
         if len(cycles) == 2:
-            # A free trial first: one TRIAL cycle, sequence 1, free (no pricing scheme),
-            # then the REGULAR one, sequence 2.
+            # A TRIAL cycle first: one cycle, sequence 1, free (no pricing scheme) or at
+            # a price of its own (a valid fixed_price), then the REGULAR one, sequence 2.
             trial, cycles = cycles[0], cycles[1:]
+            scheme = trial.get("pricing_scheme")
+            priced = scheme is None or _money((scheme or {}).get("fixed_price")) is not None
             frequency = trial.get("frequency") or {}
             unit, count = frequency.get("interval_unit"), frequency.get("interval_count", 1)
             if (
                 trial.get("tenure_type") != "TRIAL"
                 or trial.get("sequence") != 1
                 or trial.get("total_cycles") != 1
-                or trial.get("pricing_scheme")
+                or not priced
                 or unit not in MAX_INTERVAL_COUNT
                 or not isinstance(count, int)
                 or not 1 <= count <= MAX_INTERVAL_COUNT[unit]
@@ -1253,9 +1255,25 @@ class FakePayPal:
         (sub,) = self.subscriptions.values()
         return sub
 
+    def _current(self, sub: dict) -> tuple[dict, dict | None]:
+        """(the plan's cycle PayPal bills next, its execution): the first whose cycles
+        are not all completed (the REGULAR one never is: total_cycles 0)."""
+        cycles = self.plans[sub["plan_id"]]["billing_cycles"]
+        executions = (sub.get("billing_info") or {}).get("cycle_executions") or []
+        for cycle, execution in zip(cycles, executions, strict=False):
+            if (
+                not execution["total_cycles"]
+                or execution["cycles_completed"] < execution["total_cycles"]
+            ):
+                return cycle, execution
+        return cycles[-1], None
+
     def _cycle(self, sub: dict) -> tuple[str, int, str, str]:
-        """(interval_unit, interval_count, price value, currency) of the subscription."""
-        cycle = self.plans[sub["plan_id"]]["billing_cycles"][-1]
+        """(interval_unit, interval_count, price value, currency) of the cycle billed
+        next: a priced TRIAL cycle's until it ran, then the REGULAR one's."""
+        cycle, _ = self._current(sub)
+        if not cycle.get("pricing_scheme"):
+            cycle = self.plans[sub["plan_id"]]["billing_cycles"][-1]
         price = cycle["pricing_scheme"]["fixed_price"]
         frequency = cycle["frequency"]
         unit, count = frequency["interval_unit"], frequency.get("interval_count", 1)
@@ -1273,9 +1291,11 @@ class FakePayPal:
         with_custom: bool = True,
         listed: bool = True,
     ) -> dict:
-        """A completed sale of the subscription's price at ``moment``: the event PayPal
-        sends for it (with or without ``billing_agreement_id``)."""
+        """A completed sale of the price of the cycle billed next at ``moment`` (a
+        priced TRIAL cycle's first, then the REGULAR one's): the event PayPal sends for
+        it (with or without ``billing_agreement_id``)."""
         unit, count, value, currency = self._cycle(sub)
+        _, execution = self._current(sub)
         sale_id = new_id()
         stamp = _stamp(moment)
         sale = {
@@ -1323,16 +1343,18 @@ class FakePayPal:
         billing["next_billing_time"] = _stamp(add_cycle(moment, unit, count))
         billing["failed_payments_count"] = 0
         billing["outstanding_balance"] = {"currency_code": currency, "value": "0.0"}
-        billing["cycle_executions"][-1]["cycles_completed"] += 1
+        (execution or billing["cycle_executions"][-1])["cycles_completed"] += 1
         sub["update_time"] = _stamp(utcnow())
         return event(SALE_COMPLETED, copy.deepcopy(sale), "sale")
 
     def approve(self, sub_id: str, payer_id: str | None = None, **sale_kw) -> list[dict]:
         """The buyer approves on PayPal's page; PayPal activates the subscription and
-        takes the first payment at once (``sale_kw`` as for ``renew``). Returns
-        [ACTIVATED, SALE.COMPLETED], unsent. A plan with a free trial takes nothing: its
-        TRIAL cycle runs (completed at once, as PayPal counts a free cycle), the next
-        billing time is the trial's end, and ``renew`` takes the first payment there.
+        takes the first payment at once (``sale_kw`` as for ``renew``): a plan with a
+        priced TRIAL cycle takes that cycle's price, and the REGULAR price at every
+        ``renew`` after. Returns [ACTIVATED, SALE.COMPLETED], unsent. A plan with a
+        free trial takes nothing: its TRIAL cycle runs (completed at once, as PayPal
+        counts a free cycle), the next billing time is the trial's end, and ``renew``
+        takes the first payment there.
         Returns [ACTIVATED] then."""
         sub = self.subscriptions[sub_id]
         if sub["status"] != "APPROVAL_PENDING":
@@ -1351,16 +1373,20 @@ class FakePayPal:
                 {
                     "tenure_type": cycle["tenure_type"],
                     "sequence": cycle["sequence"],
-                    "cycles_completed": 1 if cycle["tenure_type"] == "TRIAL" else 0,
+                    # A free cycle counts as completed at once; a priced one when paid.
+                    "cycles_completed": 0 if cycle.get("pricing_scheme") else 1,
                     "cycles_remaining": 0,
-                    "current_pricing_scheme_version": 1,
                     "total_cycles": cycle["total_cycles"],
+                    # As PayPal writes it: only a cycle with a price has a pricing version.
+                    **(
+                        {"current_pricing_scheme_version": 1} if cycle.get("pricing_scheme") else {}
+                    ),
                 }
                 for cycle in cycles
             ],
             "failed_payments_count": 0,
         }
-        if len(cycles) == 2:
+        if not cycles[0].get("pricing_scheme"):
             frequency = cycles[0]["frequency"]
             ends = add_cycle(now, frequency["interval_unit"], frequency["interval_count"])
             sub["billing_info"]["next_billing_time"] = _stamp(ends)

@@ -1,9 +1,9 @@
 """Coupons on a subscription: through the card provider (Stripe's scheme) a coupon takes
 its discount off the first period only, as Stripe does it (a one-off Stripe coupon of the
 order's discount, tax included, on the subscription's Checkout Session), and every later
-period is charged and taxed at the full price; through the wallet provider a coupon is
-refused. Bought by a German consumer from the German seller (19 % added on top), so the
-tax of each period shows."""
+period is charged and taxed at the full price (the wallet provider's are in
+test_wallet_coupons.py). Bought by a German consumer from the German seller (19 % added
+on top), so the tax of each period shows."""
 
 from __future__ import annotations
 
@@ -307,29 +307,6 @@ def test_stripe_down_while_making_the_coupon_gives_the_coupon_back(
     fake_stripe.fail_with = None
     placed = checkout(buyer, "FIRST")  # the code can be used again
     assert placed["order"]["total"] == 3920 + 745
-
-
-def test_the_wallet_provider_refuses_a_coupon_on_a_subscription(
-    wallet_buyer, paypal, monthly, dbsession
-):
-    make_coupon(dbsession, "FIRST", percent_off=20)
-    before = order_count(dbsession)
-    answer = wallet_buyer.post_json(
-        "/api/store/checkout",
-        {
-            "billing": {"country": "US"},
-            "items": [{"product": "site-guard"}],
-            "acceptTerms": True,
-            "provider": "walletprovider",
-            "coupon": "FIRST",
-        },
-        status=422,
-    ).json
-    assert {"code", "title", "message", "hints", "supportCode"} <= set(answer)
-    assert "wallet provider does not discount subscriptions" in answer["errors"]["coupon"]
-    assert order_count(dbsession) == before
-    assert paypal.subscriptions == {}
-    assert reserved_count(dbsession, "FIRST") == 0
 
 
 # --- the cart -----------------------------------------------------------------------------

@@ -273,7 +273,8 @@ class PaymentProvider(Protocol):
     #
     # def create_plan(self, checkout: CheckoutRequest, config, sibling_plan_ref) -> str:
     #     """Make the provider's plan charging ``checkout.total`` every
-    #     ``checkout.recurring`` cycle; its id. ``sibling_plan_ref``: a plan made earlier
+    #     ``checkout.recurring`` cycle (after a coupon, ``first_period_discount`` more
+    #     every cycle after the first); its id. ``sibling_plan_ref``: a plan made earlier
     #     for the same product (another price or cycle), whose provider-side product can
     #     be reused. Idempotent for the same plan; raise ProviderUnavailable/NotConfigured."""
     #

@@ -58,10 +58,10 @@ def recurring_of(
     for a one-off purchase). A subscription is bought on its own: the provider charges
     every line of it again each cycle, so a one-off line in the same checkout would be
     billed again. A coupon (``lines`` discounted by it) takes its discount off the first
-    period only, through a provider that can say so (``discounts_first_period``: the
-    card provider); it may not make that period free. ``cycle_limits``: the provider's
-    largest count per interval, when narrower than ours (PayPal bills at most every 12
-    months)."""
+    period only, through a provider that can say so (``discounts_first_period``: both
+    the card and the wallet provider); it may not make that period free.
+    ``cycle_limits``: the provider's largest count per interval, when narrower than ours
+    (PayPal bills at most every 12 months)."""
     purchases = [line for line in lines if line.get("kind", "purchase") == "purchase"]
     plans = plans_of(session, [line["product_id"] for line in purchases])
     if not plans:
@@ -75,11 +75,9 @@ def recurring_of(
             "provider", "this payment provider does not sell subscriptions; choose another"
         )
     if coupon and not discounts_first_period:
-        # PayPal bills every cycle of a plan the same amount: a discount there would be
-        # a trial cycle of the plan, which this shop does not make.
         raise SubscriptionRefused(
             "coupon",
-            "the wallet provider does not discount subscriptions here: pay by card to take "
+            "this payment provider does not discount subscriptions: choose another to take "
             "the coupon off the first period, or remove the coupon",
         )
     if coupon and lines[0]["amount"] <= 0:

@@ -1,7 +1,10 @@
 """The plans made at a provider that bills against plans created in advance (PayPal):
-one per product plan, currency, amount, billing cycle and free trial (a plan that opens
-with a trial is another plan than one billing from the start), made at the first
-checkout that needs it and reused by every later one.
+one per product plan, currency, amount, billing cycle, free trial and discounted first
+cycle (a plan that opens with a trial, or with a first cycle a coupon discounted, is
+another plan than one billing the full price from the start), made at the first
+checkout that needs it and reused by every later one. ``amount`` is what every regular
+cycle charges: the order's total, or after a coupon the full price (the total plus
+``Recurring.first_period_discount``), the total then being ``first_amount``.
 
 The provider is asked with no transaction open. Two first checkouts at once may both
 ask: the provider's idempotency key (derived from the same key) makes that one plan,
@@ -21,14 +24,16 @@ from cmsshop.services.payments.settings import provider_config
 
 def _key(provider: str, checkout: CheckoutRequest) -> dict:
     recurring = checkout.recurring
+    discounted = recurring.first_period_discount > 0
     return {
         "plan_id": recurring.plan_id,
         "provider": provider,
         "currency": checkout.currency.upper(),
-        "amount": checkout.total,
+        "amount": checkout.total + recurring.first_period_discount,
         "interval": recurring.interval,
         "interval_count": recurring.count,
         "trial_days": recurring.trial_days,
+        "first_amount": checkout.total if discounted else 0,
     }
 
 

@@ -514,13 +514,17 @@ class WalletProvider:
     # PayPal has no cancellation at the period end: cancelling ends the subscription at
     # once (the paid period is kept here), and a cancelled subscription cannot be resumed.
     cancels_at_once = True
+    # A coupon discounts the first period only: the plan opens with a TRIAL cycle of the
+    # discounted total, then the regular cycles at the full price (subs.plan_body).
+    discounts_first_period = True
 
     def create_plan(
         self, checkout: pb.CheckoutRequest, config: Mapping[str, Any], sibling_plan_ref
     ) -> str:
         """A PayPal plan billing ``checkout.total`` every ``checkout.recurring`` cycle
-        (``POST /v1/billing/plans``), for the catalog product of a plan made earlier for
-        the same product (``GET /v1/billing/plans/{id}``) or a new one (``POST
+        (after a coupon: the total for the first cycle, the full price after; see
+        subs.plan_body) (``POST /v1/billing/plans``), for the catalog product of a plan
+        made earlier for the same product (``GET /v1/billing/plans/{id}``) or a new one (``POST
         /v1/catalogs/products``). Each POST has a PayPal-Request-Id derived from our
         keys, so a retried or concurrent first checkout makes one product and one plan."""
         product_id = None

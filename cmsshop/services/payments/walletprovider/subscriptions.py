@@ -29,7 +29,11 @@ retried).
 A plan may open with a free TRIAL cycle, which has no sale: the trial is then the
 subscription's first period, an "invoice" of 0 (``trial_invoice``) from its start to
 its first payment (``next_billing_time`` while the trial lasts), and every sale is a
-renewal.
+renewal. A plan may instead open with a priced TRIAL cycle, a first period a coupon
+discounted: that cycle is billed at the start like a regular one, so its sale is the
+first period (the order's payment) as without it. PayPal tells the two apart in the
+subscription's ``cycle_executions``: a cycle with a price has a
+``current_pricing_scheme_version``, a free one none.
 """
 
 from __future__ import annotations
@@ -104,24 +108,39 @@ def product_body(checkout: pb.CheckoutRequest) -> dict[str, Any]:
 def plan_body(checkout: pb.CheckoutRequest, product_id: str) -> dict[str, Any]:
     """``POST /v1/billing/plans``: the order's total every cycle, for ever (total_cycles
     0). The total already holds any tax added on top of the price, so the plan carries
-    no ``taxes`` of its own; the same buyer's renewals cost what the first period did."""
+    no ``taxes`` of its own; the same buyer's renewals cost what the first period did.
+    After a coupon (``first_period_discount``) the first cycle is a TRIAL cycle of the
+    order's total, discounted, tax included, and the regular ones charge the full price
+    (the total plus the discount: the lines' full prices with their tax on top)."""
     recurring = checkout.recurring
     currency = checkout.currency.upper()
     cycle = f"{recurring.count} {recurring.interval}"
+    frequency = {"interval_unit": recurring.interval.upper(), "interval_count": recurring.count}
+    full = checkout.total + recurring.first_period_discount
     cycles = [
         {
-            "frequency": {
-                "interval_unit": recurring.interval.upper(),
-                "interval_count": recurring.count,
-            },
+            "frequency": frequency,
             "tenure_type": "REGULAR",
             "sequence": 1,
             "total_cycles": 0,
-            "pricing_scheme": {"fixed_price": _money(checkout.total, currency)},
+            "pricing_scheme": {"fixed_price": _money(full, currency)},
         }
     ]
     name = f"{plan_name(checkout)}, every {cycle}"
-    if recurring.trial_days:
+    if recurring.first_period_discount > 0:
+        # PayPal bills each cycle at its start: the first sale is this TRIAL cycle's,
+        # the order's total, and every later one the regular full price.
+        cycles[0]["sequence"] = 2
+        first = {
+            "frequency": dict(frequency),
+            "tenure_type": "TRIAL",
+            "sequence": 1,
+            "total_cycles": 1,
+            "pricing_scheme": {"fixed_price": _money(checkout.total, currency)},
+        }
+        cycles.insert(0, first)
+        name = f"{name}, first {to_decimal_string(checkout.total, currency)} {currency}"
+    elif recurring.trial_days:
         # A free trial is a TRIAL cycle before the regular ones: one cycle of that many
         # days, with no pricing scheme (free), so nothing is charged at the start.
         cycles[0]["sequence"] = 2
@@ -149,8 +168,11 @@ def plan_request_id(checkout: pb.CheckoutRequest) -> str:
     """One idempotency key per plan key: two first checkouts at once get one plan."""
     r = checkout.recurring
     trial = f"-trial-{r.trial_days}" if r.trial_days else ""
+    amount = f"{checkout.total}"
+    if r.first_period_discount > 0:
+        amount = f"{checkout.total + r.first_period_discount}-first-{checkout.total}"
     return (
-        f"cmsshop-plan-{r.plan_id}-{checkout.currency.upper()}-{checkout.total}"
+        f"cmsshop-plan-{r.plan_id}-{checkout.currency.upper()}-{amount}"
         f"-{r.interval}-{r.count}{trial}"
     )
 
@@ -307,7 +329,10 @@ def _executions(found: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def began_with_trial(found: Mapping[str, Any]) -> bool:
-    return "TRIAL" in _executions(found)
+    """Opened with a free trial: a TRIAL cycle without a price (one with a price, a
+    first period a coupon discounted, is billed at its start as a regular one is)."""
+    trial = _executions(found).get("TRIAL")
+    return trial is not None and trial.get("current_pricing_scheme_version") is None
 
 
 def in_trial(found: Mapping[str, Any]) -> bool:
