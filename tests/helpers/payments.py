@@ -31,18 +31,26 @@ def session_storm(urls: list[str], fake_stripe, session: dict, same: int = SAME_
         event("payment_intent.succeeded", intent),
         event("checkout.session.async_payment_succeeded", session),
     ]
-    signed = [delivery(payload) for payload in deliveries]
-    barrier = threading.Barrier(len(signed))
+    webhooks = [url + CARD_WEBHOOK for url in urls]
+    return completed, release_at_once(webhooks, [delivery(payload) for payload in deliveries])
+
+
+CARD_WEBHOOK = "/api/webhooks/cardprovider"
+
+
+def release_at_once(urls: list[str], deliveries: list[tuple[bytes, dict]]) -> list:
+    """POST every signed (body, headers) of ``deliveries``, all released at the same
+    moment, spread over ``urls`` (webhook URLs, of different server processes) in turn;
+    the answers in the deliveries' order."""
+    barrier = threading.Barrier(len(deliveries))
 
     def send(index: int):
-        body, headers = signed[index]
-        url = urls[index % len(urls)] + "/api/webhooks/cardprovider"
+        body, headers = deliveries[index]
         barrier.wait(timeout=30)
-        return requests.post(url, data=body, headers=headers, timeout=60)
+        return requests.post(urls[index % len(urls)], data=body, headers=headers, timeout=60)
 
-    with ThreadPoolExecutor(max_workers=len(signed)) as pool:
-        responses = list(pool.map(send, range(len(signed))))
-    return completed, responses
+    with ThreadPoolExecutor(max_workers=len(deliveries)) as pool:
+        return list(pool.map(send, range(len(deliveries))))
 
 
 def check_exactly_once(dbsession, order, completed, responses):

@@ -16,6 +16,7 @@ from helpers.app import requires_postgresql
 from helpers.checkout import BILLING
 from helpers.licensing import assert_error, call_body, lease_claims, post, runtime
 from helpers.outbox import rows as outbox_rows
+from helpers.payments import CARD_WEBHOOK, release_at_once
 from helpers.subscriptions import GRACE, period_end, send, state, subscribe, the_subscription
 from sqlalchemy import func, select
 
@@ -258,26 +259,12 @@ def test_leases_stop_where_the_paid_period_and_grace_do(
 def test_a_renewal_storm_across_two_processes_counts_once(
     two_servers, subscribed, fake_stripe, dbsession
 ):
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    import requests
-
     number, sub_id = subscribed
     events = fake_stripe.renew(sub_id)
     storm = events * 10
     random.Random(11).shuffle(storm)
-    signed = [delivery(payload) for payload in storm]
-    barrier = threading.Barrier(len(signed))
-
-    def deliver(index: int):
-        body, headers = signed[index]
-        url = two_servers[index % 2] + "/api/webhooks/cardprovider"
-        barrier.wait(timeout=30)
-        return requests.post(url, data=body, headers=headers, timeout=60)
-
-    with ThreadPoolExecutor(max_workers=len(signed)) as pool:
-        answers = list(pool.map(deliver, range(len(signed))))
+    webhooks = [url + CARD_WEBHOOK for url in two_servers]
+    answers = release_at_once(webhooks, [delivery(payload) for payload in storm])
     assert {a.status_code for a in answers} == {200}, [a.text for a in answers]
     subscription, license, periods = state(dbsession, number)
     assert len(periods) == 2

@@ -17,6 +17,7 @@ from helpers.checkout import BILLING
 from helpers.clients import new_client
 from helpers.licensing import call_body, lease_claims, post, runtime
 from helpers.outbox import rows as outbox_rows
+from helpers.payments import CARD_WEBHOOK, release_at_once
 from helpers.subscriptions import (
     GRACE,
     checkout_wallet,
@@ -292,25 +293,11 @@ def server_settings(card_settings, wallet_settings):
 def test_a_trial_storm_across_two_processes_fulfils_once(
     two_servers, card_buyer, fake_stripe, trial, dbsession
 ):
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    import requests
-
     number, events = subscribe(card_buyer, fake_stripe)
     storm = list(events.values()) * 10
     random.Random(13).shuffle(storm)
-    signed = [delivery(payload) for payload in storm]
-    barrier = threading.Barrier(len(signed))
-
-    def deliver(index: int):
-        body, headers = signed[index]
-        url = two_servers[index % 2] + "/api/webhooks/cardprovider"
-        barrier.wait(timeout=30)
-        return requests.post(url, data=body, headers=headers, timeout=60)
-
-    with ThreadPoolExecutor(max_workers=len(signed)) as pool:
-        answers = list(pool.map(deliver, range(len(signed))))
+    webhooks = [url + CARD_WEBHOOK for url in two_servers]
+    answers = release_at_once(webhooks, [delivery(payload) for payload in storm])
     assert {a.status_code for a in answers} == {200}, [a.text for a in answers]
     subscription, license, periods = state(dbsession, number)
     assert subscription.status == "trialing" and len(periods) == 1
@@ -522,28 +509,13 @@ def test_the_cart_offers_the_trial_only_to_a_buyer_who_may_have_it(
 def test_a_wallet_trial_storm_across_two_processes_fulfils_once(
     two_servers, wallet_buyer, paypal, pki, cert_url, trial, dbsession
 ):
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    import requests
     from fakes.paypal import WALLET_ROUTE, body_of, signed
 
     number, sub_id, activated = wallet_trial(wallet_buyer, paypal)
     storm = (activated + [paypal.state_event(sub_id)]) * 10
     random.Random(17).shuffle(storm)
-    bodies = [body_of(payload) for payload in storm]
-    deliveries = [(body, signed(pki, cert_url, body)) for body in bodies]
-    barrier = threading.Barrier(len(deliveries))
-
-    def deliver(index: int):
-        body, headers = deliveries[index]
-        barrier.wait(timeout=30)
-        return requests.post(
-            two_servers[index % 2] + WALLET_ROUTE, data=body, headers=headers, timeout=60
-        )
-
-    with ThreadPoolExecutor(max_workers=len(deliveries)) as pool:
-        answers = list(pool.map(deliver, range(len(deliveries))))
+    deliveries = [(body, signed(pki, cert_url, body)) for body in map(body_of, storm)]
+    answers = release_at_once([url + WALLET_ROUTE for url in two_servers], deliveries)
     assert {a.status_code for a in answers} == {200}, [a.text for a in answers]
     subscription, license, periods = state(dbsession, number)
     assert subscription.status == "trialing" and [p.amount for p in periods] == [0]

@@ -16,6 +16,7 @@ from fakes.paypal import WALLET_ROUTE, body_of, signed
 from fakes.paypal import event as paypal_event
 from helpers.app import requires_postgresql
 from helpers.licensing import assert_error, call_body, lease_claims, post, runtime
+from helpers.payments import release_at_once
 from helpers.subscriptions import GRACE, next_billing_time, state
 from sqlalchemy import func, select
 
@@ -209,25 +210,11 @@ def server_settings(wallet_settings):
 def test_the_sale_and_the_cancellation_across_two_processes_count_once(
     two_servers, wallet_subscribed, paypal, pki, cert_url, dbsession
 ):
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    import requests
-
     number, sub_id = wallet_subscribed
     sale, ended, due = charged_then_ended(paypal, sub_id, "cancel")
     storm = (sale + ended) * 6
     random.Random(7).shuffle(storm)
     deliveries = [(body, signed(pki, cert_url, body)) for body in map(body_of, storm)]
-    barrier = threading.Barrier(len(deliveries))
-
-    def post_one(index: int):
-        body, headers = deliveries[index]
-        barrier.wait(timeout=30)
-        url = two_servers[index % 2] + WALLET_ROUTE
-        return requests.post(url, data=body, headers=headers, timeout=60)
-
-    with ThreadPoolExecutor(max_workers=len(deliveries)) as pool:
-        answers = list(pool.map(post_one, range(len(deliveries))))
+    answers = release_at_once([url + WALLET_ROUTE for url in two_servers], deliveries)
     assert {a.status_code for a in answers} == {200}, [a.text for a in answers]
     assert_recorded_once(dbsession, number, due)

@@ -16,6 +16,7 @@ from fakes.paypal import event as paypal_event
 from helpers.app import requires_postgresql
 from helpers.clients import logged_in, new_client
 from helpers.outbox import rows as outbox_rows
+from helpers.payments import release_at_once
 from helpers.subscriptions import (
     GRACE,
     checkout_wallet,
@@ -469,26 +470,11 @@ def server_settings(wallet_settings):
 def test_a_renewal_storm_across_two_processes_counts_once(
     two_servers, wallet_subscribed, paypal, pki, cert_url, dbsession
 ):
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
-    import requests
-
     number, sub_id = wallet_subscribed
     storm = paypal.renew(sub_id) * 10
     random.Random(11).shuffle(storm)
-    bodies = [body_of(payload) for payload in storm]
-    signed_deliveries = [(body, signed(pki, cert_url, body)) for body in bodies]
-    barrier = threading.Barrier(len(signed_deliveries))
-
-    def post(index: int):
-        body, headers = signed_deliveries[index]
-        url = two_servers[index % 2] + WALLET_ROUTE
-        barrier.wait(timeout=30)
-        return requests.post(url, data=body, headers=headers, timeout=60)
-
-    with ThreadPoolExecutor(max_workers=len(signed_deliveries)) as pool:
-        answers = list(pool.map(post, range(len(signed_deliveries))))
+    deliveries = [(body, signed(pki, cert_url, body)) for body in map(body_of, storm)]
+    answers = release_at_once([url + WALLET_ROUTE for url in two_servers], deliveries)
     assert {a.status_code for a in answers} == {200}, [a.text for a in answers]
     assert sorted(a.json()["status"] for a in answers).count("processed") == 1
     subscription, license, periods = state(dbsession, number)
