@@ -230,6 +230,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "subscription_plan_change_unsupported": ErrorCode(
         409, "Plan change unsupported", "The subscription's provider cannot change its plan."
     ),
+    "subscription_in_trial": ErrorCode(
+        409, "In a free trial", "A subscription's plan changes once its free trial has ended."
+    ),
     "subscription_payment_method_unavailable": ErrorCode(
         409, "Payment method unavailable", "The card of this subscription cannot be changed here."
     ),

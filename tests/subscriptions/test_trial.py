@@ -151,6 +151,36 @@ def test_trial_then_active_then_past_due_then_recovered_with_the_leases(
     assert count(dbsession, Order, Order.status == "paid") == 4
 
 
+def test_no_plan_change_during_a_trial_then_one_once_it_is_paid(
+    card_buyer, fake_stripe, webhook, trial, tiers, dbsession
+):
+    # Nothing was paid during the trial to prorate: no higher tier is offered, and one
+    # asked all the same is a 409 that says so, nothing asked of the provider. Once the
+    # first period is paid the same tier is offered.
+    dbsession.add(SubscriptionPlan(product_id=tiers["agency"].id, interval="month"))
+    dbsession.commit()
+    number, events = subscribe(card_buyer, fake_stripe)
+    for payload in events.values():
+        send(webhook, payload)
+    (item,) = card_buyer.get("/api/dashboard/subscriptions").json["items"]
+    assert item["status"] == "trialing" and item["planChoices"] == []
+    (sub_id,) = fake_stripe.subscriptions
+    for action in ("plan-preview", "plan"):
+        answer = card_buyer.post_json(
+            f"/api/dashboard/subscriptions/{item['id']}/{action}",
+            {"product": "site-guard-agency"},
+            status=409,
+        ).json
+        assert answer["code"] == "subscription_in_trial", answer
+        assert "free trial" in answer["message"]
+    assert fake_stripe.subscriptions[sub_id]["items"]["data"][0]["price"]["unit_amount"] == 4900
+    assert state(dbsession, number)[0].status == "trialing"
+    for payload in fake_stripe.renew(sub_id):
+        send(webhook, payload)
+    (item,) = card_buyer.get("/api/dashboard/subscriptions").json["items"]
+    assert [choice["product"] for choice in item["planChoices"]] == ["site-guard-agency"]
+
+
 def test_a_card_failing_when_the_trial_ends_leaves_nothing_past_the_trial(
     card_buyer, fake_stripe, webhook, trial, card_app, dbsession, customer
 ):

@@ -220,8 +220,9 @@ def plan_choices(session: Session, subscription: Subscription) -> list[PlanChoic
     """What the subscription may change to: a higher tier of its product (more seats, as
     an upgrade bought by hand), sold as a subscription on the same cycle, priced in the
     subscription's currency. A lower tier would take seats away mid-period: bought as a
-    new subscription instead, once this one ends."""
-    if subscription.status not in ("active", "trialing") or subscription.license_id is None:
+    new subscription instead, once this one ends. None during a free trial: nothing was
+    paid yet to prorate (``_ask_plan_change`` says so)."""
+    if subscription.status != "active" or subscription.license_id is None:
         return []
     license = session.get(License, subscription.license_id)
     current = session.get(Product, license.product_id)
@@ -286,6 +287,12 @@ def _ask_plan_change(
     providers: PaymentProviders, registry, session, subscription: Subscription, slug, ask: str
 ):
     """(the choice, the provider's answer to ``ask``: preview_plan_change/change_plan)."""
+    if subscription.status == "trialing":
+        raise Conflict(
+            "This subscription is in its free trial: its plan can be changed once the "
+            "first period is paid, or cancel it and subscribe to the other plan.",
+            code="subscription_in_trial",
+        )
     choice = _choice(session, subscription, slug)
     spec = _plan_changer(providers, subscription)
     try:

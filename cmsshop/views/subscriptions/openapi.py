@@ -131,7 +131,8 @@ OPENAPI_PATHS = {
         "post": change(
             "What changing to a higher tier costs now (the provider's proration for the rest "
             "of the period) and each period after (422 for a product not in planChoices; "
-            "409 subscription_plan_change_unsupported for a provider that cannot)",
+            "409 subscription_plan_change_unsupported for a provider that cannot, "
+            "subscription_in_trial during a free trial)",
             {
                 "type": "object",
                 "required": ["product", "name", "chargedNow", "then", "nextChargeAt"],
