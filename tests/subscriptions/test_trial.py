@@ -234,6 +234,35 @@ def test_a_second_trial_of_the_same_product_is_refused_it_pays_from_the_start(
     assert order_of(dbsession, again["order"]["number"]).total == 4900
 
 
+def test_two_checkouts_at_once_start_one_trial(
+    card_buyer, fake_stripe, trial, dbsession, customer, monkeypatch
+):
+    # The moment between offering the trial and committing the order, made to happen:
+    # the buyer's other checkout commits its order of the product right then. Under the
+    # customer's lock the order's commit sees it and refuses a second trial.
+    from fakes.shop import make_order
+
+    from cmsshop.services.subscriptions import plans
+
+    offer = plans.with_trial
+
+    def offered_then_the_other_checkout_commits(session, recurring, product_id, user_id):
+        found = offer(session, recurring, product_id, user_id)
+        make_order(dbsession, customer)  # the other checkout's order, pending
+        return found
+
+    monkeypatch.setattr(plans, "with_trial", offered_then_the_other_checkout_commits)
+    before = count(dbsession, Order)
+    answer = card_buyer.post_json(
+        "/api/store/checkout",
+        {"billing": BILLING, "items": [{"product": "site-guard"}], "acceptTerms": True},
+        status=422,
+    ).json
+    assert "free trial of this product was just started" in answer["errors"]["items"]
+    assert count(dbsession, Order) == before + 1  # the other checkout's only
+    assert fake_stripe.created == []
+
+
 def test_a_pending_trial_checkout_counts_but_a_cancelled_one_does_not(
     card_buyer, fake_stripe, trial, dbsession
 ):

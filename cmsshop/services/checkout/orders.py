@@ -325,6 +325,18 @@ def _commit_new_order(
                         session, buyer.email, buyer.name or ""
                     ).id
                 lock_customer(session, user_id)
+                if trial and subscription_plans.had_product(
+                    session, user_id, lines[0]["product_id"]
+                ):
+                    # Another checkout of this buyer placed an order of the product since
+                    # the trial was offered (two at once): under the customer's lock its
+                    # order is in, and one trial a customer and product is the rule.
+                    raise CheckoutInvalid(
+                        {
+                            "items": "a free trial of this product was just started for this "
+                            "account: check out again to subscribe, charged from the start"
+                        }
+                    )
                 check_pending_limit(session, buyer, user_id, settings["cmsshop.max_pending_orders"])
                 order = insert_order(
                     session,
