@@ -342,6 +342,45 @@ def test_the_first_charge_after_a_trial_is_taxed_as_the_checkout_would(
     assert renewal.items[0].net + renewal.items[0].tax == renewal.total
 
 
+def test_the_first_charge_after_a_trial_is_recorded_when_no_rate_is_known_then(
+    make_app, card_settings, fake_stripe, trial, customer, dbsession, monkeypatch
+):
+    # The buyer's trial is quoted at 19 %; when the first charge comes, the rates table
+    # knows no rate for the day (made so here: the lookup the engine reads fails, as a
+    # rates file without that row does). The confirmed payment is recorded all the
+    # same, under the trial's own rule, instead of its event failing until the
+    # provider gives up.
+    from cmsshop.services.tax import engine
+
+    app = make_app(**card_settings, **SELLER_DE)
+    buyer = new_client(app)
+    buyer.login(customer.email)
+    placed = buyer.post_json(
+        "/api/store/checkout",
+        {"billing": {"country": "DE"}, "items": [{"product": "site-guard"}], "acceptTerms": True},
+        status=201,
+    ).json
+    number = placed["order"]["number"]
+    assert order_of(dbsession, number).tax_details["rate"] == "19"
+    fake_stripe.hold_webhooks = True
+    fake_stripe.pay(placed["redirectUrl"].rsplit("/", 1)[1])
+    (sub_id,) = fake_stripe.subscriptions
+
+    def no_rate(country, *args):
+        raise LookupError(f"no tax rate for {country} on that day")
+
+    monkeypatch.setattr(engine, "rate_on", no_rate)
+    hook = webtest.TestApp(app)
+    for payload in fake_stripe.held + fake_stripe.renew(sub_id):
+        body, headers = delivery(payload)
+        assert hook.post("/api/webhooks/cardprovider", body, headers=headers).status_int == 200
+    _, _, periods = state(dbsession, number)
+    renewal = dbsession.get(Order, periods[1].order_id)
+    assert renewal.status == "paid" and renewal.total == periods[1].amount == 5831
+    assert (renewal.tax_details["rate"], renewal.tax) == ("19", 931)
+    assert renewal.items[0].net + renewal.tax == renewal.total
+
+
 @pytest.fixture
 def server_settings(card_settings, wallet_settings):
     """two_servers' processes take both providers' events."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +60,8 @@ from cmsshop.services.tax import checkout as tax_checkout
 from cmsshop.services.tax.billing import BillingDetails
 from cmsshop.services.tax.seller import shop_profile
 from cmsshop.util import utcnow
+
+log = logging.getLogger(__name__)
 
 GRACE_SETTING = "cmsshop.subscription_grace_days"
 DEFAULT_GRACE_DAYS = 21
@@ -313,7 +316,10 @@ def tax_basis(
     """The first order's tax, or for a free trial's order (total 0: no tax, no
     proportion) the tax the checkout would charge that buyer for one period now: the
     product's price times the seats bought (``fallback`` when it has no price in
-    ``currency`` any more) quoted with the first order's billing details and evidence."""
+    ``currency`` any more) quoted with the first order's billing details and evidence.
+    Where no rate is known for that now (an operator's extra rate removed since the
+    trial's checkout), the rule the trial's order was quoted under (its ``tax_details``):
+    a payment the provider confirmed is recorded, never refused for want of a rate."""
     if first.total:
         return TaxBasis(first.total, first.tax or 0, first.tax_details, first.cross_border_eur)
     billing = None
@@ -323,15 +329,19 @@ def tax_basis(
     evidence = (first.tax_details or {}).get("evidenceCountry")
     unit = pricing.unit_price(product, currency)
     amount = unit * first.items[0].quantity if unit is not None else fallback
-    quote = tax_checkout.quote_order(
-        session,
-        settings,
-        shop_profile(session, settings),
-        [{"amount": amount}],
-        currency,
-        billing,
-        evidence_country=evidence,
-    )
+    try:
+        quote = tax_checkout.quote_order(
+            session,
+            settings,
+            shop_profile(session, settings),
+            [{"amount": amount}],
+            currency,
+            billing,
+            evidence_country=evidence,
+        )
+    except tax_checkout.TaxRefused as exc:
+        log.warning("order %s: the trial's tax rule, no rate known now: %s", first.number, exc)
+        return TaxBasis(0, 0, first.tax_details, None)
     return TaxBasis(quote.gross, quote.tax, quote.details, quote.cross_border_eur)
 
 
