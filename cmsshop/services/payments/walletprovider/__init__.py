@@ -458,24 +458,33 @@ class WalletProvider:
         capture_id = paypal_object_id(call.payment_reference)
         if capture_id is None:
             raise RefundRefused("the order has no PayPal capture to refund")
-        try:
-            data = self._api(
-                "POST",
-                f"/v2/payments/captures/{capture_id}/refund",
-                config,
-                json_body=refund_body(call.amount, call.currency, call.reason),
-                headers={"PayPal-Request-Id": call.idempotency_key},
-            )
-        except PayPalApiError as exc:
-            if 400 <= exc.status < 500 and exc.status != 429:
-                raise RefundRefused(str(exc)) from None
-            raise
+        data = self._refund_call(
+            f"/v2/payments/captures/{capture_id}/refund",
+            refund_body(call.amount, call.currency, call.reason),
+            call,
+            config,
+        )
         refund_id, status = paypal_object_id(data.get("id")), data.get("status")
         if refund_id is None:
             raise pb.ProviderUnavailable("PayPal's refund has no id")
         if status in ("CANCELLED", "FAILED"):
             raise RefundRefused(f"PayPal refund {refund_id} is {status}")
         return ProviderRefund(refund_id, "succeeded" if status == "COMPLETED" else "pending")
+
+    def _refund_call(
+        self, path: str, body: dict, call: RefundCall, config: Mapping[str, Any]
+    ) -> dict:
+        """POST a refund ``body`` to ``path`` under ``call.idempotency_key`` (PayPal's
+        request id): a 4xx answer but 429 is RefundRefused, the rest PayPal's errors."""
+        try:
+            return self._api(
+                "POST", path, config, json_body=body,
+                headers={"PayPal-Request-Id": call.idempotency_key},
+            )  # fmt: skip
+        except PayPalApiError as exc:
+            if 400 <= exc.status < 500 and exc.status != 429:
+                raise RefundRefused(str(exc)) from None
+            raise
 
     def _refund_sale(self, call: RefundCall, config: Mapping[str, Any]) -> ProviderRefund:
         """Refund ``call.amount`` of the sale ``call.payment_reference`` (``POST
@@ -488,18 +497,12 @@ class WalletProvider:
         sale_id = paypal_object_id(call.payment_reference)
         if sale_id is None:
             raise RefundRefused("the order has no PayPal sale to refund")
-        try:
-            data = self._api(
-                "POST",
-                f"/v1/payments/sale/{sale_id}/refund",
-                config,
-                json_body=sale_refund_body(call.amount, call.currency, call.reason),
-                headers={"PayPal-Request-Id": call.idempotency_key},
-            )
-        except PayPalApiError as exc:
-            if 400 <= exc.status < 500 and exc.status != 429:
-                raise RefundRefused(str(exc)) from None
-            raise
+        data = self._refund_call(
+            f"/v1/payments/sale/{sale_id}/refund",
+            sale_refund_body(call.amount, call.currency, call.reason),
+            call,
+            config,
+        )
         refund_id, state = paypal_object_id(data.get("id")), data.get("state")
         if refund_id is None:
             raise pb.ProviderUnavailable("PayPal's sale refund has no id")
