@@ -85,7 +85,8 @@ def test_the_statement_timeout_is_a_setting(make_app, engine):
     with serve(app) as url, postgresql_frozen(engine):
         status, headers, body, seconds = get(url, "/api/health")
         assert_unavailable(status, headers, body)
-        assert seconds < 1.5, seconds
+        # Well under the default statement timeout (5 s), with room for a loaded machine.
+        assert seconds < 3, seconds
 
 
 @requires_postgresql
@@ -123,10 +124,16 @@ def test_a_restart_drops_the_whole_pool_and_each_path_recovers_at_its_next_attem
         return client.get("/api/bootstrap", expect_errors=True)
 
     for request in (login, validate, bootstrap):
-        idle = [app_engine.raw_connection() for _ in range(5)]  # five in the pool, idle
+        # Five live connections idle in the pool, and no other: the session's app has
+        # served many tests, and its pool may hold any number of connections, some of
+        # them perhaps closed already (never checked again without a pre-ping).
+        app_engine.dispose()
+        idle = [app_engine.raw_connection() for _ in range(5)]
+        pids = {pooled.driver_connection.info.backend_pid for pooled in idle}
         for pooled in idle:
             pooled.close()
-        assert terminate_other_backends(engine) >= len(idle)
+        terminated = terminate_other_backends(engine)
+        assert len(pids) == 5 and pids <= terminated, (pids, terminated)
         response = request()
         assert response.status_code == 200, (request.__name__, response.text)
 
@@ -198,14 +205,18 @@ def test_openapi_and_health_do_not_need_a_request_session(app):
     assert checkouts == []
 
 
-def terminate_other_backends(engine) -> int:
+def terminate_other_backends(engine) -> set[int]:
     """Drop every other connection to this database (a PostgreSQL restart, a proxy's idle
-    timeout), then let the test's own engine reconnect lazily."""
+    timeout), then let the test's own engine reconnect lazily. Returns the process ids
+    of the connections the server ended."""
     with engine.connect() as conn:
-        killed = conn.exec_driver_sql(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        # In the select list, not the WHERE clause: there, the planner may call it on
+        # this connection's own process before the filter leaves that one out.
+        rows = conn.exec_driver_sql(
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).scalar()
+        ).all()
+        killed = {pid for pid, ended in rows if ended}
     engine.dispose()
     return killed
 
@@ -232,7 +243,7 @@ def test_dropped_connections_are_replaced_without_a_pre_ping(app, engine, dbsess
             == 200
         )
         assert client.get("/api/health").status_code == 200
-        assert terminate_other_backends(engine) > 0
+        assert terminate_other_backends(engine)
     time.sleep(0.3)  # past the health probe's quarter second
     assert client.get("/api/bootstrap").status_code == 200
     assert (
