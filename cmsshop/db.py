@@ -538,7 +538,8 @@ class HealthProbe:
     see the recipe above): a probe is one statement, without the pool's checkout, BEGIN
     and reset-on-return ROLLBACK -- two round trips less on every load balancer's poll.
     The engine's connect and statement timeouts apply as to any connection. A failed
-    probe closes its connection; the thread's next probe opens a new one.
+    probe closes its connection; the thread's next probe opens a new one. So does every
+    thread's next probe after the engine's pool is disposed, which closes them all.
 
     A probe that succeeded less than ``fresh`` seconds ago (``cmsshop.health_fresh``,
     0.25 by default) answers for the calls that follow it: a load balancer polling every
@@ -551,12 +552,14 @@ class HealthProbe:
         self.local = threading.local()
         self.succeeded_at = float("-inf")
         self.connections: set = set()  # every thread's, closed with the engine's pool
+        self.generation = 0  # how many times they were closed: a thread's may be one of them
         self.lock = threading.Lock()
         event.listen(engine, "engine_disposed", lambda engine: self.close())
 
     def close(self) -> None:
         with self.lock:
             connections, self.connections = self.connections, set()
+            self.generation += 1
         for connection in connections:
             with contextlib.suppress(Exception):
                 connection.close()
@@ -574,15 +577,17 @@ class HealthProbe:
             self._probe()
 
     def _probe(self) -> None:
-        connection = getattr(self.local, "connection", None)
-        if connection is None:
+        local = self.local
+        connection = getattr(local, "connection", None)
+        if connection is None or local.generation != self.generation:
+            generation = self.generation  # before the connection: a close() meanwhile counts
             pooled = self.engine.raw_connection()
             connection = pooled.driver_connection
             pooled.detach()
             if self.engine.dialect.name == "postgresql":
                 connection.rollback()
                 connection.autocommit = True
-            self.local.connection = connection
+            local.connection, local.generation = connection, generation
             with self.lock:
                 self.connections.add(connection)
         try:

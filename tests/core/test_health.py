@@ -74,3 +74,17 @@ def test_a_failed_probe_answers_for_nothing(probe_engine):
     probe.ping()
     probe_engine.dispose()  # closes the probe's connections too
     assert probe.connections == set()
+
+
+def test_the_probe_opens_new_connections_after_the_pool_is_disposed(app):
+    """Disposing the engine's pool closes every thread's probe connection with it; each
+    thread's next probe opens a new one instead of answering 503 on the closed one."""
+    client = new_client(app)
+    engine = app.registry["cmsshop.engine"]
+    probe = app.registry["cmsshop.health_probe"]
+    assert client.get("/api/health").status_code == 200
+    before = probe.local.connection
+    engine.dispose()
+    probe.succeeded_at = float("-inf")  # past the probe's window
+    assert client.get("/api/health").json == {"status": "ok", "database": "ok"}
+    assert probe.local.connection is not before
