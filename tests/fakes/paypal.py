@@ -964,6 +964,16 @@ class FakePayPal:
         self.cancel_fail_status: int | None = None  # fails cancel calls only
         # Events PayPal sends after a change asked through the API (a cancellation).
         self.held: list[dict] = []
+        # Which cycle executions carry a current_pricing_scheme_version: "priced" as
+        # PayPal's published example writes them; "never" and "always" for a PayPal that
+        # writes them otherwise (the plan's own cycles still tell a free trial).
+        self.pricing_versions = "priced"
+
+    def _versioned(self, cycle: dict) -> bool:
+        """Whether the execution of ``cycle`` shows a pricing version (pricing_versions)."""
+        if self.pricing_versions == "priced":
+            return bool(cycle.get("pricing_scheme"))
+        return self.pricing_versions == "always"
 
     def _billing(self, handler, method: str, path: str, body: dict) -> None:
         parts = path.strip("/").split("/")
@@ -1378,9 +1388,7 @@ class FakePayPal:
                     "cycles_remaining": 0,
                     "total_cycles": cycle["total_cycles"],
                     # As PayPal writes it: only a cycle with a price has a pricing version.
-                    **(
-                        {"current_pricing_scheme_version": 1} if cycle.get("pricing_scheme") else {}
-                    ),
+                    **({"current_pricing_scheme_version": 1} if self._versioned(cycle) else {}),
                 }
                 for cycle in cycles
             ],

@@ -484,9 +484,13 @@ def test_a_wallet_trial_makes_its_own_plan_and_takes_nothing_at_the_start(
     assert [c["tenure_type"] for c in no_trial["billing_cycles"]] == ["REGULAR"]
 
 
+# "always": a PayPal that writes a pricing version on the free TRIAL cycle's execution
+# too; the plan's own cycles still say it was free.
+@pytest.mark.parametrize("versions", ["priced", "always"])
 def test_a_wallet_trial_then_paid_then_past_due_then_recovered(
-    wallet_buyer, paypal, send, trial, wallet_app, dbsession
+    wallet_buyer, paypal, send, trial, wallet_app, dbsession, versions
 ):
+    paypal.pricing_versions = versions
     number, sub_id, events = wallet_trial(wallet_buyer, paypal)
     statuses(send, events)
     license = state(dbsession, number)[1]

@@ -22,7 +22,11 @@ from sqlalchemy import func, select
 
 from cmsshop.models import License, LicenseChange, Order
 from cmsshop.scripts.admin import main as admin_main
-from cmsshop.services.payments.walletprovider.subscriptions import advance, plan_frequency
+from cmsshop.services.payments.walletprovider.subscriptions import (
+    advance,
+    plan_free_trial,
+    plan_frequency,
+)
 
 LIST = "/api/dashboard/subscriptions"
 
@@ -179,6 +183,25 @@ def test_a_cycle_ends_by_calendar_as_paypal_bills():
         cycle = {"tenure_type": "REGULAR", "frequency": frequency}
         assert plan_frequency({"billing_cycles": [cycle]}) is None
     assert plan_frequency({"billing_cycles": "x"}) is None and plan_frequency({}) is None
+
+
+def test_the_plan_says_whether_its_trial_cycle_is_free():
+    regular = {"tenure_type": "REGULAR", "pricing_scheme": {"fixed_price": {}}}
+
+    def plan(*trial_price) -> dict:
+        trial = {"tenure_type": "TRIAL"}
+        if trial_price:
+            trial["pricing_scheme"] = {"fixed_price": trial_price[0]}
+        return {"billing_cycles": [trial, regular]}
+
+    assert plan_free_trial(plan()) is True  # no pricing scheme: free
+    assert plan_free_trial(plan({"currency_code": "EUR", "value": "0.00"})) is True
+    assert plan_free_trial(plan({"currency_code": "EUR", "value": "46.65"})) is False
+    assert plan_free_trial({"billing_cycles": [regular]}) is False  # no trial cycle
+    # Unreadable: not known (the subscription's own record is read instead).
+    assert plan_free_trial(plan({"currency_code": "EUR", "value": "lots"})) is None
+    assert plan_free_trial(plan({"value": "1.00"})) is None
+    assert plan_free_trial({"billing_cycles": "x"}) is None and plan_free_trial({}) is None
 
 
 def test_a_plan_paypal_cannot_read_leaves_the_sale_to_be_retried(

@@ -74,10 +74,14 @@ def stored_plans(dbsession) -> list[tuple[int, int, str]]:
     return [tuple(row) for row in rows]
 
 
+# "never": a PayPal that writes no pricing version on the priced TRIAL cycle's execution
+# either; the plan's own cycles still say it was priced (not a free trial).
+@pytest.mark.parametrize("versions", ["priced", "never"])
 @pytest.mark.parametrize("kind", list(COUPONS))
 def test_a_wallet_coupon_discounts_the_first_period_and_renewals_cost_the_full_price(
-    taxed, customer, paypal, send, monthly, dbsession, kind
+    taxed, customer, paypal, send, monthly, dbsession, kind, versions
 ):
+    paypal.pricing_versions = versions
     fields, net, tax, first_price = COUPONS[kind]
     make_coupon(dbsession, "FIRST", **fields)
     buyer = client_of(taxed, customer)

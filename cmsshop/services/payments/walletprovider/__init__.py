@@ -602,10 +602,11 @@ class WalletProvider:
         that opened with a free trial, once the trial is over, also brings its
         transactions: the trial ends at the first payment."""
         found = self._subscription(subscription_ref, config)
+        _, free_trial = self._plan_facts(found, config)
         transactions = None
-        if subs.began_with_trial(found) and not subs.in_trial(found):
+        if subs.began_with_trial(found, free_trial) and not subs.in_trial(found, free_trial):
             transactions = self._transactions(subscription_ref, found, config)
-        return subs.subscription_of(found, subscription_ref, transactions)
+        return subs.subscription_of(found, subscription_ref, transactions, free_trial)
 
     def _sale(self, sale_id: str, config: Mapping[str, Any]) -> dict[str, Any]:
         checked = paypal_object_id(sale_id)
@@ -654,8 +655,8 @@ class WalletProvider:
             # PayPal's list may not show a sale of a moment ago yet: the sale's own
             # record stands in for it.
             transactions.append(subs.sale_as_transaction(sale))
-        frequency = self._frequency(found, config)
-        for invoice, sale_id in subs.invoices_of(found, ref, transactions, frequency):
+        frequency, free_trial = self._plan_facts(found, config)
+        for invoice, sale_id in subs.invoices_of(found, ref, transactions, frequency, free_trial):
             if sale_id != sale["id"]:
                 continue
             if invoice is None:
@@ -667,17 +668,26 @@ class WalletProvider:
             return dataclasses.replace(invoice, paid=paid)
         raise pb.ProviderUnavailable(f"sale {sale['id']} cannot be read as a payment")
 
-    def _frequency(self, found: Mapping[str, Any], config) -> tuple[str, int] | None:
-        """The billing frequency of the subscription's plan (``GET /v1/billing/plans/
-        {id}``), asked only of a subscription PayPal bills no more: its latest sale's
-        period ends one cycle after it (see the ``subscriptions`` module)."""
-        if not subs.billed_no_more(found):
-            return None
+    def _plan_facts(
+        self, found: Mapping[str, Any], config
+    ) -> tuple[tuple[str, int] | None, bool | None]:
+        """What the subscription's plan (``GET /v1/billing/plans/{id}``) says and its own
+        record does not, asked only where it is needed (else None): the billing
+        frequency of a subscription PayPal bills no more (its latest sale's period ends
+        one cycle after it, see the ``subscriptions`` module), and whether the TRIAL
+        cycle a subscription ran was a free trial or a first period a coupon discounted
+        (``subs.plan_free_trial``). One call for both, none for any other subscription."""
+        wants_frequency, wants_trial = subs.billed_no_more(found), subs.ran_a_trial_cycle(found)
         plan_id = paypal_object_id(found.get("plan_id"))
-        if plan_id is None:
-            return None
+        if plan_id is None or not (wants_frequency or wants_trial):
+            return None, None
         plan = self._api("GET", f"/v1/billing/plans/{plan_id}", config)
-        return subs.plan_frequency(plan) if plan.get("id") == plan_id else None
+        if plan.get("id") != plan_id:
+            return None, None
+        return (
+            subs.plan_frequency(plan) if wants_frequency else None,
+            subs.plan_free_trial(plan) if wants_trial else None,
+        )
 
     def fetch_invoice(self, invoice_ref: str, config: Mapping[str, Any]) -> pb.ProviderInvoice:
         """A subscription's sale as a period (``GET /v1/payments/sale/{id}``, the
@@ -710,10 +720,12 @@ class WalletProvider:
         ``invoices_of``)."""
         found = self._subscription(subscription_ref, config)
         transactions = self._transactions(subscription_ref, found, config)
-        frequency = self._frequency(found, config)
+        frequency, free_trial = self._plan_facts(found, config)
         return [
             invoice
-            for invoice, _ in subs.invoices_of(found, subscription_ref, transactions, frequency)
+            for invoice, _ in subs.invoices_of(
+                found, subscription_ref, transactions, frequency, free_trial
+            )
             if invoice is not None and invoice.paid
         ]
 

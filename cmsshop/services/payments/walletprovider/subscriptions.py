@@ -31,9 +31,12 @@ subscription's first period, an "invoice" of 0 (``trial_invoice``) from its star
 its first payment (``next_billing_time`` while the trial lasts), and every sale is a
 renewal. A plan may instead open with a priced TRIAL cycle, a first period a coupon
 discounted: that cycle is billed at the start like a regular one, so its sale is the
-first period (the order's payment) as without it. PayPal tells the two apart in the
-subscription's ``cycle_executions``: a cycle with a price has a
-``current_pricing_scheme_version``, a free one none.
+first period (the order's payment) as without it. The plan tells the two apart
+(``plan_free_trial``: its TRIAL cycle with a price or without one), and WalletProvider
+reads it for a subscription that ran a TRIAL cycle; the subscription's own
+``cycle_executions``, where PayPal's published example writes a
+``current_pricing_scheme_version`` only for a cycle with a price, stand in only where
+the plan cannot be read.
 """
 
 from __future__ import annotations
@@ -328,36 +331,71 @@ def _executions(found: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {str(cycle.get("tenure_type")): cycle for cycle in cycles if isinstance(cycle, Mapping)}
 
 
-def began_with_trial(found: Mapping[str, Any]) -> bool:
-    """Opened with a free trial: a TRIAL cycle without a price (one with a price, a
-    first period a coupon discounted, is billed at its start as a regular one is)."""
+def ran_a_trial_cycle(found: Mapping[str, Any]) -> bool:
+    """Its plan opens with a TRIAL cycle: a free trial, or a first period a coupon
+    discounted (:func:`plan_free_trial` tells which)."""
+    return "TRIAL" in _executions(found)
+
+
+def plan_free_trial(plan: Mapping[str, Any]) -> bool | None:
+    """Whether the plan (``GET /v1/billing/plans/{id}``) opens with a free TRIAL cycle:
+    one without a price, or priced at 0. A TRIAL cycle with a price is a first period
+    a coupon discounted, billed at its start as a regular one is. None when the plan
+    states nothing readable."""
+    cycles = plan.get("billing_cycles")
+    if not isinstance(cycles, list):
+        return None
+    for cycle in cycles:
+        if not isinstance(cycle, Mapping) or cycle.get("tenure_type") != "TRIAL":
+            continue
+        scheme = cycle.get("pricing_scheme")
+        price = scheme.get("fixed_price") if isinstance(scheme, Mapping) else None
+        if price is None:
+            return True
+        amount, _ = money_of(price)
+        return None if amount is None else amount == 0
+    return False
+
+
+def began_with_trial(found: Mapping[str, Any], free_trial: bool | None = None) -> bool:
+    """Opened with a free trial. ``free_trial`` is what the subscription's plan says
+    (:func:`plan_free_trial`), the sure answer: the plans are ours. Without it, the
+    subscription's own record is read as PayPal's published example writes it: only a
+    cycle with a price has a ``current_pricing_scheme_version``."""
     trial = _executions(found).get("TRIAL")
-    return trial is not None and trial.get("current_pricing_scheme_version") is None
+    if trial is None:
+        return False
+    if free_trial is not None:
+        return free_trial
+    return trial.get("current_pricing_scheme_version") is None
 
 
-def in_trial(found: Mapping[str, Any]) -> bool:
+def in_trial(found: Mapping[str, Any], free_trial: bool | None = None) -> bool:
     """Still in its free trial: no regular cycle billed yet."""
     regular = _executions(found).get("REGULAR") or {}
     completed = regular.get("cycles_completed")
     return (
-        began_with_trial(found)
+        began_with_trial(found, free_trial)
         and not (isinstance(completed, int) and completed > 0)
         and not isinstance(_billing(found).get("last_payment"), Mapping)
     )
 
 
 def trial_invoice(
-    found: Mapping[str, Any], ref: str, first_payment: dt.datetime | None = None
+    found: Mapping[str, Any],
+    ref: str,
+    first_payment: dt.datetime | None = None,
+    free_trial: bool | None = None,
 ) -> pb.ProviderInvoice | None:
     """The free trial the subscription opened with, as its first period, an invoice of 0
     (None without a trial, or when its end is not known): from the subscription's start
     to its first payment, ``first_payment`` once there was one, else
     ``next_billing_time`` (while the trial lasts, PayPal's first billing)."""
-    if not began_with_trial(found):
+    if not began_with_trial(found, free_trial):
         return None
     start = parse_time(found.get("start_time"))
     end = first_payment
-    if end is None and in_trial(found):
+    if end is None and in_trial(found, free_trial):
         end = parse_time(_billing(found).get("next_billing_time"))
     _, currency = money_of(_billing(found).get("outstanding_balance"))
     if start is None or end is None or end <= start or currency is None:
@@ -378,7 +416,10 @@ def trial_invoice(
 
 
 def subscription_of(
-    found: Mapping[str, Any], ref: str, transactions: list[Any] | None = None
+    found: Mapping[str, Any],
+    ref: str,
+    transactions: list[Any] | None = None,
+    free_trial: bool | None = None,
 ) -> pb.ProviderSubscription:
     """Our account of ``GET /v1/billing/subscriptions/{id}``. A subscription not live
     yet (APPROVAL_PENDING, APPROVED) or in a status PayPal has not documented is
@@ -396,7 +437,7 @@ def subscription_of(
     failed = _billing(found).get("failed_payments_count")
     if ours == "active" and isinstance(failed, int) and failed > 0:
         ours = "past_due"
-    elif ours == "active" and in_trial(found):
+    elif ours == "active" and in_trial(found, free_trial):
         ours = "trialing"
     payments = _payments(transactions or [])
     subscriber = found.get("subscriber")
@@ -409,7 +450,7 @@ def subscription_of(
         ended_at=parse_time(found.get("status_update_time")) if ours == "ended" else None,
         order_number=order_number_of({"custom_id": found.get("custom_id")}),
         customer_ref=paypal_object_id(payer),
-        trial=trial_invoice(found, ref, payments[0]["time"] if payments else None),
+        trial=trial_invoice(found, ref, payments[0]["time"] if payments else None, free_trial),
     )
 
 
@@ -512,6 +553,7 @@ def invoices_of(
     ref: str,
     transactions: list[Any],
     frequency: tuple[str, int] | None = None,
+    free_trial: bool | None = None,
 ) -> list[tuple[pb.ProviderInvoice | None, str]]:
     """Every payment of the subscription as (our invoice, its sale id). The latest
     payment of a subscription PayPal bills no more (``billed_no_more``) ends one plan
@@ -524,7 +566,7 @@ def invoices_of(
     ended = billed_no_more(found)
     number = order_number_of({"custom_id": found.get("custom_id")})
     # A free trial is the first period: every sale after it is a renewal.
-    trial = trial_invoice(found, ref, payments[0]["time"] if payments else None)
+    trial = trial_invoice(found, ref, payments[0]["time"] if payments else None, free_trial)
     invoices: list[tuple[pb.ProviderInvoice | None, str]] = []
     if trial is not None:
         invoices.append((trial, trial.invoice_id))
@@ -543,7 +585,7 @@ def invoices_of(
                 period_start=payment["time"],
                 period_end=later,
                 payment_reference=payment["id"],
-                first=index == 0 and not began_with_trial(found),
+                first=index == 0 and not began_with_trial(found, free_trial),
                 order_number=number,
             )
         invoices.append((invoice, payment["id"]))
