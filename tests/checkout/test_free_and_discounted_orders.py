@@ -140,3 +140,51 @@ def test_a_coupon_that_lapsed_after_it_was_applied_stops_checkout(
     assert refused["code"] == code
     assert dbsession.scalar(select(func.count()).select_from(Order)) == 0
     assert redemption_statuses(dbsession, "LAPSING") == []
+
+
+@pytest.fixture
+def both_providers(make_app, card_settings, wallet_settings):
+    """An app that takes payments through both providers."""
+    return make_app(**{**card_settings, **wallet_settings})
+
+
+def order_count(dbsession) -> int:
+    dbsession.rollback()
+    return dbsession.scalar(select(func.count()).select_from(Order))
+
+
+def test_a_charge_below_the_card_providers_minimum_is_refused_the_wallet_takes_it(
+    both_providers, fake_stripe, paypal, shop, dbsession
+):
+    # SiteGuard's EUR 49.00 less 99 %: EUR 0.49, below the card provider's EUR 0.50. Its
+    # API would refuse the checkout after the order was committed; nothing is committed.
+    make_coupon(dbsession, "ALMOST", percent_off=99)
+    client, cart = visitor_with_cart(both_providers, {"site-guard": 1})
+    with_coupon(client, cart, "almost")
+    answer = checkout(client, cart, status=422, email="buyer@example.com", provider="cardprovider")
+    assert {"code", "title", "message", "hints", "supportCode"} <= set(answer)
+    refusal = answer["errors"]["coupon"]
+    assert "at least EUR0.50" in refusal and "EUR0.49" in refusal and "remove the coupon" in refusal
+    assert order_count(dbsession) == 0 and fake_stripe.created == []
+    assert redemption_statuses(dbsession, "ALMOST") == []
+    # The wallet provider has no such minimum: the same cart is paid there.
+    placed = checkout(client, cart, email="buyer@example.com", provider="walletprovider")
+    assert placed["order"]["total"] == 49 and placed["order"]["provider"] == "walletprovider"
+    assert redemption_statuses(dbsession, "ALMOST") == ["reserved"]
+
+
+@pytest.mark.parametrize(("amount", "status"), [(29, 422), (49, 422), (50, 201)])
+def test_a_price_below_the_card_providers_minimum_is_refused_on_the_items(
+    card_app, fake_stripe, shop, dbsession, amount, status
+):
+    sticker = Product(slug="sticker", name="Sticker", licensed=False, published=True)
+    sticker.prices = [ProductPrice(currency="EUR", amount=amount)]
+    dbsession.add(sticker)
+    dbsession.commit()
+    client, cart = visitor_with_cart(card_app, {"sticker": 1})
+    answer = checkout(client, cart, status=status, email="buyer@example.com")
+    if status == 422:
+        assert f"at least EUR0.50, and this one comes to EUR0.{amount}" in answer["errors"]["items"]
+        assert order_count(dbsession) == 0 and fake_stripe.created == []
+    else:  # the minimum itself is taken
+        assert answer["order"]["total"] == 50 and len(fake_stripe.created) == 1

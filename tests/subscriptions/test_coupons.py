@@ -264,6 +264,20 @@ def test_a_coupon_that_makes_the_first_period_free_is_refused(
     assert reserved_count(dbsession, "FREE") == 0
 
 
+def test_a_coupon_leaving_a_first_period_below_the_card_minimum_is_refused(
+    buyer, fake_stripe, monthly, dbsession
+):
+    # EUR 49.00 less 48.60: a first period of EUR 0.40 and 0.08 of tax, under the card
+    # provider's EUR 0.50 (every later period would be in full: the first is charged now).
+    make_coupon(dbsession, "NEARLY", kind="fixed", amounts={"EUR": {"amount_off": 4860}})
+    before = order_count(dbsession)
+    answer = checkout(buyer, "NEARLY", status=422)
+    assert "at least EUR0.50, and this one comes to EUR0.48" in answer["errors"]["coupon"]
+    assert order_count(dbsession) == before
+    assert fake_stripe.created == [] and fake_stripe.coupons == {}
+    assert reserved_count(dbsession, "NEARLY") == 0
+
+
 def test_a_coupon_on_a_subscription_that_starts_with_a_free_trial_is_refused(
     buyer, fake_stripe, monthly, dbsession
 ):

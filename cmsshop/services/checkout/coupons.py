@@ -32,8 +32,8 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import false, func, or_, select, update
 from sqlalchemy.orm import Session, selectinload
 
-from cmsshop.models import Coupon, CouponRedemption, Currency
-from cmsshop.services.store.currencies import format_amount
+from cmsshop.models import Coupon, CouponRedemption
+from cmsshop.services.store.currencies import amount_text
 
 CODE_PATTERN = re.compile(r"^[A-Z0-9][A-Z0-9_-]{2,39}\Z")
 # Redemptions that count against the caps (released ones were given back).
@@ -138,13 +138,6 @@ def _when(value: dt.datetime) -> str:
     return _aware(value).astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _money(session: Session, amount: int, currency: str) -> str:
-    row = session.get(Currency, currency)
-    if row is None:
-        return f"{currency} {amount}"
-    return format_amount(amount, row.symbol, row.decimals)
-
-
 def check_window(coupon: Coupon, now: dt.datetime) -> None:
     """CouponRefused unless the coupon is running at ``now`` (not paused, started, not
     expired)."""
@@ -201,7 +194,7 @@ def check_coupon(
     if minimum is not None and sum(line.subtotal for line in lines) < minimum:
         raise CouponRefused(
             "coupon_minimum_not_met",
-            f"This coupon needs an order of at least {_money(session, minimum, currency)}.",
+            f"This coupon needs an order of at least {amount_text(session, minimum, currency)}.",
         )
     subtotals = [line.subtotal for line, ok in zip(lines, eligible, strict=True) if ok]
     base = sum(subtotals)

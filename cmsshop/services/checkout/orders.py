@@ -36,7 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from cmsshop.db import own_transaction, take_write_lock
-from cmsshop.models import FREE_PROVIDER, Order, OrderItem, Product, User
+from cmsshop.models import FREE_PROVIDER, Currency, Order, OrderItem, Product, User
 from cmsshop.services.accounts import guests
 from cmsshop.services.accounts.users import find_user
 from cmsshop.services.checkout import carts, coupons, pricing
@@ -52,7 +52,7 @@ from cmsshop.services.payments.base import (
 from cmsshop.services.payments.lines import checkout_items
 from cmsshop.services.payments.registry import ProviderSpec
 from cmsshop.services.payments.settings import provider_config
-from cmsshop.services.store.currencies import default_currency
+from cmsshop.services.store.currencies import amount_text, default_currency, parse_major_amount
 from cmsshop.services.subscriptions import plans as subscription_plans
 from cmsshop.services.subscriptions import provider_plans
 from cmsshop.services.tax import billing as billing_details
@@ -499,6 +499,10 @@ def place_order(
         raise CheckoutInvalid(
             {"billing.country": "no tax rate is known for this country yet"}
         ) from None
+    # What the provider is asked to charge: the order, or after a free trial each period.
+    charged_lines, charged_tax = (lines, tax) if trial_days else (order_lines, order_tax)
+    charged = build_order(buyer, None, currency, FREE_PROVIDER, charged_lines, billing, charged_tax)
+    _refuse_below_minimum(session, spec, currency, charged.total, coupon_code)
     recurring = subscription_plans.discount_first_period(recurring, lines, tax)
     order = _commit_new_order(
         registry,
@@ -518,10 +522,8 @@ def place_order(
         return PlacedOrder(order, success_url(settings, number), sandbox=False)
     success, cancel = checkout_urls(settings, number)
     email = session.scalar(select(User.email).where(User.id == order.user_id))
-    # What the provider charges each period: the order's, or after a trial the lines'.
-    charged = order
-    if trial_days:
-        charged = build_order(buyer, order.user_id, currency, order.provider, lines, billing, tax)
+    if not trial_days:
+        charged = order  # the order itself (its items as committed)
     items = checkout_items(charged.items)
     request = CheckoutRequest(
         order_number=number,
@@ -564,6 +566,32 @@ def place_order(
         ) from None
     order = _set_order(registry, number, provider_checkout_id=checkout.provider_checkout_id[:255])
     return PlacedOrder(order, checkout.redirect_url, sandbox=False)
+
+
+def _refuse_below_minimum(
+    session: Session, spec: ProviderSpec | None, currency: str, amount: int, coupon: str | None
+) -> None:
+    """A 422 for a charge smaller than the provider takes (its ``minimum_charges``, the
+    card provider's as its network sets them): its API would refuse the checkout after
+    the order was committed, and trying again would never help. On the coupon when one
+    brought the charge down (without it the charge may be enough), else on the items."""
+    minimums = getattr(spec.provider, "minimum_charges", None) if spec is not None else None
+    minimum_text = (minimums or {}).get(currency)
+    if minimum_text is None or amount <= 0:
+        return
+    row = session.get(Currency, currency)
+    minimum = parse_major_amount(minimum_text, row.decimals if row is not None else 2)
+    if amount >= minimum:
+        return
+    field = "coupon" if coupon else "items"
+    raise CheckoutInvalid(
+        {
+            field: f"{spec.name} takes payments of at least "
+            f"{amount_text(session, minimum, currency)}, and this one comes to "
+            f"{amount_text(session, amount, currency)}"
+            + (": remove the coupon or pay another way" if coupon else ": pay another way")
+        }
+    )
 
 
 def _account_of(session: Session, buyer: Buyer) -> int | None:

@@ -265,6 +265,9 @@ class PaymentProvider(Protocol):
     # ``discounts_first_period = True``: a coupon on a subscription is taken off its first
     # period only (``Recurring.first_period_discount``, ``full_tax``); without it, a
     # coupon on a subscription is refused at checkout.
+    # ``minimum_charges``: {currency: the smallest charge the provider takes, in major
+    # units ("0.50")}; a checkout whose charge would be smaller is refused (422) before
+    # anything is committed.
     # ``cancels_at_once = True``: the provider has no cancellation at the period end, a
     # cancellation ends the subscription there at once (the paid period is kept here),
     # so nothing can be taken back.

@@ -236,6 +236,16 @@ class CardProvider:
     sells_subscriptions = True
     # A coupon on a subscription: the first period discounted, every later one in full.
     discounts_first_period = True
+    # The smallest charge the provider takes, in major units (Stripe's published
+    # "minimum and maximum charge amounts", docs.stripe.com/currencies): its API refuses
+    # a checkout below it (amount_too_small), so the checkout refuses it first.
+    minimum_charges = {
+        "USD": "0.50", "AED": "2.00", "AUD": "0.50", "BGN": "1.00", "BRL": "0.50",
+        "CAD": "0.50", "CHF": "0.50", "CZK": "15.00", "DKK": "2.50", "EUR": "0.50",
+        "GBP": "0.30", "HKD": "4.00", "HUF": "175.00", "INR": "0.50", "JPY": "50",
+        "MXN": "10.00", "MYR": "2.00", "NOK": "3.00", "NZD": "0.50", "PLN": "2.00",
+        "RON": "2.00", "SEK": "3.00", "SGD": "0.50", "THB": "10.00",
+    }  # fmt: skip
 
     def _client(self, config: Mapping[str, Any]) -> stripe.StripeClient:
         api_key = _text(config.get("apiKey"))

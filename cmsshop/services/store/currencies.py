@@ -35,6 +35,15 @@ def format_amount(amount: int, symbol: str, decimals: int) -> str:
     return f"{sign}{symbol}{whole}.{fraction:0{decimals}d}"
 
 
+def amount_text(session: Session, amount: int, currency: str) -> str:
+    """``amount`` of ``currency`` as the shop writes it (``"€49.00"``), or ``"EUR 4900"``
+    for a currency the shop does not sell in."""
+    row = session.get(Currency, currency)
+    if row is None:
+        return f"{currency} {amount}"
+    return format_amount(amount, row.symbol, row.decimals)
+
+
 # An amount as a person types it: digits, then optionally a point and some decimals.
 MAJOR_AMOUNT = re.compile(r"^([0-9]{1,15})(?:\.([0-9]*))?\Z")
 
