@@ -501,8 +501,11 @@ def place_order(
         ) from None
     # What the provider is asked to charge: the order, or after a free trial each period.
     charged_lines, charged_tax = (lines, tax) if trial_days else (order_lines, order_tax)
-    charged = build_order(buyer, None, currency, FREE_PROVIDER, charged_lines, billing, charged_tax)
-    _refuse_below_minimum(session, spec, currency, charged.total, coupon_code)
+    # (Built before the commit, to refuse a charge below the provider's minimum first.)
+    to_charge = build_order(
+        buyer, None, currency, FREE_PROVIDER, charged_lines, billing, charged_tax
+    )
+    _refuse_below_minimum(session, spec, currency, to_charge.total, coupon_code)
     recurring = subscription_plans.discount_first_period(recurring, lines, tax)
     order = _commit_new_order(
         registry,
@@ -522,8 +525,8 @@ def place_order(
         return PlacedOrder(order, success_url(settings, number), sandbox=False)
     success, cancel = checkout_urls(settings, number)
     email = session.scalar(select(User.email).where(User.id == order.user_id))
-    if not trial_days:
-        charged = order  # the order itself (its items as committed)
+    # Without a trial: the order itself, its items as committed.
+    charged = to_charge if trial_days else order
     items = checkout_items(charged.items)
     request = CheckoutRequest(
         order_number=number,
