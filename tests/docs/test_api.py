@@ -7,7 +7,7 @@ import datetime as dt
 import jsonschema_rs
 import pytest
 from helpers.docs import add_article
-from sqlalchemy import event, insert
+from sqlalchemy import event, insert, select, update
 
 from cmsshop.models import Article
 from cmsshop.util import utcnow
@@ -159,6 +159,48 @@ def test_article_list_cost_does_not_grow(app, testapp, dbsession):
     assert len(body["items"]) == 100
     assert body["items"][0]["slug"] == "a-00000"  # newest first
     assert small == large
+
+
+def test_the_database_writes_the_bodies_article_body_writes(engine, dbsession):
+    """The public list's items, written as JSON by the database
+    (services.docs.articles.public_article_bodies), against views.docs.api.article_body
+    of the ORM's articles, field for field: text JSON must escape (quotes, backslashes,
+    control characters, non-ASCII and a character outside the BMP, HTML), times with
+    microseconds and two in the same second, a published article without a publication
+    time (an operator's SQL can leave one), every page, with and without a search and
+    a category."""
+    import orjson
+
+    from cmsshop.services.docs import articles as service
+    from cmsshop.services.paging import PageRequest
+    from cmsshop.views.docs.api import article_body
+    from cmsshop.views.shared.json import page_json, page_json_bytes
+
+    now = utcnow().replace(microsecond=999_999)
+    texts = ['He said "hi" \\ bye', "tab\tnew\nline\x01\x1f end", "Éé ü 日本 🚀", "<b>&amp;</b>"]
+    for i, title in enumerate(texts * 2):
+        add_article(
+            dbsession, f"tricky-{i}", title=f"{title} {i}", summary=title, body=f"{title}\n\n*x*",
+            category="odd" if i % 2 else "guides",
+        )  # fmt: skip
+        article = dbsession.scalar(select(Article).where(Article.slug == f"tricky-{i}"))
+        article.published_at = now - dt.timedelta(seconds=i // 2, microseconds=i)
+    dbsession.commit()
+    dbsession.execute(update(Article).where(Article.slug == "tricky-3").values(published_at=None))
+    add_article(dbsession, "draft", published=False)
+    dbsession.commit()
+    bodies = orjson.loads(service.public_article_bodies(engine, PageRequest(1, 20))[1])
+    assert {b["slug"] for b in bodies} == {f"tricky-{i}" for i in range(8)}
+    assert next(b for b in bodies if b["slug"] == "tricky-3")["publishedAt"] is None
+    for q, category in [(None, None), ("É", None), ('"hi" \\', None), (None, "odd")]:
+        for per_page, page in [(3, 1), (3, 2), (3, 3), (3, 4), (20, 1)]:
+            request = PageRequest(page, per_page)
+            expected = service.list_articles(dbsession, request, q=q, category=category)
+            assert expected.total == (8 if (q, category) == (None, None) else 2 if q else 4)
+            found, items = service.public_article_bodies(engine, request, q=q, category=category)
+            assert orjson.loads(page_json_bytes(found, items)) == page_json(
+                expected, article_body
+            ), (q, category, per_page, page)
 
 
 def test_each_module_works_without_the_other(make_app, articles):

@@ -3,7 +3,6 @@ their content management. Bodies are Markdown, stored with their sanitised HTML.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 
@@ -11,7 +10,7 @@ from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import NotFound
-from cmsshop.hotsql import DIALECTS, from_db_time, raw_reads
+from cmsshop.hotsql import DIALECTS, HotStatement, raw_reads
 from cmsshop.models import Article
 from cmsshop.services.docs.markdown import render_markdown
 from cmsshop.services.paging import Page, PageRequest
@@ -20,8 +19,11 @@ from cmsshop.services.store.listing import (
     ListingStatements,
     fetch_hot_listing,
     fetch_listing,
+    json_select_text,
     listing_statements,
+    ordered_json_array,
     search_sql,
+    utc_seconds_sql,
 )
 from cmsshop.services.store.text import ensure_slug_free, is_slug, like_pattern
 from cmsshop.util import utcnow
@@ -155,15 +157,30 @@ def delete_article(session: Session, article: Article) -> None:
 
 # --- the public list on a pooled connection (see services.store.listing) ---------------
 
-PublicArticle = collections.namedtuple(
-    "PublicArticle", "slug title summary category body body_html published_at updated_at"
-)
-_PUBLIC_COLUMNS = (
-    "a.slug, a.title, a.summary, a.category, a.body, a.body_html, a.published_at, a.updated_at"
+
+def _body_sql(dialect: str) -> str:
+    """SQL of views.docs.api.article_body of the article ``a``, as JSON (a test compares
+    the two, field for field, on both databases)."""
+    build = "json_object({})" if dialect == "sqlite" else "json_build_object({})"
+    return build.format(
+        "'slug', a.slug, 'title', a.title, 'summary', a.summary, 'category', a.category, "
+        "'body', a.body, 'bodyHtml', a.body_html, "
+        f"'publishedAt', {utc_seconds_sql(dialect, 'a.published_at')}, "
+        f"'updatedAt', {utc_seconds_sql(dialect, 'a.updated_at')}"
+    )
+
+
+# Newest first. published DESC (fixed by the filter): PostgreSQL then walks
+# ix_articles_listing backwards and stops at the page's end instead of sorting every match.
+_NEWEST_FIRST = "a.published DESC, a.published_at DESC, a.id DESC"
+_PAGE_COLUMNS = (
+    "a.id, a.slug, a.title, a.summary, a.category, a.body, a.body_html, a.published, "
+    "a.published_at, a.updated_at"
 )
 
 
 def _hot_listing(searched: bool, by_category: bool) -> HotListing:
+    """A page of public article bodies (one JSON array, as text) and its total."""
     where = {d: ["a.published = TRUE"] for d in DIALECTS}
     for dialect, parts in where.items():
         if by_category:
@@ -171,15 +188,21 @@ def _hot_listing(searched: bool, by_category: bool) -> HotListing:
         if searched:
             parts.append(search_sql(dialect, "a.title", "a.summary"))
     clause = {d: " AND ".join(parts) for d, parts in where.items()}
+    page = {
+        d: f"SELECT {_PAGE_COLUMNS} FROM articles a WHERE {clause[d]} "  # noqa: S608 - constant SQL
+        f"ORDER BY {_NEWEST_FIRST} LIMIT :limit OFFSET :offset"
+        for d in DIALECTS
+    }
     return HotListing(
         f"articles searched={searched} by_category={by_category}",
         {d: f"SELECT count(*) FROM articles a WHERE {clause[d]}" for d in DIALECTS},  # noqa: S608 - constant SQL
         {
-            d: f"SELECT {_PUBLIC_COLUMNS} FROM articles a WHERE {clause[d]} "  # noqa: S608 - constant SQL
-            # published DESC (fixed by the filter): PostgreSQL then walks ix_articles_listing
-            # backwards and stops at the page's end instead of sorting every match.
-            "ORDER BY a.published DESC, a.published_at DESC, a.id DESC "
-            "LIMIT :limit OFFSET :offset"
+            # The bodies are built for the page's rows only (the outer select).
+            d: HotStatement(
+                json_select_text(
+                    d, ordered_json_array(d, _body_sql(d), _NEWEST_FIRST, f"FROM ({page[d]}) a")
+                )
+            )
             for d in DIALECTS
         },
         searched,
@@ -193,11 +216,13 @@ _HOT_LISTINGS = {
 }
 
 
-def public_articles(
+def public_article_bodies(
     engine, request: PageRequest, *, q: str | None = None, category: str | None = None
-) -> Page:
+) -> tuple[Page, bytes]:
     """Published articles newest first, as :func:`list_articles` lists them, read without
-    a session (one batch: the page with its total or the content version)."""
+    a session (one batch: the page with its total or the content version): the page
+    (without items) and its items' API bodies, one JSON array the database wrote
+    (views.docs.api.article_body's)."""
     params: dict = {}
     if q:
         params["pattern"] = like_pattern(q)
@@ -206,7 +231,5 @@ def public_articles(
     with raw_reads(engine) as conn:
         listing = _HOT_LISTINGS[bool(q), category is not None]
         page = fetch_hot_listing(conn, listing, request, params)
-    items = [
-        PublicArticle(*row[:6], from_db_time(row[6]), from_db_time(row[7])) for row in page.items
-    ]
-    return dataclasses.replace(page, items=items)
+    text = page.items[0][0] if page.items else None
+    return dataclasses.replace(page, items=[]), (text or "[]").encode()

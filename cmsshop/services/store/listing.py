@@ -158,6 +158,41 @@ def search_sql(dialect: str, *columns: str) -> str:
     return _any_like(":pattern", columns)
 
 
+# --- JSON written by the database (the public lists and bodies: see services.store.products)
+
+EVERY_ROW = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+
+
+def ordered_json_array(dialect: str, value: str, order: str, source: str) -> str:
+    """SQL of one JSON array of ``value`` over the rows of ``source`` (FROM ...) in
+    ``order``, or NULL for no row. SQLite 3.40 has no ORDER BY inside an aggregate, so
+    there json_group_array runs as a window over the ordered rows (one row kept)."""
+    if dialect == "sqlite":
+        return (
+            f"SELECT json_group_array({value}) OVER (ORDER BY {order} {EVERY_ROW}) {source} LIMIT 1"
+        )
+    return f"SELECT json_agg({value} ORDER BY {order}) {source}"
+
+
+def json_text(dialect: str, json_value: str) -> str:
+    """JSON as text: PostgreSQL's json would be parsed by psycopg."""
+    return json_value if dialect == "sqlite" else f"CAST({json_value} AS text)"
+
+
+def json_select_text(dialect: str, select: str) -> str:
+    """The JSON value ``select`` gives, as text."""
+    return select if dialect == "sqlite" else f"SELECT {json_text(dialect, f'({select})')}"
+
+
+def utc_seconds_sql(dialect: str, column: str) -> str:
+    """util.isoformat_z of a stored time, in SQL."""
+    if dialect == "sqlite":
+        return f"strftime('%Y-%m-%dT%H:%M:%SZ', {column})"
+    # (no colon before a letter: hotsql would read it as a parameter)
+    utc = f"{column} AT TIME ZONE 'UTC'"
+    return f"""translate(to_char({utc}, 'YYYY-MM-DD"T"HH24_MI_SS"Z"'), '_', ':')"""
+
+
 class HotListing:
     """The count and page SQL of one public listing shape, per dialect (``:pattern``,
     ``:limit``, ``:offset`` and the shape's own parameters)."""

@@ -49,8 +49,12 @@ from cmsshop.services.store.listing import (
     ListingStatements,
     fetch_hot_listing,
     fetch_listing,
+    json_select_text,
+    json_text,
     listing_statements,
+    ordered_json_array,
     search_sql,
+    utc_seconds_sql,
 )
 from cmsshop.services.store.text import ensure_slug_free, is_slug, like_pattern
 from cmsshop.services.store.versions import BadVersion, parse_version
@@ -538,21 +542,8 @@ _LATEST_RELEASE_OF_P = (
     "FROM releases r WHERE r.product_id = p.id AND r.channel = 'stable' "
     "ORDER BY r.released_at DESC, r.id DESC LIMIT 1"
 )
-_EVERY_ROW = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
 # The active subscription plan of the product ``p`` (at most one: unique per product).
 _PLAN_OF_P = "FROM subscription_plans sp WHERE sp.product_id = p.id AND sp.active = TRUE"
-
-
-def _ordered_array(dialect: str, value: str, order: str, source: str) -> str:
-    """SQL of one JSON array of ``value`` over the rows of ``source`` (FROM ...) in
-    ``order``, or NULL for no row. SQLite 3.40 has no ORDER BY inside an aggregate, so
-    there json_group_array runs as a window over the ordered rows (one row kept)."""
-    if dialect == "sqlite":
-        return (
-            f"SELECT json_group_array({value}) OVER (ORDER BY {order} {_EVERY_ROW}) "
-            f"{source} LIMIT 1"
-        )
-    return f"SELECT json_agg({value} ORDER BY {order}) {source}"
 
 
 def _cards_json(dialect: str, products: str, currency: bool) -> str:
@@ -571,7 +562,7 @@ def _cards_json(dialect: str, products: str, currency: bool) -> str:
     if sqlite:
         prices = f"SELECT json_group_array({price_rows}) {prices_from}"
     else:
-        prices = _ordered_array(dialect, price_rows, "pp.currency", prices_from)
+        prices = ordered_json_array(dialect, price_rows, "pp.currency", prices_from)
     release = f"SELECT {array.format(_RELEASE_COLUMNS)} {_LATEST_RELEASE_OF_P}"
     # The first picture, as media.first_images chooses it.
     image = (
@@ -585,17 +576,8 @@ def _cards_json(dialect: str, products: str, currency: bool) -> str:
     )
     # The outer select reads the page's products only: its subqueries run once a card,
     # never for the rows an OFFSET skips.
-    return _as_text(dialect, _ordered_array(dialect, card, "p.name, p.id", f"FROM ({products}) p"))
-
-
-def _text(dialect: str, json_value: str) -> str:
-    """JSON as text: PostgreSQL's json would be parsed by psycopg."""
-    return json_value if dialect == "sqlite" else f"CAST({json_value} AS text)"
-
-
-def _as_text(dialect: str, select: str) -> str:
-    """The JSON value ``select`` gives, as text."""
-    return select if dialect == "sqlite" else f"SELECT {_text(dialect, f'({select})')}"
+    in_order = ordered_json_array(dialect, card, "p.name, p.id", f"FROM ({products}) p")
+    return json_select_text(dialect, in_order)
 
 
 # The public product body (views.store.api.product_body), built by the database: the API
@@ -623,15 +605,6 @@ def _formatted_price(dialect: str) -> str:
     )
 
 
-def _utc_seconds(dialect: str, column: str) -> str:
-    """util.isoformat_z of a stored time, in SQL."""
-    if dialect == "sqlite":
-        return f"strftime('%Y-%m-%dT%H:%M:%SZ', {column})"
-    # (no colon before a letter: hotsql would read it as a parameter)
-    utc = f"{column} AT TIME ZONE 'UTC'"
-    return f"""translate(to_char({utc}, 'YYYY-MM-DD"T"HH24_MI_SS"Z"'), '_', ':')"""
-
-
 def _body_sql(dialect: str, currency: bool) -> str:
     """SQL of the body of the product ``p`` (a row of ``_PUBLIC_COLUMNS``)."""
     sqlite = dialect == "sqlite"
@@ -643,10 +616,10 @@ def _body_sql(dialect: str, currency: bool) -> str:
         f"'currency', pp.currency, 'amount', pp.amount, 'formatted', {_formatted_price(dialect)}"
     )
     prices_from = _PRICES_OF_P + (_CURRENCY_ONLY if currency else "")
-    prices = _ordered_array(dialect, price, "pp.currency", prices_from)
+    prices = ordered_json_array(dialect, price, "pp.currency", prices_from)
     release = obj.format(
         "'version', r.version, 'fileName', r.file_name, 'size', r.size, 'sha256', r.sha256, "
-        f"'releasedAt', {_utc_seconds(dialect, 'r.released_at')}, 'channel', r.channel, "
+        f"'releasedAt', {utc_seconds_sql(dialect, 'r.released_at')}, 'channel', r.channel, "
         "'changelogHtml', r.changelog_html"
     )
     licensing = obj.format(
@@ -665,7 +638,7 @@ def _body_sql(dialect: str, currency: bool) -> str:
         f"'subscription', {nested.format(f'(SELECT {plan} {_PLAN_OF_P})')}, "
         f"'licensing', {licensing}, 'versionScheme', p.version_scheme, "
         f"'latestRelease', {nested.format(f'(SELECT {release} {_LATEST_RELEASE_OF_P})')}, "
-        f"'updatedAt', {_utc_seconds(dialect, 'p.updated_at')}"
+        f"'updatedAt', {utc_seconds_sql(dialect, 'p.updated_at')}"
     )
 
 
@@ -673,7 +646,8 @@ def _bodies_json(dialect: str, products: str, currency: bool) -> str:
     """One JSON array (or NULL for none) of the bodies of ``products`` (as for
     :func:`_cards_json`), in name order."""
     body = _body_sql(dialect, currency)
-    return _as_text(dialect, _ordered_array(dialect, body, "p.name, p.id", f"FROM ({products}) p"))
+    in_order = ordered_json_array(dialect, body, "p.name, p.id", f"FROM ({products}) p")
+    return json_select_text(dialect, in_order)
 
 
 def _listing(searched: bool, currency: bool, bodies: bool) -> HotListing:
@@ -707,7 +681,7 @@ _BY_SLUG = f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE p.slug = :slug AND {
 def _slug_batch(currency: bool) -> dict[str, HotBatch]:
     """The API body (JSON text) of the public product ``:slug``: one statement."""
     return {
-        d: HotBatch(f"SELECT {_text(d, _body_sql(d, currency))} FROM ({_BY_SLUG}) p")  # noqa: S608 - constant SQL
+        d: HotBatch(f"SELECT {json_text(d, _body_sql(d, currency))} FROM ({_BY_SLUG}) p")  # noqa: S608 - constant SQL
         for d in DIALECTS
     }
 
