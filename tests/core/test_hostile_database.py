@@ -60,16 +60,20 @@ def test_frozen_postgresql_answers_503_quickly_and_openapi_keeps_working(make_ap
     )
     with serve(app) as url:
         assert get(url, "/api/health")[0] == 200
+        # Built once before the freeze (the first OpenAPI document took over a second on a
+        # loaded machine): what is measured below is whether a call waits for the database.
+        assert get(url, "/api/openapi.json")[0] == get(url, "/api/license/jwks.json")[0] == 200
         with postgresql_frozen(engine):
             status, headers, body, seconds = get(url, "/api/health")
             assert_unavailable(status, headers, body)
             assert seconds < TIMEOUT_MS / 1000 + 2, seconds
+            # Faster than the statement timeout: no statement waited on the locked tables.
             status, _headers, body, seconds = get(url, "/api/openapi.json")
             assert status == 200 and body["openapi"].startswith("3.")
-            assert seconds < 1, seconds
+            assert seconds < TIMEOUT_MS / 1000, seconds
             status, _headers, body, seconds = get(url, "/api/license/jwks.json")
             assert status == 200 and body["keys"], body
-            assert seconds < 1, seconds
+            assert seconds < TIMEOUT_MS / 1000, seconds
             status, headers, body, seconds = get(url, "/api/store/products")
             assert_unavailable(status, headers, body)
             assert seconds < TIMEOUT_MS / 1000 + 2, seconds
