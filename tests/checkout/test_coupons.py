@@ -12,6 +12,7 @@ import pytest
 import webtest
 from fakes.shop import make_order, order_status
 from fakes.stripe_api import delivery, event, session_object
+from helpers.checkout import order_count
 from helpers.coupons import make_coupon, place_with_coupon, redemption_of, reserved_count
 from helpers.payments import send
 from sqlalchemy import func, select, update
@@ -258,11 +259,6 @@ def test_used_up_and_per_customer_limit(dbsession, catalogue, customer, other_cu
 
 
 # --- reserving ------------------------------------------------------------------------------
-
-
-def order_count(session) -> int:
-    session.commit()
-    return session.scalar(select(func.count()).select_from(Order))
 
 
 def test_the_cap_holds_when_reserving(dbsession, catalogue, customer, other_customer):

@@ -11,6 +11,7 @@ from helpers.checkout import (
     delivered,
     fill_billing,
     in_days,
+    order_count,
     redemption_statuses,
     visitor_with_cart,
 )
@@ -146,11 +147,6 @@ def test_a_coupon_that_lapsed_after_it_was_applied_stops_checkout(
 def both_providers(make_app, card_settings, wallet_settings):
     """An app that takes payments through both providers."""
     return make_app(**{**card_settings, **wallet_settings})
-
-
-def order_count(dbsession) -> int:
-    dbsession.rollback()
-    return dbsession.scalar(select(func.count()).select_from(Order))
 
 
 def test_a_charge_below_the_card_providers_minimum_is_refused_the_wallet_takes_it(

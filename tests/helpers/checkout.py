@@ -63,6 +63,12 @@ def redemption_statuses(dbsession, code: str) -> list[str]:
     )
 
 
+def order_count(dbsession) -> int:
+    """Every order in the database, once the app's commits are seen."""
+    dbsession.commit()  # end the read snapshot: see what the app committed since
+    return dbsession.scalar(select(func.count()).select_from(Order))
+
+
 def cart_count(dbsession) -> int:
     return dbsession.scalar(select(func.count()).select_from(Cart))
 

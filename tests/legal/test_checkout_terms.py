@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 from fakes.shop import make_catalogue
-from helpers.checkout import BILLING, fill_billing
+from helpers.checkout import BILLING, fill_billing, order_count
 from helpers.clients import logged_in, page_client
 from helpers.html import errors_of
 from helpers.legal import publish_legal
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from cmsshop.models import Order
 
@@ -24,11 +24,6 @@ def shop(dbsession):
 
 def form_to(page, action: str):
     return next(form for form in page.forms.values() if form.action == action)
-
-
-def order_count(dbsession) -> int:
-    dbsession.commit()  # a fresh snapshot
-    return dbsession.scalar(select(func.count()).select_from(Order))
 
 
 def checkout_body(**extra) -> dict:

@@ -10,10 +10,10 @@ import webtest
 from fakes.shop import make_order, order_status
 from fakes.stripe_api import closed_port_url
 from helpers.app import PASSWORD, TEST_SECRET
-from helpers.checkout import fill_billing
+from helpers.checkout import fill_billing, order_count
 from helpers.clients import logged_in, page_client
 from helpers.html import title_of
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from cmsshop.models import Order, Product, Release
 from cmsshop.services.docs.markdown import render_markdown
@@ -31,11 +31,6 @@ def buy_form(response):
     if "country" in form.fields and not form["country"].value:
         fill_billing(form)
     return form
-
-
-def order_count(dbsession) -> int:
-    dbsession.rollback()  # a new snapshot
-    return dbsession.scalar(select(func.count()).select_from(Order))
 
 
 @pytest.fixture

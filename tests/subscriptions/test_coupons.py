@@ -11,13 +11,13 @@ import random
 
 import pytest
 import webtest
-from helpers.checkout import in_days, redemption_statuses
+from helpers.checkout import in_days, order_count, redemption_statuses
 from helpers.clients import new_client, page_client
 from helpers.coupons import make_coupon, place_with_coupon, reserved_count
 from helpers.outbox import rows as outbox_rows
 from helpers.subscriptions import GRACE, period_end, send, state
 from helpers.tax import SELLER_DE
-from sqlalchemy import func, select, update
+from sqlalchemy import select, update
 
 from cmsshop.models import Coupon, Invoice, Order, SubscriptionPlan
 from cmsshop.scripts.admin import main as admin_main
@@ -84,11 +84,6 @@ def order_of(dbsession, number: str) -> Order:
 
 def invoice_of(dbsession, order: Order) -> Invoice:
     return dbsession.scalar(select(Invoice).where(Invoice.order_id == order.id))
-
-
-def order_count(dbsession) -> int:
-    dbsession.rollback()
-    return dbsession.scalar(select(func.count()).select_from(Order))
 
 
 # (coupon, the first period's net, its tax): the tax is the discounted net's, 19 %

@@ -11,7 +11,7 @@ from helpers.clients import new_client
 from helpers.payments import deliver, paid_at_the_provider
 from helpers.purchases import openapi_validator
 from helpers.tax import SELLER_DE
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from cmsshop.models import Invoice, Order, Product, ProductPrice
 
@@ -79,11 +79,6 @@ def stored(dbsession, number: str) -> Order:
     dbsession.commit()  # end the read snapshot: see what the app committed since
     dbsession.expire_all()
     return dbsession.scalar(select(Order).where(Order.number == number))
-
-
-def order_count(dbsession) -> int:
-    dbsession.commit()
-    return dbsession.scalar(select(func.count()).select_from(Order))
 
 
 def invoice_of(dbsession, order: Order) -> Invoice | None:

@@ -13,7 +13,7 @@ import datetime as dt
 
 import pytest
 from fakes.shop import make_order
-from helpers.checkout import delivered, visitor_with_cart
+from helpers.checkout import delivered, order_count, visitor_with_cart
 from helpers.clients import logged_in
 from helpers.purchases import openapi_validator
 from helpers.tax import SELLER_DE
@@ -22,7 +22,7 @@ from cmsshop.models import BillingProfile, Order
 from cmsshop.services.tax.engine import OUTSIDE_SCOPE_NOTE, REVERSE_CHARGE_NOTE
 from cmsshop.services.tax.rates import parse_extra_rates
 
-from .conftest import buyer_of, invoice_of, order_count, pay_by_card, place, stored
+from .conftest import buyer_of, invoice_of, pay_by_card, place, stored
 
 BUSINESS = {
     "name": "Erika Mustermann",

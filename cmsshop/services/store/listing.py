@@ -158,7 +158,7 @@ def search_sql(dialect: str, *columns: str) -> str:
     return _any_like(":pattern", columns)
 
 
-# --- JSON written by the database (the public lists and bodies: see services.store.products)
+# --- JSON written by the database (the public product and article lists and bodies) ------
 
 EVERY_ROW = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
 
