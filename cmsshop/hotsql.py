@@ -24,6 +24,27 @@ from sqlalchemy.engine import Connection, Engine
 
 # The dialects every hot statement is written for (the SQL of a shape, per dialect).
 DIALECTS = ("sqlite", "postgresql")
+_NAMED = re.compile(r":(\w+)")
+
+
+class SqliteText:
+    """A statement's SQLite text with ``?N`` for each ``:name`` (one number a name) and
+    the names in number order: Python's sqlite3 binds a tuple by position, while for a
+    dict it asks SQLite each parameter's name, releasing the GIL for every call (3.11;
+    see HotBatch._sqlite_one for what a release costs)."""
+
+    def __init__(self, sql: str):
+        numbers: dict[str, str] = {}
+
+        def number(match: re.Match) -> str:
+            return numbers.setdefault(match[1], f"?{len(numbers) + 1}")
+
+        self.text = _NAMED.sub(number, sql)
+        self.names = tuple(numbers)
+
+    def call(self, params: dict[str, Any]) -> tuple[str, tuple]:
+        """``execute``'s arguments for ``params`` (a statement's missing name: KeyError)."""
+        return self.text, tuple(params[name] for name in self.names)
 
 
 class HotStatement:
@@ -39,27 +60,34 @@ class HotStatement:
     ORDER BY from a FROM subquery without one), so the callers order others themselves.
     """
 
-    def __init__(self, sql: str, *, json_rows: bool = False, json_text: bool = False):
-        self.sql = {"sqlite": sql, "postgresql": re.sub(r":(\w+)", r"%(\1)s", sql)}
+    def __init__(
+        self, sql: str, *, json_rows: bool = False, json_text: bool = False, scalar: bool = False
+    ):
+        self.sql = {"sqlite": sql, "postgresql": _NAMED.sub(r"%(\1)s", sql)}
         self.json_rows = json_rows
         # The statement builds its rows itself, as one JSON array in one text column of
         # one row (NULL: none, as PostgreSQL's json_agg of nothing): a batch gives the
         # parsed list.
         self.json_text = json_text
+        # At most one row of one column (a count, a version, a JSON text): on SQLite a
+        # batch of such statements runs as one (HotBatch).
+        self.scalar = scalar or json_text
+        self.sqlite = SqliteText(sql)  # what runs on SQLite (the named text is for people)
         self._sqlite_json: str | None = None  # the wrapped SQL, once the columns are known
+        self._sqlite_wrapped: SqliteText | None = None  # the same, as it runs
 
     def sqlite_rows(self, dbapi, params: dict[str, Any]) -> list:
         """The statement's rows on SQLite: once its columns are known (the first run
         reads them), as ``json_group_array(json_array(columns))`` over it, parsed by
         orjson. Columns with the same name, a BLOB or a REAL (JSON keeps 15 digits of
         it) in the first run's rows: read row by row."""
-        wrapped = self._sqlite_json
+        wrapped = self._sqlite_wrapped
         if wrapped is not None:
-            cursor = dbapi.execute(wrapped, params)
+            cursor = dbapi.execute(*wrapped.call(params))
             (text,) = cursor.fetchone()
             cursor.close()
             return orjson.loads(text)
-        cursor = dbapi.execute(self.sql["sqlite"], params)
+        cursor = dbapi.execute(*self.sqlite.call(params))
         rows = cursor.fetchall()
         names = [column[0] for column in cursor.description or ()]
         cursor.close()
@@ -72,6 +100,7 @@ class HotStatement:
             self._sqlite_json = (
                 f"SELECT json_group_array(json_array({columns})) FROM ({self.sql['sqlite']})"  # noqa: S608 - our own constant SQL
             )
+            self._sqlite_wrapped = SqliteText(self._sqlite_json)
         return rows
 
     def run(self, conn: Connection | RawTransaction, params: dict[str, Any]):
@@ -79,7 +108,10 @@ class HotStatement:
         announce(conn, self.sql[name], params)
         cursor = dbapi.cursor()
         try:
-            cursor.execute(self.sql[name], params)
+            if name == "sqlite":
+                cursor.execute(*self.sqlite.call(params))
+            else:
+                cursor.execute(self.sql[name], params)
         except Exception as exc:
             _forget_on(conn, exc)
             raise
@@ -113,6 +145,7 @@ class HotBatch:
 
     def __init__(self, *statements: HotStatement | str):
         self.statements = [HotStatement(s) if isinstance(s, str) else s for s in statements]
+        self._one: SqliteText | None = None  # see _sqlite_one
         self.prepare: list[tuple[str, str]] = []  # (name, PREPARE ...)
         parts = []
         for statement in self.statements:
@@ -180,15 +213,50 @@ class HotBatch:
                     if not cursor.nextset():
                         break
             return self._parsed(results)
+        one = self._sqlite_one()
+        if one is not None:
+            return self._parsed(self._sqlite_scalars(dbapi, one, params))
         for statement in self.statements:
             if statement.json_rows:
                 results.append(statement.sqlite_rows(dbapi, params))
                 continue
             cursor = dbapi.cursor()
-            cursor.execute(statement.sql["sqlite"], params)
+            cursor.execute(*statement.sqlite.call(params))
             results.append(cursor.fetchall() if cursor.description else None)
             cursor.close()
         return self._parsed(results)
+
+    def _sqlite_one(self) -> SqliteText | None:
+        """The batch as one SQLite statement, ``SELECT (s1), (s2), ...``, when it has two
+        or more statements and each gives at most one row of one column (``scalar``, or
+        ``json_rows`` once wrapped): Python's sqlite3 releases the GIL a dozen times a
+        statement (binding, each step, each column's type, the last row id, the reset),
+        and with the server's threads waiting for it each release is a hand-over (the
+        article search cost a tenth more CPU as two statements; bench/uncached.py)."""
+        if self._one is not None or len(self.statements) < 2:
+            return self._one
+        parts = []
+        for statement in self.statements:
+            if statement.json_rows and statement._sqlite_json is not None:
+                parts.append(statement._sqlite_json)
+            elif statement.scalar and not statement.json_rows:
+                parts.append(statement.sql["sqlite"])
+            else:
+                return None  # rows of their own, or columns not known yet
+        self._one = SqliteText("SELECT " + ", ".join(f"({part})" for part in parts))
+        return self._one
+
+    def _sqlite_scalars(self, dbapi, one: SqliteText, params: dict[str, Any]) -> list:
+        """Each statement's rows from the one statement's row, as they would come alone
+        (a scalar statement with no row gives NULL there: ``[(None,)]``, which every
+        caller reads as no row)."""
+        cursor = dbapi.execute(*one.call(params))
+        values = cursor.fetchone()
+        cursor.close()
+        return [
+            (orjson.loads(value) if value else []) if statement.json_rows else [(value,)]
+            for statement, value in zip(self.statements, values, strict=True)
+        ]
 
     def _pg_autocommit(self, dbapi, params: dict[str, Any]) -> list:
         """The batch outside any transaction of psycopg's -- on a :class:`RawReads`

@@ -18,7 +18,9 @@ from cmsshop.db import is_nul_refused, is_retryable_db_error, make_engine
 from cmsshop.hotsql import (
     _PREPARED,
     HotBatch,
+    HotStatement,
     RawReads,
+    SqliteText,
     raw_autocommit,
     raw_reads,
     raw_transaction,
@@ -201,3 +203,66 @@ def test_a_connection_that_served_reads_is_freed_when_dropped(engine):
     del dbapi
     gc.collect()
     assert freed() is None
+
+
+# --- scalar statements: one SQLite statement, the same answers ----------------------------
+
+SCALARS = [
+    HotStatement(
+        "SELECT count(*) FROM (SELECT 1 AS one UNION ALL SELECT 2) AS t WHERE :n > 0", scalar=True
+    ),
+    HotStatement("SELECT CAST(:text AS TEXT) WHERE :n > 1", scalar=True),  # no row: n <= 1
+    HotStatement("SELECT '[1, \"a\", null]' WHERE :n > 2", json_text=True),
+]
+
+
+def scalar_of(rows: list):
+    """How callers read a scalar statement's rows: its value, or None for no row."""
+    return rows[0][0] if rows else None
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3])
+def test_scalar_statements_in_one_batch_answer_as_they_do_alone(engine, n):
+    params = {"n": n, "text": "it's :n ?1 ?2"}
+    together = HotBatch(*SCALARS)
+    for _ in range(2):  # the first run and the next (nothing is learnt between them)
+        with raw_reads(engine) as conn:
+            found = together.run(conn, params)
+            alone = [HotBatch(statement).run(conn, params)[0] for statement in SCALARS]
+        count, text, parsed = found
+        assert scalar_of(count) == scalar_of(alone[0]) == (2 if n > 0 else 0)
+        assert scalar_of(text) == scalar_of(alone[1]) == (params["text"] if n > 1 else None)
+        assert parsed == alone[2] == ([1, "a", None] if n > 2 else [])
+
+
+def executed_on(conn) -> list[str]:
+    """The SQL SQLite runs on the raw connection of ``conn`` from now on."""
+    executed: list[str] = []
+    conn.dbapi.set_trace_callback(executed.append)
+    return executed
+
+
+def test_on_sqlite_a_batch_of_scalars_is_one_statement_and_others_run_one_by_one(engine):
+    """Python's sqlite3 releases the GIL about ten times a statement; a batch whose
+    statements each give at most one value runs as ``SELECT (s1), (s2), ...``."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's statements (PostgreSQL gets one message either way)")
+    mixed = HotBatch(SCALARS[0], "SELECT 1 AS a UNION ALL SELECT 2 ORDER BY a")
+    with raw_reads(engine) as conn:
+        executed = executed_on(conn)
+        count, text, parsed = HotBatch(*SCALARS).run(conn, {"n": 3, "text": "x"})
+        assert [count, text, parsed] == [[(2,)], [("x",)], [1, "a", None]]
+        assert len(executed) == 1 and executed[0].startswith("SELECT (SELECT count(*)")
+        executed.clear()
+        assert mixed.run(conn, {"n": 1}) == [[(2,)], [(1,), (2,)]]
+        assert len(executed) == 2
+        conn.dbapi.set_trace_callback(None)
+
+
+def test_sqlite_text_numbers_each_name_once_and_binds_by_position():
+    text = SqliteText("SELECT :a, :b_2, :a, strftime('%H:%M', x) FROM t WHERE y = ':'")
+    assert text.text == "SELECT ?1, ?2, ?1, strftime('%H:%M', x) FROM t WHERE y = ':'"
+    assert text.names == ("a", "b_2")
+    assert text.call({"b_2": 2, "a": 1, "unused": 3}) == (text.text, (1, 2))
+    with pytest.raises(KeyError):
+        text.call({"a": 1})

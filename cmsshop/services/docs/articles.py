@@ -201,7 +201,8 @@ def _hot_listing(searched: bool, by_category: bool) -> HotListing:
             d: HotStatement(
                 json_select_text(
                     d, ordered_json_array(d, _body_sql(d), _NEWEST_FIRST, f"FROM ({page[d]}) a")
-                )
+                ),
+                scalar=True,  # one JSON text
             )
             for d in DIALECTS
         },

@@ -205,9 +205,9 @@ class HotListing:
         searched: bool,
     ):
         self.shape, self.searched = shape, searched
-        first = {d: HotStatement(sql) for d, sql in count.items()}
+        first = {d: HotStatement(sql, scalar=True) for d, sql in count.items()}
         if not searched:
-            first = {d: HotStatement(VERSION_SQL) for d in count}
+            first = {d: HotStatement(VERSION_SQL, scalar=True) for d in count}
         self.count = {d: HotBatch(HotStatement(sql)) for d, sql in count.items()}
         self.first = {d: HotBatch(first[d]) for d in count}
         # A page given as SQL: its rows in one step on SQLite (hotsql.HotStatement; its

@@ -668,6 +668,7 @@ def _listing(searched: bool, currency: bool, bodies: bool) -> HotListing:
                     currency,
                 ),
                 json_text=not bodies,
+                scalar=True,  # one JSON text (bodies: as text)
             )
             for d in DIALECTS
         },
