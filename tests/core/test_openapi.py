@@ -68,6 +68,27 @@ def test_document_is_served_and_has_the_error_body(testapp):
                 assert "500" in operation["responses"], (path, method)
 
 
+def test_a_process_writes_the_document_once_and_serves_those_bytes(app, testapp, monkeypatch):
+    """It follows from the configuration alone: built at the first request, then the same
+    bytes (the built document, as the app's json renderer writes it) every time."""
+    from cmsshop import openapi
+    from cmsshop.views.core.api import OPENAPI_BODY
+
+    built = []
+
+    def counted(registry):
+        built.append(registry)
+        return build_document(registry)
+
+    monkeypatch.setattr(openapi, "build_document", counted)
+    monkeypatch.delitem(app.registry, OPENAPI_BODY, raising=False)
+    first = testapp.get("/api/openapi.json")
+    second = testapp.get("/api/openapi.json")
+    assert len(built) == 1
+    assert first.body == second.body and first.content_type == "application/json"
+    assert first.json == build_document(app.registry)
+
+
 def test_api_fuzz(app, admin_app):
     """Fuzz every documented operation; report every operation that breaks a promise.
 
