@@ -229,7 +229,7 @@ class HotBatch:
     def _sqlite_one(self) -> SqliteText | None:
         """The batch as one SQLite statement, ``SELECT (s1), (s2), ...``, when it has two
         or more statements and each gives at most one row of one column (``scalar``, or
-        ``json_rows`` once wrapped): Python's sqlite3 releases the GIL a dozen times a
+        ``json_rows`` once wrapped): Python's sqlite3 releases the GIL about ten times a
         statement (binding, each step, each column's type, the last row id, the reset),
         and with the server's threads waiting for it each release is a hand-over (the
         article search cost a tenth more CPU as two statements; bench/uncached.py)."""
