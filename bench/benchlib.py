@@ -377,21 +377,50 @@ def _stat(pid) -> tuple[int, float] | None:
         return None
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its live descendants (a pre-fork server's
-    workers; Linux /proc), or NaN."""
+def _process_tree(pid: int) -> dict[int, tuple[int, float]]:
+    """{pid: (parent pid, CPU seconds)} of a live process and its live descendants (a
+    pre-fork server's workers; Linux /proc); empty when it is gone."""
     stats = {int(name): _stat(name) for name in os.listdir("/proc") if name.isdigit()}
     if not stats.get(pid):
-        return float("nan")
-    tree, total, grew = {pid}, 0.0, True
+        return {}
+    tree, grew = {pid}, True
     while grew:
         grew = False
         for child, stat in stats.items():
             if stat and child not in tree and stat[0] in tree:
                 tree.add(child)
                 grew = True
+    return {member: stats[member] for member in tree if stats[member]}
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its live descendants, or NaN."""
+    tree = _process_tree(pid)
+    return sum(cpu for _, cpu in tree.values()) if tree else float("nan")
+
+
+def process_switches(pid: int) -> float:
+    """Context switches, voluntary or not, of every thread of a process and its live
+    descendants (Linux /proc), or NaN. A server's threads handing the GIL and waitress's
+    task queue to each other show here: a route that releases the GIL more often than the
+    bare route pays for each release with a hand-over or two (docs/performance.md)."""
+    tree = _process_tree(pid)
+    if not tree:
+        return float("nan")
+    total = 0
     for member in tree:
-        total += stats[member][1]
+        try:
+            tasks = os.listdir(f"/proc/{member}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{member}/task/{task}/status") as fh:
+                    for line in fh:  # voluntary_ctxt_switches, nonvoluntary_ctxt_switches
+                        if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")):
+                            total += int(line.split()[-1])
+            except (OSError, ValueError):
+                continue  # a thread that ended meanwhile
     return total
 
 
@@ -613,7 +642,7 @@ def measure(
     import statistics
 
     database_cpu = database_cpu or database_cpu_seconds
-    totals = {id(route): [0, [], 0.0, 0, 0, 0.0, 0.0, 0.0] for route in routes}
+    totals = {id(route): [0, [], 0.0, 0, 0, 0.0, 0.0, 0.0, 0] for route in routes}
     for i, route in enumerate(routes):
         visit_each(port, route.visit, clients, server_processes)
         run_load(port, route, warmup, clients, processes, seed=seed + i)
@@ -622,6 +651,7 @@ def measure(
             # Answer-cache counts, summed over the server's processes.
             counts = cache_counts_all(port, server_processes)
             cpu = process_cpu_seconds(server_pid) if server_pid else float("nan")
+            switches = process_switches(server_pid) if server_pid else float("nan")
             database = database_cpu() if server_pid else float("nan")
             clients_cpu, machine = client_cpu_seconds(), machine_cpu_seconds()
             errors, latencies = run_load(
@@ -634,6 +664,7 @@ def measure(
             total[1].extend(latencies)
             if server_pid:
                 total[2] += process_cpu_seconds(server_pid) - cpu
+                total[8] += process_switches(server_pid) - switches
                 total[5] += database_cpu() - database
             after = cache_counts_all(port, server_processes) if counts else {}
             if after:
@@ -641,7 +672,9 @@ def measure(
                 total[4] += after["misses"] - counts["misses"]
     results = []
     for route in routes:
-        errors, latencies, cpu, hits, misses, database, clients_cpu, machine = totals[id(route)]
+        errors, latencies, cpu, hits, misses, database, clients_cpu, machine, switches = totals[
+            id(route)
+        ]
         latencies.sort()
         count = len(latencies)
         results.append(
@@ -661,6 +694,7 @@ def measure(
                 if count
                 else float("nan"),
                 "cpu_ms": cpu / count * 1000 if count and server_pid else float("nan"),
+                "switches": switches / count if count and server_pid else float("nan"),
                 "database_cpu_ms": database / count * 1000
                 if count and server_pid
                 else float("nan"),
@@ -746,7 +780,7 @@ def measure_wrk(
 
     database_cpu = database_cpu or database_cpu_seconds
     rng = random.Random(seed)
-    totals = {id(route): [0, 0, [], [], 0.0, 0.0, 0.0, 0.0] for route in routes}
+    totals = {id(route): [0, 0, [], [], 0.0, 0.0, 0.0, 0.0, 0] for route in routes}
     with tempfile.TemporaryDirectory(prefix="cmsshop-wrk-") as directory:
         scripts = {id(route): _wrk_script(route, rng, directory) for route in routes}
         for route in routes:
@@ -754,6 +788,7 @@ def measure_wrk(
         for _ in range(rounds):
             for route in routes:
                 cpu = process_cpu_seconds(server_pid) if server_pid else float("nan")
+                switches = process_switches(server_pid) if server_pid else float("nan")
                 database = database_cpu() if server_pid else float("nan")
                 clients_cpu = client_cpu_seconds()
                 run = _wrk_run(port, scripts[id(route)], seconds / rounds, clients)
@@ -766,10 +801,11 @@ def measure_wrk(
                 total[7] += run["seconds"]
                 if server_pid:
                     total[4] += process_cpu_seconds(server_pid) - cpu
+                    total[8] += process_switches(server_pid) - switches
                     total[5] += database_cpu() - database
     results = []
     for route in routes:
-        count, errors, p50s, p99s, cpu, database, clients_cpu, elapsed = totals[id(route)]
+        count, errors, p50s, p99s, cpu, database, clients_cpu, elapsed, switches = totals[id(route)]
         results.append(
             {
                 "route": route,
@@ -780,6 +816,7 @@ def measure_wrk(
                 "p50_ms": statistics.median(p50s),
                 "p99_ms": max(p99s),
                 "cpu_ms": cpu / count * 1000 if count and server_pid else float("nan"),
+                "switches": switches / count if count and server_pid else float("nan"),
                 "database_cpu_ms": database / count * 1000
                 if count and server_pid
                 else float("nan"),

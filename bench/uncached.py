@@ -124,9 +124,17 @@ def throughput(url: str, workdir: str, args) -> bool:
             server_pid=server.pid,
         )  # fmt: skip
         ok = report(results)
-        print(f"\n{'route':44}{'server CPU ms/request':>24}{'database CPU ms/request':>26}")
+        # Context switches of the server's threads: the GIL and waitress's task queue
+        # handed over (docs/performance.md, "Catalogue reads").
+        print(
+            f"\n{'route':44}{'server CPU ms/request':>24}{'database CPU ms/request':>26}"
+            f"{'context switches/request':>27}"
+        )
         for r in results:
-            print(f"{r['route'].name[:43]:44}{r['cpu_ms']:24.3f}{r['database_cpu_ms']:26.3f}")
+            print(
+                f"{r['route'].name[:43]:44}{r['cpu_ms']:24.3f}{r['database_cpu_ms']:26.3f}"
+                f"{r['switches']:27.1f}"
+            )
         return ok
     finally:
         stop_server(server)
