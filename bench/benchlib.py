@@ -393,35 +393,46 @@ def _process_tree(pid: int) -> dict[int, tuple[int, float]]:
     return {member: stats[member] for member in tree if stats[member]}
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its live descendants, or NaN."""
-    tree = _process_tree(pid)
-    return sum(cpu for _, cpu in tree.values()) if tree else float("nan")
-
-
-def process_switches(pid: int) -> float:
-    """Context switches, voluntary or not, of every thread of a process and its live
-    descendants (Linux /proc), or NaN. A server's threads handing the GIL and waitress's
-    task queue to each other show here: a route that releases the GIL more often than the
-    bare route pays for each release with a hand-over or two (docs/performance.md)."""
-    tree = _process_tree(pid)
-    if not tree:
-        return float("nan")
+def _switches(pid: int) -> int:
+    """Context switches, voluntary or not, of every thread of process ``pid`` (Linux
+    /proc/PID/task/*/status)."""
     total = 0
-    for member in tree:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for task in tasks:
         try:
-            tasks = os.listdir(f"/proc/{member}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{member}/task/{task}/status") as fh:
-                    for line in fh:  # voluntary_ctxt_switches, nonvoluntary_ctxt_switches
-                        if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")):
-                            total += int(line.split()[-1])
-            except (OSError, ValueError):
-                continue  # a thread that ended meanwhile
+            with open(f"/proc/{pid}/task/{task}/status") as fh:
+                for line in fh:  # voluntary_ctxt_switches, nonvoluntary_ctxt_switches
+                    if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")):
+                        total += int(line.split()[-1])
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
     return total
+
+
+NO_USAGE = (float("nan"), float("nan"), float("nan"))
+
+
+def server_usage(pid: int | None, database_cpu) -> tuple[float, float, float]:
+    """(user + system CPU seconds, context switches, the database's CPU seconds from
+    ``database_cpu()``) of a server process and its live descendants (a pre-fork
+    server's workers) so far, from one walk of /proc; NaNs without a live server. The
+    switches are its threads handing the GIL and waitress's task queue to each other: a
+    route that releases the GIL more often than the bare route pays for each release
+    with a hand-over or two (docs/performance.md)."""
+    tree = _process_tree(pid) if pid else {}
+    if not tree:
+        return NO_USAGE
+    cpu = sum(seconds for _, seconds in tree.values())
+    return cpu, sum(_switches(member) for member in tree), database_cpu()
+
+
+def _add_usage(used: list, before: tuple, after: tuple) -> None:
+    """Add what the server used between two :func:`server_usage` readings to ``used``."""
+    for k, (then, now) in enumerate(zip(before, after, strict=True)):
+        used[k] += now - then
 
 
 def machine_cpu_seconds() -> float:
@@ -642,7 +653,8 @@ def measure(
     import statistics
 
     database_cpu = database_cpu or database_cpu_seconds
-    totals = {id(route): [0, [], 0.0, 0, 0, 0.0, 0.0, 0.0, 0] for route in routes}
+    totals = {id(route): [0, [], 0, 0, 0.0, 0.0] for route in routes}
+    used = {id(route): [0.0, 0, 0.0] for route in routes}  # server_usage's, summed
     for i, route in enumerate(routes):
         visit_each(port, route.visit, clients, server_processes)
         run_load(port, route, warmup, clients, processes, seed=seed + i)
@@ -650,31 +662,25 @@ def measure(
         for i, route in enumerate(routes):
             # Answer-cache counts, summed over the server's processes.
             counts = cache_counts_all(port, server_processes)
-            cpu = process_cpu_seconds(server_pid) if server_pid else float("nan")
-            switches = process_switches(server_pid) if server_pid else float("nan")
-            database = database_cpu() if server_pid else float("nan")
+            usage = server_usage(server_pid, database_cpu)
             clients_cpu, machine = client_cpu_seconds(), machine_cpu_seconds()
             errors, latencies = run_load(
                 port, route, seconds / rounds, clients, processes, seed=seed + 100 * r + i + 1
             )
             total = totals[id(route)]
-            total[6] += client_cpu_seconds() - clients_cpu
-            total[7] += machine_cpu_seconds() - machine
+            total[4] += client_cpu_seconds() - clients_cpu
+            total[5] += machine_cpu_seconds() - machine
             total[0] += errors
             total[1].extend(latencies)
-            if server_pid:
-                total[2] += process_cpu_seconds(server_pid) - cpu
-                total[8] += process_switches(server_pid) - switches
-                total[5] += database_cpu() - database
+            _add_usage(used[id(route)], usage, server_usage(server_pid, database_cpu))
             after = cache_counts_all(port, server_processes) if counts else {}
             if after:
-                total[3] += after["hits"] - counts["hits"]
-                total[4] += after["misses"] - counts["misses"]
+                total[2] += after["hits"] - counts["hits"]
+                total[3] += after["misses"] - counts["misses"]
     results = []
     for route in routes:
-        errors, latencies, cpu, hits, misses, database, clients_cpu, machine, switches = totals[
-            id(route)
-        ]
+        errors, latencies, hits, misses, clients_cpu, machine = totals[id(route)]
+        cpu, switches, database = used[id(route)]
         latencies.sort()
         count = len(latencies)
         results.append(
@@ -780,16 +786,15 @@ def measure_wrk(
 
     database_cpu = database_cpu or database_cpu_seconds
     rng = random.Random(seed)
-    totals = {id(route): [0, 0, [], [], 0.0, 0.0, 0.0, 0.0, 0] for route in routes}
+    totals = {id(route): [0, 0, [], [], 0.0, 0.0] for route in routes}
+    used = {id(route): [0.0, 0, 0.0] for route in routes}  # server_usage's, summed
     with tempfile.TemporaryDirectory(prefix="cmsshop-wrk-") as directory:
         scripts = {id(route): _wrk_script(route, rng, directory) for route in routes}
         for route in routes:
             _wrk_run(port, scripts[id(route)], 1, clients)  # warm-up
         for _ in range(rounds):
             for route in routes:
-                cpu = process_cpu_seconds(server_pid) if server_pid else float("nan")
-                switches = process_switches(server_pid) if server_pid else float("nan")
-                database = database_cpu() if server_pid else float("nan")
+                usage = server_usage(server_pid, database_cpu)
                 clients_cpu = client_cpu_seconds()
                 run = _wrk_run(port, scripts[id(route)], seconds / rounds, clients)
                 total = totals[id(route)]
@@ -797,15 +802,13 @@ def measure_wrk(
                 total[1] += run["errors"]
                 total[2].append(run["p50"])
                 total[3].append(run["p99"])
-                total[6] += client_cpu_seconds() - clients_cpu
-                total[7] += run["seconds"]
-                if server_pid:
-                    total[4] += process_cpu_seconds(server_pid) - cpu
-                    total[8] += process_switches(server_pid) - switches
-                    total[5] += database_cpu() - database
+                total[4] += client_cpu_seconds() - clients_cpu
+                total[5] += run["seconds"]
+                _add_usage(used[id(route)], usage, server_usage(server_pid, database_cpu))
     results = []
     for route in routes:
-        count, errors, p50s, p99s, cpu, database, clients_cpu, elapsed, switches = totals[id(route)]
+        count, errors, p50s, p99s, clients_cpu, elapsed = totals[id(route)]
+        cpu, switches, database = used[id(route)]
         results.append(
             {
                 "route": route,

@@ -34,6 +34,7 @@ class SqliteText:
     see HotBatch._sqlite_one for what a release costs)."""
 
     def __init__(self, sql: str):
+        self.source = sql  # with its names
         numbers: dict[str, str] = {}
 
         def number(match: re.Match) -> str:
@@ -73,8 +74,7 @@ class HotStatement:
         # batch of such statements runs as one (HotBatch).
         self.scalar = scalar or json_text
         self.sqlite = SqliteText(sql)  # what runs on SQLite (the named text is for people)
-        self._sqlite_json: str | None = None  # the wrapped SQL, once the columns are known
-        self._sqlite_wrapped: SqliteText | None = None  # the same, as it runs
+        self._sqlite_wrapped: SqliteText | None = None  # the wrapped SQL, once columns are known
 
     def sqlite_rows(self, dbapi, params: dict[str, Any]) -> list:
         """The statement's rows on SQLite: once its columns are known (the first run
@@ -97,10 +97,9 @@ class HotStatement:
             and not any(isinstance(value, bytes | float) for row in rows for value in row)
         ):
             columns = ", ".join('"' + name.replace('"', '""') + '"' for name in names)
-            self._sqlite_json = (
+            self._sqlite_wrapped = SqliteText(
                 f"SELECT json_group_array(json_array({columns})) FROM ({self.sql['sqlite']})"  # noqa: S608 - our own constant SQL
             )
-            self._sqlite_wrapped = SqliteText(self._sqlite_json)
         return rows
 
     def run(self, conn: Connection | RawTransaction, params: dict[str, Any]):
@@ -146,6 +145,11 @@ class HotBatch:
     def __init__(self, *statements: HotStatement | str):
         self.statements = [HotStatement(s) if isinstance(s, str) else s for s in statements]
         self._one: SqliteText | None = None  # see _sqlite_one
+        # Only a batch of two or more one-value statements (json_rows ones once wrapped)
+        # can run as one: the others never look again.
+        self._may_be_one = len(self.statements) > 1 and all(
+            s.scalar or s.json_rows for s in self.statements
+        )
         self.prepare: list[tuple[str, str]] = []  # (name, PREPARE ...)
         parts = []
         for statement in self.statements:
@@ -233,16 +237,16 @@ class HotBatch:
         statement (binding, each step, each column's type, the last row id, the reset),
         and with the server's threads waiting for it each release is a hand-over (the
         article search cost a tenth more CPU as two statements; bench/uncached.py)."""
-        if self._one is not None or len(self.statements) < 2:
+        if self._one is not None or not self._may_be_one:
             return self._one
         parts = []
         for statement in self.statements:
-            if statement.json_rows and statement._sqlite_json is not None:
-                parts.append(statement._sqlite_json)
-            elif statement.scalar and not statement.json_rows:
+            if not statement.json_rows:
                 parts.append(statement.sql["sqlite"])
+            elif statement._sqlite_wrapped is not None:
+                parts.append(statement._sqlite_wrapped.source)
             else:
-                return None  # rows of their own, or columns not known yet
+                return None  # its columns are not known yet
         self._one = SqliteText("SELECT " + ", ".join(f"({part})" for part in parts))
         return self._one
 

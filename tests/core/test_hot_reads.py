@@ -7,6 +7,7 @@ keep the connection usable."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import enum
 import gc
@@ -235,11 +236,15 @@ def test_scalar_statements_in_one_batch_answer_as_they_do_alone(engine, n):
         assert parsed == alone[2] == ([1, "a", None] if n > 2 else [])
 
 
-def executed_on(conn) -> list[str]:
-    """The SQL SQLite runs on the raw connection of ``conn`` from now on."""
+@contextlib.contextmanager
+def executed_on(conn):
+    """The SQL SQLite runs on the raw connection of ``conn`` inside the block."""
     executed: list[str] = []
     conn.dbapi.set_trace_callback(executed.append)
-    return executed
+    try:
+        yield executed
+    finally:
+        conn.dbapi.set_trace_callback(None)
 
 
 def test_on_sqlite_a_batch_of_scalars_is_one_statement_and_others_run_one_by_one(engine):
@@ -248,15 +253,13 @@ def test_on_sqlite_a_batch_of_scalars_is_one_statement_and_others_run_one_by_one
     if engine.dialect.name != "sqlite":
         pytest.skip("SQLite's statements (PostgreSQL gets one message either way)")
     mixed = HotBatch(SCALARS[0], "SELECT 1 AS a UNION ALL SELECT 2 ORDER BY a")
-    with raw_reads(engine) as conn:
-        executed = executed_on(conn)
+    with raw_reads(engine) as conn, executed_on(conn) as executed:
         count, text, parsed = HotBatch(*SCALARS).run(conn, {"n": 3, "text": "x"})
         assert [count, text, parsed] == [[(2,)], [("x",)], [1, "a", None]]
         assert len(executed) == 1 and executed[0].startswith("SELECT (SELECT count(*)")
         executed.clear()
         assert mixed.run(conn, {"n": 1}) == [[(2,)], [(1,), (2,)]]
         assert len(executed) == 2
-        conn.dbapi.set_trace_callback(None)
 
 
 def test_sqlite_text_numbers_each_name_once_and_binds_by_position():
