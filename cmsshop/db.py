@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -18,6 +17,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 from transaction._transaction import Status as ZopeStatus  # as zope.sqlalchemy imports it
 from zope.sqlalchemy.datamanager import STATUS_ACTIVE, join_transaction, mark_changed
+
+from cmsshop.hotsql import thread_connections
 
 # IntegrityError is retryable on purpose (as in PyPI's warehouse). The services check
 # first and insert second ("is this event already fulfilled? no -> insert the fulfilment
@@ -533,13 +534,13 @@ class HealthProbe:
     """Asks the database to read the schema's own table (``/api/health``): a server
     that answers ``SELECT 1`` while our tables are locked is not healthy.
 
-    Each server thread probes on a connection of its own, taken from the engine once and
-    detached from the pool (autocommit on PostgreSQL; SQLite's is in autocommit already,
-    see the recipe above): a probe is one statement, without the pool's checkout, BEGIN
-    and reset-on-return ROLLBACK -- two round trips less on every load balancer's poll.
-    The engine's connect and statement timeouts apply as to any connection. A failed
-    probe closes its connection; the thread's next probe opens a new one. So does every
-    thread's next probe after the engine's pool is disposed, which closes them all.
+    Each server thread probes on its own connection, the one its raw reads use
+    (cmsshop.hotsql.ThreadConnections: detached from the pool, in autocommit): a probe is
+    one statement, without the pool's checkout, BEGIN and reset-on-return ROLLBACK --
+    two round trips less on every load balancer's poll. The engine's connect and
+    statement timeouts apply as to any connection. A connection the server dropped is
+    closed, and the probe asks once more on a new one; after the engine's pool is
+    disposed every thread opens a new one.
 
     A probe that succeeded less than ``fresh`` seconds ago (``cmsshop.health_fresh``,
     0.25 by default) answers for the calls that follow it: a load balancer polling every
@@ -549,20 +550,8 @@ class HealthProbe:
 
     def __init__(self, engine: Engine, fresh: float = 0.0):
         self.engine, self.fresh = engine, fresh
-        self.local = threading.local()
+        self.connections = thread_connections(engine)
         self.succeeded_at = float("-inf")
-        self.connections: set = set()  # every thread's, closed with the engine's pool
-        self.generation = 0  # how many times they were closed: a thread's may be one of them
-        self.lock = threading.Lock()
-        event.listen(engine, "engine_disposed", lambda engine: self.close())
-
-    def close(self) -> None:
-        with self.lock:
-            connections, self.connections = self.connections, set()
-            self.generation += 1
-        for connection in connections:
-            with contextlib.suppress(Exception):
-                connection.close()
 
     def ping(self) -> None:
         if time.monotonic() - self.succeeded_at < self.fresh:
@@ -577,19 +566,7 @@ class HealthProbe:
             self._probe()
 
     def _probe(self) -> None:
-        local = self.local
-        connection = getattr(local, "connection", None)
-        if connection is None or local.generation != self.generation:
-            generation = self.generation  # before the connection: a close() meanwhile counts
-            pooled = self.engine.raw_connection()
-            connection = pooled.driver_connection
-            pooled.detach()
-            if self.engine.dialect.name == "postgresql":
-                connection.rollback()
-                connection.autocommit = True
-            local.connection, local.generation = connection, generation
-            with self.lock:
-                self.connections.add(connection)
+        connection = self.connections.get()
         try:
             cursor = connection.cursor()
             cursor.execute(PING_SQL)
@@ -597,13 +574,8 @@ class HealthProbe:
             cursor.close()
             self.succeeded_at = time.monotonic()
         except BaseException as exc:
-            exc.cmsshop_connection_lost = getattr(connection, "broken", False)
             self.succeeded_at = float("-inf")
-            self.local.connection = None
-            with self.lock:
-                self.connections.discard(connection)
-            with contextlib.suppress(Exception):
-                connection.close()
+            self.connections.failed(exc)  # a dropped one: closed, exc marked
             raise
 
 

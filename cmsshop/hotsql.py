@@ -15,11 +15,14 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
+import os
 import re
+import threading
 import weakref
 from typing import Any
 
 import orjson
+from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
 # The dialects every hot statement is written for (the SQL of a shape, per dialect).
@@ -383,7 +386,7 @@ class RawTransaction:
 
 @dataclasses.dataclass(frozen=True)
 class RawReads(RawTransaction):
-    """A pooled DBAPI connection in autocommit, for reads (see :func:`raw_reads`)."""
+    """The thread's own DBAPI connection in autocommit, for reads (see :func:`raw_reads`)."""
 
     engine: Any = None
 
@@ -435,19 +438,13 @@ def _forget_on(conn: Connection | RawTransaction, exc: BaseException) -> None:
 
 
 @contextlib.contextmanager
-def raw_autocommit(engine: Engine, reads: bool = False):
+def raw_autocommit(engine: Engine):
     """A pooled connection whose every statement commits on its own (no BEGIN, no
     COMMIT: one round trip a statement). SQLite's connections always are (see the
-    pysqlite recipe in cmsshop.db); a PostgreSQL one is switched for the block.
-    ``reads``: a :class:`RawReads` (which names its engine)."""
+    pysqlite recipe in cmsshop.db); a PostgreSQL one is switched for the block."""
     pooled = engine.raw_connection()
-    if reads:
-        conn = RawReads(engine.dialect.name, pooled.driver_connection, engine)
-    else:
-        conn = RawTransaction(engine.dialect.name, pooled.driver_connection)
-    # A HotBatch on RawReads sends no BEGIN whatever psycopg's setting (_pg_autocommit): its
-    # connection stays as the pool keeps it.
-    postgresql = conn.dialect_name == "postgresql" and not reads
+    conn = RawTransaction(engine.dialect.name, pooled.driver_connection)
+    postgresql = conn.dialect_name == "postgresql"
     try:
         if postgresql:
             conn.dbapi.autocommit = True
@@ -463,10 +460,131 @@ def raw_autocommit(engine: Engine, reads: bool = False):
         pooled.close()
 
 
+class _Held:
+    """One thread's connection of a :class:`ThreadConnections`, closed when the thread
+    ends (the thread's locals let go of it) or when the engine's pool is disposed."""
+
+    __slots__ = ("dbapi", "generation", "pid", "__weakref__")
+
+    def __init__(self, dbapi, generation: int):
+        self.dbapi, self.generation, self.pid = dbapi, generation, os.getpid()
+
+    def close(self) -> None:
+        if self.pid != os.getpid():
+            # Opened before a fork: the parent's. Closing it here would end the parent's
+            # session (libpq's goodbye on the shared socket), so it is only let go of --
+            # and kept, since dropping it would close it all the same.
+            _INHERITED.append(self)
+            return
+        with contextlib.suppress(Exception):  # one the server dropped closes all the same
+            self.dbapi.close()
+
+    def __del__(self):
+        self.close()
+
+
+_INHERITED: list[_Held] = []  # see _Held.close
+
+
+class ThreadConnections:
+    """Each thread's own connection to ``engine``'s database, for reads outside any
+    transaction (:func:`raw_reads`, the health probe): taken from the engine once, with
+    its connect listeners and timeouts, then detached from the pool (autocommit on
+    PostgreSQL; SQLite's connections always are, see cmsshop.db). A read then costs its
+    statements only, not the pool's checkout, return and reset (a tenth of a product by
+    slug in-process; bench/uncached.py).
+
+    A connection is closed by its own thread, never under another thread's statement:
+    when the thread ends, and at the thread's next read once the connections are
+    retired. They are retired when the engine's pool is disposed (every connection is
+    closed then, as the pool's are) and when one of them turns out dropped by the server
+    (a restart drops them all; see :meth:`failed`)."""
+
+    def __init__(self, engine: Engine):
+        # Weakly: the engine's entry in _THREAD_CONNECTIONS must not keep it alive.
+        self.engine = weakref.ref(engine)
+        self.postgresql = engine.dialect.name == "postgresql"
+        self.local = threading.local()
+        self.generation = 0  # bumped when every thread's connection is retired
+        self.held: weakref.WeakSet[_Held] = weakref.WeakSet()  # for dispose
+        self.lock = threading.Lock()
+        event.listen(engine, "engine_disposed", lambda engine: self.close())
+
+    def get(self):
+        """This thread's DBAPI connection, opened if it has none (or a retired one)."""
+        held = getattr(self.local, "held", None)
+        if held is not None and held.generation == self.generation and held.pid == os.getpid():
+            return held.dbapi
+        return self._open(held)
+
+    def _open(self, old: _Held | None):
+        if old is not None:
+            self.local.held = None
+            old.close()
+        generation = self.generation  # before connecting: a retirement meanwhile counts
+        pooled = self.engine().raw_connection()
+        dbapi = pooled.driver_connection
+        pooled.detach()
+        if self.postgresql:
+            dbapi.rollback()
+            dbapi.autocommit = True
+        held = self.local.held = _Held(dbapi, generation)
+        with self.lock:
+            self.held.add(held)
+        return dbapi
+
+    def failed(self, exc: BaseException) -> None:
+        """A read on this thread's connection raised ``exc``. A connection the server
+        dropped (psycopg's ``broken``) is closed, and so is every thread's at its next
+        read (a restart dropped them all: each would otherwise fail one more request);
+        ``exc`` is marked so the request may run again on a fresh one
+        (cmsshop.db.is_retryable_db_error). Any other error leaves the connection as it
+        is: nothing is open on it (autocommit; a HotBatch is its own implicit transaction)."""
+        held = getattr(self.local, "held", None)
+        if held is None or not getattr(held.dbapi, "broken", False):
+            return
+        exc.cmsshop_connection_lost = True
+        with self.lock:
+            self.generation += 1
+        self.local.held = None
+        held.close()
+
+    def close(self) -> None:
+        """Close every thread's connection (the engine's pool was disposed)."""
+        with self.lock:
+            self.generation += 1
+            held, self.held = list(self.held), weakref.WeakSet()
+        for one in held:
+            one.close()
+
+
+_THREAD_CONNECTIONS: weakref.WeakKeyDictionary[Engine, ThreadConnections] = (
+    weakref.WeakKeyDictionary()
+)
+_THREAD_CONNECTIONS_LOCK = threading.Lock()
+
+
+def thread_connections(engine: Engine) -> ThreadConnections:
+    """The :class:`ThreadConnections` of ``engine`` (one per engine)."""
+    found = _THREAD_CONNECTIONS.get(engine)
+    if found is None:
+        with _THREAD_CONNECTIONS_LOCK:
+            found = _THREAD_CONNECTIONS.get(engine)
+            if found is None:
+                found = _THREAD_CONNECTIONS[engine] = ThreadConnections(engine)
+    return found
+
+
+@contextlib.contextmanager
 def raw_reads(engine: Engine):
-    """Reads outside any transaction of the request's: a pooled connection in
-    autocommit (a HotBatch is one implicit transaction on PostgreSQL)."""
-    return raw_autocommit(engine, reads=True)
+    """Reads outside any transaction of the request's, on the thread's own connection
+    (:class:`ThreadConnections`; a HotBatch is one implicit transaction on PostgreSQL)."""
+    connections = thread_connections(engine)
+    try:
+        yield RawReads(engine.dialect.name, connections.get(), engine)
+    except BaseException as exc:
+        connections.failed(exc)
+        raise
 
 
 @contextlib.contextmanager

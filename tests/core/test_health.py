@@ -42,7 +42,7 @@ def probe_engine(tmp_path, database_url):
 def traced(probe: HealthProbe) -> list[str]:
     """The statements the probe's connection of this thread runs from now on."""
     seen: list[str] = []
-    probe.local.connection.set_trace_callback(seen.append)
+    probe.connections.get().set_trace_callback(seen.append)
     return seen
 
 
@@ -72,8 +72,10 @@ def test_a_failed_probe_answers_for_nothing(probe_engine):
     with probe_engine.begin() as conn:
         conn.exec_driver_sql("CREATE TABLE alembic_version (version_num VARCHAR(32))")
     probe.ping()
+    connection = probe.connections.get()
     probe_engine.dispose()  # closes the probe's connections too
-    assert probe.connections == set()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        connection.execute("SELECT 1")
 
 
 def test_the_probe_opens_new_connections_after_the_pool_is_disposed(app):
@@ -83,8 +85,8 @@ def test_the_probe_opens_new_connections_after_the_pool_is_disposed(app):
     engine = app.registry["cmsshop.engine"]
     probe = app.registry["cmsshop.health_probe"]
     assert client.get("/api/health").status_code == 200
-    before = probe.local.connection
+    before = probe.connections.get()
     engine.dispose()
     probe.succeeded_at = float("-inf")  # past the probe's window
     assert client.get("/api/health").json == {"status": "ok", "database": "ok"}
-    assert probe.local.connection is not before
+    assert probe.connections.get() is not before

@@ -11,9 +11,13 @@ import contextlib
 import datetime as dt
 import enum
 import gc
+import os
+import sqlite3
+import threading
 import weakref
 
 import pytest
+import sqlalchemy as sa
 
 from cmsshop.db import is_nul_refused, is_retryable_db_error, make_engine
 from cmsshop.hotsql import (
@@ -25,6 +29,7 @@ from cmsshop.hotsql import (
     raw_autocommit,
     raw_reads,
     raw_transaction,
+    thread_connections,
 )
 
 ECHO = HotBatch(
@@ -269,3 +274,96 @@ def test_sqlite_text_numbers_each_name_once_and_binds_by_position():
     assert text.call({"b_2": 2, "a": 1, "unused": 3}) == (text.text, (1, 2))
     with pytest.raises(KeyError):
         text.call({"a": 1})
+
+
+# --- the thread's own read connection (hotsql.ThreadConnections) -------------------------
+
+COUNT_ONE = HotBatch("SELECT 1")
+
+
+def read_on(engine):
+    """A read on this thread's connection: its DBAPI connection."""
+    with raw_reads(engine) as conn:
+        assert COUNT_ONE.run(conn, {}) == [[(1,)]]
+        return conn.dbapi
+
+
+def is_closed(dbapi) -> bool:
+    if hasattr(dbapi, "closed"):  # psycopg
+        return bool(dbapi.closed)
+    try:
+        dbapi.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def in_thread(function):
+    found = []
+    thread = threading.Thread(target=lambda: found.append(function()))
+    thread.start()
+    thread.join()
+    return found[0]
+
+
+def test_reads_run_on_the_threads_own_connection_without_the_pool(engine):
+    checkouts = []
+    sa.event.listen(engine, "checkout", lambda *args: checkouts.append(1))
+    first = read_on(engine)
+    assert read_on(engine) is first and len(checkouts) <= 1  # taken from the pool once
+    other = in_thread(lambda: read_on(engine))
+    assert other is not first
+    # The thread ended: its connection is closed with it, not left open.
+    gc.collect()
+    assert is_closed(other) and not is_closed(first)
+
+
+def test_an_error_of_the_request_keeps_the_connection(engine):
+    first = read_on(engine)
+    with pytest.raises(LookupError), raw_reads(engine) as conn:
+        raise LookupError("a 404 raised inside the block")
+    assert conn.dbapi is first and read_on(engine) is first
+
+
+def test_disposing_the_pool_closes_every_threads_connection(engine):
+    first = read_on(engine)
+    engine.dispose()
+    assert is_closed(first)
+    assert not is_closed(read_on(engine))
+
+
+def test_a_connection_the_server_dropped_is_replaced_and_the_others_retired(engine):
+    """A restart (here one connection ended by the server): the read fails once, marked
+    to be run again; the next read, and every other thread's, is on a new connection."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("a server that drops connections")
+    first = read_on(engine)
+    others = thread_connections(engine)
+    generation = others.generation
+    with engine.connect() as admin:
+        admin.exec_driver_sql(f"SELECT pg_terminate_backend({first.info.backend_pid})")
+    with pytest.raises(Exception) as caught:
+        read_on(engine)
+    assert is_retryable_db_error(caught.value)
+    assert others.generation == generation + 1  # every thread's is retired
+    assert read_on(engine) is not first
+
+
+def test_a_forked_child_never_closes_its_parents_connection(engine):
+    """A process forked after a read (a pre-fork server with the app loaded first): the
+    child reads on a connection of its own, and letting go of the inherited one does not
+    end the parent's session (libpq's goodbye would, on the shared socket)."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("a connection whose close reaches the server")
+    first = read_on(engine)
+    pid = os.fork()
+    if pid == 0:  # the child: what it does is reported by its exit status only
+        status = 1
+        try:
+            engine.dispose(close=False)  # as a forked worker must: the pool is the parent's
+            status = 0 if read_on(engine) is not first else 2
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert read_on(engine) is first  # still the parent's, still answering
