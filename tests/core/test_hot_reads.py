@@ -367,3 +367,60 @@ def test_a_forked_child_never_closes_its_parents_connection(engine):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert read_on(engine) is first  # still the parent's, still answering
+
+
+# --- PostgreSQL's plans: an unsearched page planned once, not on every call --------------
+
+# PostgreSQL plans this afresh on every call by default: priced for a tenth of the rows
+# under an unknown LIMIT, its generic plan never looks cheaper than a custom one.
+PAGE_SQL = "SELECT g FROM generate_series(1, 100000) AS g ORDER BY g DESC LIMIT :limit"
+
+
+def plans_of(dbapi, batch: HotBatch) -> tuple[int, int]:
+    """(generic, custom) plans PostgreSQL made for the batch's one statement so far."""
+    ((name, _),) = batch.prepare
+    return dbapi.execute(
+        "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = %s",
+        (name,),
+    ).fetchone()
+
+
+def show_plan_mode(dbapi) -> str:
+    return dbapi.execute("SHOW plan_cache_mode").fetchone()[0]
+
+
+def test_a_batch_asking_for_generic_plans_is_planned_once(engine):
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's plan cache")
+    generic = HotBatch(PAGE_SQL, generic_plans=True)
+    chosen = HotBatch(PAGE_SQL + " OFFSET 0")  # another statement: PostgreSQL's choice
+    with raw_reads(engine) as conn:
+        for _ in range(8):
+            assert chosen.run(conn, {"limit": 2}) == [[(100000,), (99999,)]]
+            assert generic.run(conn, {"limit": 2}) == [[(100000,), (99999,)]]
+        assert plans_of(conn.dbapi, generic) == (8, 0)
+        assert plans_of(conn.dbapi, chosen) == (0, 8)  # what the listings used to cost
+
+
+def test_the_plan_mode_is_set_again_after_a_failed_message_and_never_on_the_pool(engine):
+    """A message that failed rolled its SET back with it: the next batch sets it again.
+    A pooled connection (raw_autocommit's, the ORM's afterwards) is never switched."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's plan cache")
+    import psycopg
+
+    generic = HotBatch(PAGE_SQL, generic_plans=True)
+    failing = HotBatch("SELECT 1 / CAST(:zero AS INTEGER)", generic_plans=True)
+    with raw_reads(engine) as conn:
+        HotBatch("SELECT 1").run(conn, {})
+        assert show_plan_mode(conn.dbapi) == "auto"
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            failing.run(conn, {"zero": 0})
+        assert show_plan_mode(conn.dbapi) == "auto"  # rolled back with the message
+        generic.run(conn, {"limit": 1})
+        assert show_plan_mode(conn.dbapi) == "force_generic_plan"
+        HotBatch("SELECT 2").run(conn, {})
+        assert show_plan_mode(conn.dbapi) == "auto"
+    with raw_autocommit(engine) as conn:
+        generic.run(conn, {"limit": 1})
+        assert show_plan_mode(conn.dbapi) == "auto"

@@ -212,10 +212,13 @@ class HotListing:
         self.first = {d: HotBatch(first[d]) for d in count}
         # A page given as SQL: its rows in one step on SQLite (hotsql.HotStatement; its
         # ORDER BY has a LIMIT, so the order holds).
+        # An unsearched page on PostgreSQL's generic plans (hotsql.HotBatch: planned
+        # once, not on every call); a search's pattern is read by the planner.
         self.first_and_page = {
             d: HotBatch(
                 first[d],
                 sql if isinstance(sql, HotStatement) else HotStatement(sql, json_rows=True),
+                generic_plans=not searched,
             )
             for d, sql in page.items()
         }
