@@ -521,11 +521,12 @@ class ThreadConnections:
     statements only, not the pool's checkout, return and reset (a tenth of a product by
     slug in-process; bench/uncached.py).
 
-    A connection is closed by its own thread, never under another thread's statement:
-    when the thread ends, and at the thread's next read once the connections are
-    retired. They are retired when the engine's pool is disposed (every connection is
-    closed then, as the pool's are) and when one of them turns out dropped by the server
-    (a restart drops them all; see :meth:`failed`)."""
+    A thread's connection is closed when the thread ends, and by the thread itself at its
+    next read once the connections are retired: when one of them turns out dropped by
+    the server (a restart drops them all; see :meth:`failed`). Disposing of the engine's
+    pool closes every one at once (a test dropping its database, a process shutting
+    down), whatever its thread is doing, as SQLAlchemy closes the pool's idle ones.
+    A connection opened before a fork is never closed in the child (:class:`_Held`)."""
 
     def __init__(self, engine: Engine):
         # Weakly: the engine's entry in _THREAD_CONNECTIONS must not keep it alive.
