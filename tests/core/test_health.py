@@ -1,6 +1,6 @@
-"""/api/health's probe (cmsshop.db.HealthProbe): its own connection per thread, no
-transaction, and a quarter-second window in which one successful probe answers for the
-calls after it."""
+"""/api/health's probe (cmsshop.db.HealthProbe): the thread's own connection (the one the
+catalogue reads use), no transaction, and a quarter-second window in which one successful
+probe answers for the calls after it."""
 
 from __future__ import annotations
 
@@ -26,6 +26,20 @@ def test_health_opens_no_transaction_and_checks_out_nothing_after_the_first(make
         assert client.get("/api/health").json == {"status": "ok", "database": "ok"}
     assert len(checkouts) == 1  # the probe's own connection, taken once for this thread
     assert statements == []  # on the DBAPI cursor: no SQLAlchemy statement, no BEGIN
+
+
+def test_the_probe_and_the_catalogue_reads_share_the_threads_connection(make_app):
+    app = make_app(**{"cmsshop.health_fresh": "0", "cmsshop.answer_cache_ttl": "0"})
+    client = new_client(app)
+    engine = app.registry["cmsshop.engine"]
+    checkouts = []
+    sa.event.listen(engine, "checkout", lambda *args: checkouts.append(1))
+    for _ in range(3):
+        assert client.get("/api/store/products").status_code == 200
+        assert client.get("/api/docs/articles?q=guide").status_code == 200
+        assert client.get("/api/health").json == {"status": "ok", "database": "ok"}
+        client.get("/api/store/products/no-such-product", status=404)
+    assert len(checkouts) == 1  # one connection, taken once for this thread
 
 
 @pytest.fixture
