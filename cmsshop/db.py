@@ -549,7 +549,7 @@ class HealthProbe:
     """
 
     def __init__(self, engine: Engine, fresh: float = 0.0):
-        self.engine, self.fresh = engine, fresh
+        self.fresh = fresh
         self.connections = thread_connections(engine)
         self.succeeded_at = float("-inf")
 

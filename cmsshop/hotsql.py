@@ -202,8 +202,8 @@ class HotBatch:
         for statement in self.statements:
             announce(conn, statement.sql[name], params)
         results = []
-        if name == "postgresql" and (isinstance(conn, RawReads) or dbapi.autocommit):
-            reads = isinstance(conn, RawReads)
+        reads = isinstance(conn, RawReads)
+        if name == "postgresql" and (reads or dbapi.autocommit):
             return self._parsed(self._pg_autocommit(dbapi, params, reads))
         if name == "postgresql":
             import psycopg  # noqa: PLC0415 - PostgreSQL installs only
@@ -564,10 +564,11 @@ class ThreadConnections:
     def failed(self, exc: BaseException) -> None:
         """A read on this thread's connection raised ``exc``. A connection the server
         dropped (psycopg's ``broken``) is closed, and so is every thread's at its next
-        read (a restart dropped them all: each would otherwise fail one more request);
-        ``exc`` is marked so the request may run again on a fresh one
-        (cmsshop.db.is_retryable_db_error). Any other error leaves the connection as it
-        is: nothing is open on it (autocommit; a HotBatch is its own implicit transaction)."""
+        read, and the engine's pool replaces its connections as old (a restart dropped
+        them all: each would otherwise fail one more request); ``exc`` is marked so the
+        request may run again on a fresh one (cmsshop.db.is_retryable_db_error). Any other
+        error leaves the connection as it is: nothing is open on it (autocommit; a
+        HotBatch is its own implicit transaction)."""
         held = getattr(self.local, "held", None)
         if held is None or not getattr(held.dbapi, "broken", False):
             return
@@ -576,6 +577,11 @@ class ThreadConnections:
             self.generation += 1
         self.local.held = None
         held.close()
+        engine = self.engine()
+        if engine is not None:
+            # SQLAlchemy's own step for a disconnect (see forget_if_dropped): the pool's
+            # connections older than now are replaced at their next checkout.
+            engine.pool._invalidate(None, exc)
 
     def close(self) -> None:
         """Close every thread's connection (the engine's pool was disposed)."""

@@ -349,6 +349,32 @@ def test_a_connection_the_server_dropped_is_replaced_and_the_others_retired(engi
     assert read_on(engine) is not first
 
 
+def test_a_dropped_read_connection_makes_the_pool_replace_its_own(engine):
+    """A restart found by a read: the pool's connections, dropped with it, are replaced
+    at their next checkout instead of failing one more request each."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("a server that drops connections")
+    single = make_engine(
+        engine.url.render_as_string(hide_password=False), pool_size=1, max_overflow=0
+    )
+    try:
+        read = read_on(single)
+        with single.connect() as conn:  # back in the pool afterwards
+            pooled = conn.connection.driver_connection.info.backend_pid
+        with engine.connect() as admin:
+            admin.exec_driver_sql(
+                f"SELECT pg_terminate_backend({read.info.backend_pid}), "
+                f"pg_terminate_backend({pooled})"
+            )
+        with pytest.raises(Exception) as caught:
+            read_on(single)
+        assert is_retryable_db_error(caught.value)
+        with single.connect() as conn:
+            assert conn.exec_driver_sql("SELECT pg_backend_pid()").scalar() != pooled
+    finally:
+        single.dispose()
+
+
 def test_a_forked_child_never_closes_its_parents_connection(engine):
     """A process forked after a read (a pre-fork server with the app loaded first): the
     child reads on a connection of its own, and letting go of the inherited one does not
