@@ -25,6 +25,8 @@ import orjson
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
+from cmsshop import sqlitestep
+
 # The dialects every hot statement is written for (the SQL of a shape, per dialect).
 DIALECTS = ("sqlite", "postgresql")
 _NAMED = re.compile(r":(\w+)")
@@ -79,13 +81,17 @@ class HotStatement:
         self.sqlite = SqliteText(sql)  # what runs on SQLite (the named text is for people)
         self._sqlite_wrapped: SqliteText | None = None  # the wrapped SQL, once columns are known
 
-    def sqlite_rows(self, dbapi, params: dict[str, Any]) -> list:
+    def sqlite_rows(self, dbapi, params: dict[str, Any], steps=None) -> list:
         """The statement's rows on SQLite: once its columns are known (the first run
         reads them), as ``json_group_array(json_array(columns))`` over it, parsed by
         orjson. Columns with the same name, a BLOB or a REAL (JSON keeps 15 digits of
-        it) in the first run's rows: read row by row."""
+        it) in the first run's rows: read row by row. ``steps``: a thread's reads
+        (cmsshop.sqlitestep) run the wrapped statement."""
         wrapped = self._sqlite_wrapped
         if wrapped is not None:
+            if steps is not None:
+                ((text,),) = steps.rows(*wrapped.call(params), one=True)
+                return orjson.loads(text)
             cursor = dbapi.execute(*wrapped.call(params))
             (text,) = cursor.fetchone()
             cursor.close()
@@ -236,12 +242,16 @@ class HotBatch:
                     if not cursor.nextset():
                         break
             return self._parsed(results)
+        steps = conn.steps if reads else None
         one = self._sqlite_one()
         if one is not None:
-            return self._parsed(self._sqlite_scalars(dbapi, one, params))
+            return self._parsed(self._sqlite_scalars(dbapi, steps, one, params))
         for statement in self.statements:
             if statement.json_rows:
-                results.append(statement.sqlite_rows(dbapi, params))
+                results.append(statement.sqlite_rows(dbapi, params, steps))
+                continue
+            if steps is not None:  # reads: SELECTs, whose rows are a list (maybe empty)
+                results.append(steps.rows(*statement.sqlite.call(params), one=statement.scalar))
                 continue
             cursor = dbapi.cursor()
             cursor.execute(*statement.sqlite.call(params))
@@ -269,13 +279,16 @@ class HotBatch:
         self._one = SqliteText("SELECT " + ", ".join(f"({part})" for part in parts))
         return self._one
 
-    def _sqlite_scalars(self, dbapi, one: SqliteText, params: dict[str, Any]) -> list:
+    def _sqlite_scalars(self, dbapi, steps, one: SqliteText, params: dict[str, Any]) -> list:
         """Each statement's rows from the one statement's row, as they would come alone
         (a scalar statement with no row gives NULL there: ``[(None,)]``, which every
         caller reads as no row)."""
-        cursor = dbapi.execute(*one.call(params))
-        values = cursor.fetchone()
-        cursor.close()
+        if steps is not None:
+            (values,) = steps.rows(*one.call(params), one=True)
+        else:
+            cursor = dbapi.execute(*one.call(params))
+            values = cursor.fetchone()
+            cursor.close()
         return [
             (orjson.loads(value) if value else []) if statement.json_rows else [(value,)]
             for statement, value in zip(self.statements, values, strict=True)
@@ -413,9 +426,12 @@ class RawTransaction:
 
 @dataclasses.dataclass(frozen=True)
 class RawReads(RawTransaction):
-    """The thread's own DBAPI connection in autocommit, for reads (see :func:`raw_reads`)."""
+    """The thread's own DBAPI connection in autocommit, for reads (see :func:`raw_reads`);
+    on SQLite ``steps`` runs its statements (cmsshop.sqlitestep; None: the sqlite3
+    module does)."""
 
     engine: Any = None
+    steps: Any = None
 
 
 class _Announced:
@@ -491,10 +507,11 @@ class _Held:
     """One thread's connection of a :class:`ThreadConnections`, closed when the thread
     ends (the thread's locals let go of it) or when the engine's pool is disposed."""
 
-    __slots__ = ("dbapi", "generation", "pid", "__weakref__")
+    __slots__ = ("dbapi", "generation", "pid", "steps", "__weakref__")
 
-    def __init__(self, dbapi, generation: int):
+    def __init__(self, dbapi, generation: int, steps=None):
         self.dbapi, self.generation, self.pid = dbapi, generation, os.getpid()
+        self.steps = steps  # SQLite: its hot reads' statements (cmsshop.sqlitestep)
 
     def close(self) -> None:
         if self.pid != os.getpid():
@@ -503,6 +520,8 @@ class _Held:
             # and kept, since dropping it would close it all the same.
             _INHERITED.append(self)
             return
+        if self.steps is not None:
+            self.steps.finalize()  # before the connection they belong to closes
         with contextlib.suppress(Exception):  # one the server dropped closes all the same
             self.dbapi.close()
 
@@ -534,15 +553,19 @@ class ThreadConnections:
         self.postgresql = engine.dialect.name == "postgresql"
         self.local = threading.local()
         self.generation = 0  # bumped when every thread's connection is retired
-        self.held: weakref.WeakSet[_Held] = weakref.WeakSet()  # for dispose
+        self.opened: weakref.WeakSet[_Held] = weakref.WeakSet()  # for dispose
         self.lock = threading.Lock()
         event.listen(engine, "engine_disposed", lambda engine: self.close())
 
     def get(self):
         """This thread's DBAPI connection, opened if it has none (or a retired one)."""
+        return self.held().dbapi
+
+    def held(self) -> _Held:
+        """This thread's connection with its SQLite statements (:class:`_Held`)."""
         held = getattr(self.local, "held", None)
         if held is not None and held.generation == self.generation and held.pid == os.getpid():
-            return held.dbapi
+            return held
         return self._open(held)
 
     def _open(self, old: _Held | None):
@@ -553,13 +576,16 @@ class ThreadConnections:
         pooled = self.engine().raw_connection()
         dbapi = pooled.driver_connection
         pooled.detach()
+        steps = None
         if self.postgresql:
             dbapi.rollback()
             dbapi.autocommit = True
-        held = self.local.held = _Held(dbapi, generation)
+        else:
+            steps = sqlitestep.for_connection(dbapi)
+        held = self.local.held = _Held(dbapi, generation, steps)
         with self.lock:
-            self.held.add(held)
-        return dbapi
+            self.opened.add(held)
+        return held
 
     def failed(self, exc: BaseException) -> None:
         """A read on this thread's connection raised ``exc``. A connection the server
@@ -587,7 +613,7 @@ class ThreadConnections:
         """Close every thread's connection (the engine's pool was disposed)."""
         with self.lock:
             self.generation += 1
-            held, self.held = list(self.held), weakref.WeakSet()
+            held, self.opened = list(self.opened), weakref.WeakSet()
         for one in held:
             one.close()
 
@@ -615,7 +641,8 @@ def raw_reads(engine: Engine):
     (:class:`ThreadConnections`; a HotBatch is one implicit transaction on PostgreSQL)."""
     connections = thread_connections(engine)
     try:
-        yield RawReads(engine.dialect.name, connections.get(), engine)
+        held = connections.held()
+        yield RawReads(engine.dialect.name, held.dbapi, engine, held.steps)
     except BaseException as exc:
         connections.failed(exc)
         raise

@@ -682,7 +682,13 @@ _BY_SLUG = f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE p.slug = :slug AND {
 def _slug_batch(currency: bool) -> dict[str, HotBatch]:
     """The API body (JSON text) of the public product ``:slug``: one statement."""
     return {
-        d: HotBatch(f"SELECT {json_text(d, _body_sql(d, currency))} FROM ({_BY_SLUG}) p")  # noqa: S608 - constant SQL
+        # scalar: at most one row (the slug is unique), read with one step on SQLite
+        d: HotBatch(
+            HotStatement(
+                f"SELECT {json_text(d, _body_sql(d, currency))} FROM ({_BY_SLUG}) p",  # noqa: S608 - constant SQL
+                scalar=True,
+            )
+        )
         for d in DIALECTS
     }
 
