@@ -88,6 +88,10 @@ class Order(Base):
     # The provider's payment object once confirmed (PaymentIntent id, capture id); indexed
     # because refund and dispute events name the payment, not the order.
     payment_reference: Mapped[str | None] = mapped_column(String(255), index=True)
+    # The provider's subscription the order bought, from its first invoice on (migration
+    # 0036): held for review, the order has no subscriptions row, and a refund still
+    # cancels this (services/subscriptions/refund_cancel.py).
+    provider_subscription_id: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     paid_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)

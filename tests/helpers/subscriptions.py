@@ -46,7 +46,7 @@ def state(dbsession, number: str):
     subscription = dbsession.scalar(select(Subscription).where(Subscription.order_id == order.id))
     if subscription is None:
         return None, None, []
-    license = dbsession.get(License, subscription.license_id)
+    license = dbsession.get(License, subscription.license_id) if subscription.license_id else None
     periods = list(
         dbsession.scalars(
             select(SubscriptionPeriod)

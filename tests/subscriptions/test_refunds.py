@@ -429,3 +429,117 @@ def test_the_console_page_offers_the_cancel_ticked_and_shows_what_happened(
         assert "goes on renewing, as this refund asked" in words
         assert fake_stripe.cancel_calls == []
         assert state(dbsession, number)[0].status == "active"
+
+
+# --- an order held for review: no subscription row yet, the provider's still bills ------
+
+
+def held_card_order(card_buyer, fake_stripe, webhook, dbsession) -> tuple[str, str]:
+    """A card subscription whose first payment did not add up (held for review: no
+    subscription row, no license): (order number, Stripe's subscription id)."""
+    from helpers.subscriptions import subscribe
+
+    number, events = subscribe(card_buyer, fake_stripe)
+    (sub_id,) = fake_stripe.subscriptions
+    invoice = events["invoice.paid"]["data"]["object"]["id"]
+    fake_stripe.invoices[invoice]["amount_paid"] = 5900  # more than the order costs
+    assert send_card(webhook, events["checkout.session.completed"])["status"] == "needs_review"
+    assert send_card(webhook, events["invoice.paid"])["status"] in ("needs_review", "duplicate")
+    assert order_status(dbsession, number) == "needs_review"
+    assert state(dbsession, number)[0] is None
+    return number, sub_id
+
+
+def test_refunding_an_order_held_for_review_cancels_its_card_subscription(
+    card_buyer, card_admin, fake_stripe, webhook, dbsession, monthly
+):
+    number, sub_id = held_card_order(card_buyer, fake_stripe, webhook, dbsession)
+    made = post_refund(card_admin, number, {"full": True}, status=201).json["refund"]
+    (call,) = fake_stripe.cancel_calls
+    assert call["subscription"] == sub_id
+    assert fake_stripe.subscriptions[sub_id]["status"] == "canceled"
+    subscription = state(dbsession, number)[0]
+    assert made["subscription"] == {
+        "id": subscription.id,
+        "providerSubscriptionId": sub_id,
+        "status": "ended",
+        "cancelled": True,
+        "kept": False,
+        "error": None,
+    }
+    assert subscription.license_id is None  # never delivered
+    with pytest.raises(ValueError):
+        fake_stripe.renew(sub_id)  # nothing more is billed
+    # Never paid for nor delivered: not among the customer's subscriptions; the console
+    # lists it, ended.
+    assert card_buyer.get("/api/dashboard/subscriptions").json["items"] == []
+    assert "subscription-" not in card_buyer.get("/account/subscriptions").text
+    listed = card_admin.get(f"/api/admin/subscriptions/{subscription.id}").json
+    assert listed["status"] == "ended" and listed["product"] == "SiteGuard"
+    assert "SiteGuard" in card_admin.get(f"/admin/subscriptions/{subscription.id}").text
+
+
+def test_refunding_an_order_held_for_review_cancels_its_wallet_subscription(
+    wallet_buyer, wallet_admin, paypal, send, dbsession, monthly
+):
+    from helpers.subscriptions import subscribe_wallet
+
+    number, sub_id, events = subscribe_wallet(wallet_buyer, paypal)
+    activated, sale = events
+    paypal.sales[sale["resource"]["id"]]["amount"]["total"] = "59.00"  # more than the order
+    sale["resource"]["amount"]["total"] = "59.00"
+    paypal.transactions[sub_id][-1]["amount_with_breakdown"]["gross_amount"]["value"] = "59.00"
+    for payload in events:
+        send(payload, status=200)
+    assert order_status(dbsession, number) == "needs_review"
+    assert state(dbsession, number)[0] is None
+    made = post_refund(wallet_admin, number, {"full": True}, status=201).json["refund"]
+    assert made["subscription"]["cancelled"] is True
+    assert made["subscription"]["providerSubscriptionId"] == sub_id
+    (call,) = paypal.cancel_calls
+    assert call["reason"].startswith("Cancelled by the shop")
+    assert paypal.subscriptions[sub_id]["status"] == "CANCELLED"
+    assert state(dbsession, number)[0].status == "ended"
+
+
+def test_an_order_held_for_review_refunded_at_the_provider_cancels_and_resync_finishes(
+    card_buyer, fake_stripe, webhook, dbsession, card_ini, capsys, monthly
+):
+    """Refunded at Stripe's dashboard while held: its event makes the subscription's row
+    and (committed) cancels at Stripe; Stripe down for that, the reconciliation cancels
+    it once, and records none of the refunded order's invoices as periods."""
+    from cmsshop.scripts.admin import main as admin_main
+
+    number, sub_id = held_card_order(card_buyer, fake_stripe, webhook, dbsession)
+    (intent,) = fake_stripe.intents
+    status, refund = fake_stripe.create_refund({"payment_intent": intent}, None)
+    assert status == 200
+    fake_stripe.cancel_fail_with = 503
+    assert send_card(webhook, fake_stripe.refund_event(refund["id"]))["status"] == "processed"
+    assert order_status(dbsession, number) == "refunded"
+    subscription = state(dbsession, number)[0]
+    assert (subscription.status, subscription.license_id) == ("active", None)
+    asked = len(fake_stripe.cancel_calls)
+    assert asked >= 1
+    fake_stripe.cancel_fail_with = None
+    assert admin_main([str(card_ini), "reconcile-subscriptions"]) == 0
+    out = capsys.readouterr().out
+    assert f"cancelled at cardprovider: order {number} is refunded in full" in out
+    assert "recorded" not in out  # the refunded first payment is no period
+    assert fake_stripe.subscriptions[sub_id]["status"] == "canceled"
+    assert state(dbsession, number)[0].status == "ended"
+    assert order_status(dbsession, number) == "refunded"
+    assert admin_main([str(card_ini), "reconcile-subscriptions"]) == 0
+    assert len(fake_stripe.cancel_calls) == asked + 1
+
+
+def test_an_order_held_for_review_refunded_keeping_its_subscription_cancels_nothing(
+    card_buyer, card_admin, fake_stripe, webhook, dbsession, monthly
+):
+    number, sub_id = held_card_order(card_buyer, fake_stripe, webhook, dbsession)
+    body = {"full": True, "cancelSubscription": False}
+    made = post_refund(card_admin, number, body, status=201).json["refund"]
+    assert made["subscription"] is None  # no subscription of ours to say anything about
+    assert fake_stripe.cancel_calls == []
+    assert fake_stripe.subscriptions[sub_id]["status"] == "active"
+    assert state(dbsession, number)[0] is None

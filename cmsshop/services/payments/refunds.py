@@ -402,8 +402,11 @@ def _record(
 
 
 def _pays_a_period(session: Session, order: Order) -> bool:
-    """Whether ``order`` recorded a subscription's payment (its first period or a
-    renewal): the provider refunds such a payment through its own API (PayPal: a sale)."""
+    """Whether ``order`` paid for a subscription (its first period or a renewal, or a
+    first payment held for review, which recorded no period): the provider refunds such
+    a payment through its own API (PayPal: a sale)."""
+    if order.provider_subscription_id is not None:
+        return True
     return (
         session.scalar(select(SubscriptionPeriod.id).where(SubscriptionPeriod.order_id == order.id))
         is not None

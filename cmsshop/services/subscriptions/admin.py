@@ -19,6 +19,7 @@ from cmsshop.models import (
     Product,
     Subscription,
     SubscriptionPeriod,
+    SubscriptionPlan,
     User,
 )
 from cmsshop.models.meta import MAX_ID
@@ -56,7 +57,13 @@ def _rows_query():
         select(Subscription, User.email, Product.name, License.key)
         .join(User, User.id == Subscription.user_id)
         .join(License, License.id == Subscription.license_id, isouter=True)
-        .join(Product, Product.id == License.product_id, isouter=True)
+        # No license (an order held for review, refunded: never delivered): the plan's.
+        .join(SubscriptionPlan, SubscriptionPlan.id == Subscription.plan_id, isouter=True)
+        .join(
+            Product,
+            Product.id == func.coalesce(License.product_id, SubscriptionPlan.product_id),
+            isouter=True,
+        )
     )
 
 

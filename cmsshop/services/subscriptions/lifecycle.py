@@ -242,13 +242,13 @@ def _plan_of(session: Session, product_id: int) -> int | None:
 
 
 def _new_subscription(
-    session: Session, provider: str, order: Order, state: pb.ProviderSubscription, now
+    session: Session, provider: str, order: Order, subscription_ref: str, now
 ) -> Subscription:
     license = _license_of_order(session, order)
     product_id = order.items[0].product_id if order.items else None
     subscription = Subscription(
         provider=provider,
-        provider_subscription_id=state.subscription_ref[:255],
+        provider_subscription_id=subscription_ref[:255],
         user_id=order.user_id,
         order_id=order.id,
         license_id=license.id if license is not None else None,
@@ -261,6 +261,21 @@ def _new_subscription(
     session.add(subscription)
     session.flush()
     return subscription
+
+
+def held_subscription(session: Session, order: Order) -> Subscription | None:
+    """The provider's subscription the locked ``order`` bought while its first payment
+    was held for review (nothing delivered, so no row was made then; the provider bills
+    it all the same), now made a row, live and without a license, so that a refund ends
+    it as any other (refund_cancel). None when the order bought none at a provider, or
+    was delivered (its row is the one to go by)."""
+    ref = order.provider_subscription_id
+    if ref is None or fulfilment.fulfilment_of(session, order.id) is not None:
+        return None
+    found = find_subscription(session, order.provider, ref)
+    if found is not None:
+        return found if found.order_id == order.id else None
+    return _new_subscription(session, order.provider, order, ref, utcnow())
 
 
 def _period_recorded(session: Session, provider: str, invoice_id: str) -> bool:
@@ -434,6 +449,10 @@ def record_paid_invoice(
     if _period_recorded(session, provider, invoice.invoice_id):
         return Outcome("duplicate", first.number, f"invoice {invoice.invoice_id} already counted")
     subscription = find_subscription(session, provider, invoice.subscription_ref, for_update=True)
+    if first.provider_subscription_id is None:
+        # Kept with the order before anything is decided: a first payment held for review
+        # leaves no subscription row, and a refund must still find what to cancel.
+        first.provider_subscription_id = invoice.subscription_ref[:255]
     if fulfilment.fulfilment_of(session, first.id) is None:
         if not invoice.first and first.status == "needs_review":
             # The first payment is held for a human (its amount did not add up): so is
@@ -467,7 +486,7 @@ def record_paid_invoice(
         if result.status != "processed":
             return Outcome(result.status, first.number, result.note)
     if subscription is None:
-        subscription = _new_subscription(session, provider, first, state, now)
+        subscription = _new_subscription(session, provider, first, state.subscription_ref, now)
     if invoice.first:
         _add_period(session, subscription, invoice, first, now)
         notes = [f"first period to {_day(invoice.period_end)}"]

@@ -77,6 +77,10 @@ def reconcile(registry, providers: PaymentProviders, subscription_id: int) -> Re
             )
         )
         changes = list(cancelled)
+        if first.status == "refunded" and fulfilment.fulfilment_of(session, order_id) is None:
+            # Refunded while held for review, never delivered: its invoices are the
+            # refunded money, not periods to record (refund_cancel ended the rest).
+            invoices = []
         # Oldest first: the first period fulfils the order that bought it, and each
         # renewal then counts from the periods before it.
         for invoice in sorted(invoices, key=lambda i: (not i.first, i.period_end)):

@@ -23,6 +23,12 @@ When:
   still live while its first or latest order is refunded in full (``cancel_owed``) and
   cancels it the same way.
 
+An order whose first payment is held for review has no subscription row (nothing was
+delivered), yet the provider bills its subscription: its full refund makes that row
+from the subscription kept on the order (``lifecycle.held_subscription``), live, and
+then ends it as above, so the reconciliation finishes what a provider that could not be
+reached left.
+
 A provider that cannot be reached leaves the refund as it stands (it was taken) and the
 subscription live; the console's answer and the refund's page say so, the log warns, and
 the refund's event (when it arrives after), the reconciliation or the same refund request
@@ -41,6 +47,7 @@ from sqlalchemy.orm import Session
 from cmsshop.db import own_transaction
 from cmsshop.models import Order, Refund, Subscription, SubscriptionPeriod
 from cmsshop.services.payments import base as pb
+from cmsshop.services.payments import fulfilment
 from cmsshop.services.payments.settings import provider_config
 from cmsshop.services.subscriptions import lifecycle
 
@@ -139,11 +146,16 @@ OWED = "cmsshop.subscriptions_to_cancel"
 
 
 def note_refunded(session: Session, order: Order) -> None:
-    """``order``'s money went back in full in this transaction (a refund's or a lost
-    dispute's event): note the live subscription it ends, unless a refund of the order
-    asked to keep it, for ``after_commit``."""
-    subscription = subscription_ended_by(session, order)
-    if subscription is not None and subscription.status != "ended" and not _kept(session, order.id):
+    """``order`` (locked) had its money go back in full in this transaction (a refund's
+    or a lost dispute's event): note the live subscription it ends, unless a refund of the
+    order asked to keep it, for ``after_commit`` (an order held for review: its
+    subscription made a row first)."""
+    if _kept(session, order.id):
+        return
+    subscription = subscription_ended_by(session, order) or lifecycle.held_subscription(
+        session, order
+    )
+    if subscription is not None and subscription.status != "ended":
         session.info.setdefault(OWED, set()).add(subscription.id)
 
 
@@ -206,8 +218,15 @@ def end_after_refund(registry, providers, order_number: str) -> AfterRefund | No
     subscription. Never raises for the provider: a failure is the answer's ``error``."""
     with own_transaction(registry) as session:
         order = session.scalar(select(Order).where(Order.number == order_number))
-        subscription = subscription_ended_by(session, order) if order is not None else None
-        if subscription is None or not _refunded_in_full(session, order):
+        if order is None or not _refunded_in_full(session, order):
+            return None
+        subscription = subscription_ended_by(session, order)
+        if subscription is None and not _kept(session, order.id):
+            # Held for review: the subscription it bought is made a row, under the
+            # order's lock (a second refund's answer finds that row).
+            order = fulfilment.lock_order(session, order.id)
+            subscription = lifecycle.held_subscription(session, order)
+        if subscription is None:
             return None
         base = AfterRefund(
             subscription.id,
