@@ -8,6 +8,7 @@ from pyramid.paster import get_appsettings, setup_logging
 
 from cmsshop.db import make_engine
 from cmsshop.models import Base
+from cmsshop.models.meta import include_for
 from cmsshop.settings import load_settings
 
 config = context.config
@@ -41,6 +42,7 @@ def _run(connection) -> None:
         # SQLite cannot ALTER most things: batch mode recreates the table instead.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_object=include_for(connection.dialect.name),
     )
     with context.begin_transaction():
         context.run_migrations()

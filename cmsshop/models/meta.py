@@ -59,3 +59,18 @@ class UTCDateTime(TypeDecorator):
         if value.tzinfo is None:
             return value.replace(tzinfo=dt.UTC)
         return value.astimezone(dt.UTC)
+
+
+def include_for(dialect: str):
+    """alembic's ``include_object`` on ``dialect``: an index the models declare for
+    another dialect only (``Index(...).ddl_if(dialect=...)``, which create_all honours
+    and alembic's comparison does not) is not compared there."""
+
+    def include(obj, name, type_, reflected, compare_to) -> bool:
+        if type_ == "index" and not reflected:
+            only = getattr(getattr(obj, "_ddl_if", None), "dialect", None)
+            if only is not None and only != dialect:
+                return False
+        return True
+
+    return include

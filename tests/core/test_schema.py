@@ -7,11 +7,13 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from cmsshop.models import Base
+from cmsshop.models.meta import include_for
 
 
 def test_migrated_schema_matches_models(engine, database_url):
     with engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        opts = {"compare_type": True, "include_object": include_for(conn.dialect.name)}
+        context = MigrationContext.configure(conn, opts=opts)
         diff = compare_metadata(context, Base.metadata)
     assert diff == [], f"models and migrations differ: {diff}"
 

@@ -214,8 +214,17 @@ def read_page_request(request) -> PageRequest:
             raise ValidationFailed({name: "must be one integer"})
         if values:
             raw[name] = values[0]
+    # Plain digits in range (what links and forms send) need no schema: colander's
+    # validation was a tenth of a computed list page. Anything else goes through it, for
+    # its answer.
+    page, per_page = raw.get("page", "1"), raw.get("perPage", "20")
+    if _PLAIN.match(page) and _PLAIN.match(per_page) and 1 <= int(per_page) <= 100:
+        return PageRequest(int(page), int(per_page))
     data = validate(PagingSchema(), raw)
     return PageRequest(data["page"], data["perPage"])
+
+
+_PLAIN = re.compile(r"[1-9][0-9]{0,8}\Z")  # 1 to 999,999,999, no sign, space or zero first
 
 
 def page_json(page: Page, serialise: Callable[[Any], dict]) -> dict:
