@@ -218,3 +218,33 @@ def test_each_module_works_without_the_other(make_app, articles):
     assert store_only.get("/api/admin/articles", status=404).json["code"] == "module_disabled"
     paths = store_only.get("/api/openapi.json").json["paths"]
     assert "/api/store/products" in paths and "/api/docs/articles" not in paths
+
+
+def test_the_pages_written_by_the_database_keep_the_lists_order(engine, dbsession):
+    """Newest first, whatever order the articles were added in: every page the database
+    writes (its JSON array built over the page's ordered rows) lists them as the ORM's
+    query does, with and without a search."""
+    import random
+
+    import orjson
+
+    from cmsshop.services.docs import articles as service
+    from cmsshop.services.paging import PageRequest
+
+    now = utcnow()
+    ages = list(range(30))
+    random.Random(4).shuffle(ages)  # ids ascending, publication times in no order
+    for i, age in enumerate(ages):
+        article = add_article(dbsession, f"a-{i:02d}", summary="odd" if i % 3 else "even")
+        article.published_at = now - dt.timedelta(hours=age)
+    dbsession.commit()
+    for q in (None, "odd"):
+        for page in (1, 2, 3, 4, 5):
+            request = PageRequest(page, 7)
+            expected = service.list_articles(dbsession, request, q=q)
+            _, items = service.public_article_bodies(engine, request, q=q)
+            found = [body["slug"] for body in orjson.loads(items)]
+            assert found == [a.slug for a in expected.items], (q, page)
+    newest = sorted(range(30), key=lambda i: ages[i])[:7]
+    assert [b["slug"] for b in orjson.loads(service.public_article_bodies(
+        engine, PageRequest(1, 7))[1])] == [f"a-{i:02d}" for i in newest]  # fmt: skip

@@ -665,3 +665,30 @@ def test_the_plan_a_product_is_sold_on_shows_at_the_next_request(testapp, admin_
     admin_app.put_json(put, {"interval": "year", "active": False}, status=200)
     assert testapp.get(url).json["subscription"] is None
     assert testapp.get(f"{url}?currency=EUR").json["subscription"] is None
+
+
+def test_the_pages_written_by_the_database_keep_the_lists_order(engine, dbsession, testapp):
+    """By name, whatever order the products were added in: every page of the API's list
+    and of the HTML list's cards, as the database writes them, is in the ORM's order."""
+    import random
+
+    add_currencies(dbsession)
+    names = [f"Product {i:02d}" for i in range(30)]
+    random.Random(5).shuffle(names)  # ids ascending, names in no order
+    for i, name in enumerate(names):
+        add_product(dbsession, f"p-{i:02d}", name=name, summary="odd" if i % 3 else "even")
+    by_name = [f"p-{names.index(f'Product {n:02d}'):02d}" for n in range(30)]
+    seen = []
+    for page in (1, 2, 3, 4, 5):
+        body = testapp.get(f"/api/store/products?perPage=7&page={page}").json
+        seen += [p["slug"] for p in body["items"]]
+        html = testapp.get(f"/products?perPage=7&page={page}").text
+        slugs = [s for s in by_name if f'href="/products/{s}"' in html]
+        assert (
+            sorted(slugs, key=lambda s: html.index(f'href="/products/{s}"'))
+            == (by_name[(page - 1) * 7 : page * 7])
+        )
+    assert seen == by_name
+    odd = [s for s in by_name if int(s[2:]) % 3]
+    searched = testapp.get("/api/store/products?perPage=100&q=odd").json["items"]
+    assert [p["slug"] for p in searched] == odd

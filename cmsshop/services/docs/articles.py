@@ -200,7 +200,10 @@ def _hot_listing(searched: bool, by_category: bool) -> HotListing:
             # The bodies are built for the page's rows only (the outer select).
             d: HotStatement(
                 json_select_text(
-                    d, ordered_json_array(d, _body_sql(d), _NEWEST_FIRST, f"FROM ({page[d]}) a")
+                    d,
+                    ordered_json_array(
+                        d, _body_sql(d), _NEWEST_FIRST, f"FROM ({page[d]}) a", page=True
+                    ),
                 ),
                 scalar=True,  # one JSON text
             )

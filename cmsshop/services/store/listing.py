@@ -163,11 +163,21 @@ def search_sql(dialect: str, *columns: str) -> str:
 EVERY_ROW = "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
 
 
-def ordered_json_array(dialect: str, value: str, order: str, source: str) -> str:
+def ordered_json_array(
+    dialect: str, value: str, order: str, source: str, *, page: bool = False
+) -> str:
     """SQL of one JSON array of ``value`` over the rows of ``source`` (FROM ...) in
     ``order``, or NULL for no row. SQLite 3.40 has no ORDER BY inside an aggregate, so
-    there json_group_array runs as a window over the ordered rows (one row kept)."""
+    there json_group_array runs as a window over the ordered rows (one row kept).
+
+    ``page``: ``source`` is a subquery already in ``order`` with a LIMIT (a list's
+    page). SQLite keeps such a subquery's order for the aggregate around it (the rule
+    HotStatement's ``json_rows`` relies on), so the plain aggregate does, without the
+    window's sort and frame: a third of an article page's statement. Its array of no
+    row is ``[]``, which the callers read as none, as they read NULL."""
     if dialect == "sqlite":
+        if page:
+            return f"SELECT json_group_array({value}) {source}"
         return (
             f"SELECT json_group_array({value}) OVER (ORDER BY {order} {EVERY_ROW}) {source} LIMIT 1"
         )

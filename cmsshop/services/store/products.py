@@ -547,7 +547,7 @@ _PLAN_OF_P = "FROM subscription_plans sp WHERE sp.product_id = p.id AND sp.activ
 
 
 def _cards_json(dialect: str, products: str, currency: bool) -> str:
-    """One JSON array of cards (or NULL for none) of the products ``products`` (a SELECT
+    """One JSON array of cards (NULL or ``[]`` for none) of the page ``products`` (a SELECT
     of ``_PUBLIC_COLUMNS`` FROM products p): each card the product's columns, then its
     prices (rows of ``_PRICE_COLUMNS``) and its latest stable release (or null), in the
     products' name order. The HTML pages' cards (:func:`_card`).
@@ -576,7 +576,7 @@ def _cards_json(dialect: str, products: str, currency: bool) -> str:
     )
     # The outer select reads the page's products only: its subqueries run once a card,
     # never for the rows an OFFSET skips.
-    in_order = ordered_json_array(dialect, card, "p.name, p.id", f"FROM ({products}) p")
+    in_order = ordered_json_array(dialect, card, "p.name, p.id", f"FROM ({products}) p", page=True)
     return json_select_text(dialect, in_order)
 
 
@@ -643,10 +643,10 @@ def _body_sql(dialect: str, currency: bool) -> str:
 
 
 def _bodies_json(dialect: str, products: str, currency: bool) -> str:
-    """One JSON array (or NULL for none) of the bodies of ``products`` (as for
-    :func:`_cards_json`), in name order."""
+    """One JSON array (NULL or ``[]`` for none) of the bodies of ``products`` (a page,
+    as for :func:`_cards_json`), in name order."""
     body = _body_sql(dialect, currency)
-    in_order = ordered_json_array(dialect, body, "p.name, p.id", f"FROM ({products}) p")
+    in_order = ordered_json_array(dialect, body, "p.name, p.id", f"FROM ({products}) p", page=True)
     return json_select_text(dialect, in_order)
 
 
