@@ -519,6 +519,8 @@ def test_an_order_held_for_review_refunded_at_the_provider_cancels_and_resync_fi
     assert order_status(dbsession, number) == "refunded"
     subscription = state(dbsession, number)[0]
     assert (subscription.status, subscription.license_id) == ("active", None)
+    # Live here until the provider ends it, yet never the customer's: not listed to them.
+    assert card_buyer.get("/api/dashboard/subscriptions").json["items"] == []
     asked = len(fake_stripe.cancel_calls)
     assert asked >= 1
     fake_stripe.cancel_fail_with = None

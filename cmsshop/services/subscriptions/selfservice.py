@@ -14,11 +14,18 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import and_, not_, select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from cmsshop.errors import Conflict, NotFound, ValidationFailed
-from cmsshop.models import License, Product, Subscription, SubscriptionPeriod, SubscriptionPlan
+from cmsshop.models import (
+    Fulfilment,
+    License,
+    Product,
+    Subscription,
+    SubscriptionPeriod,
+    SubscriptionPlan,
+)
 from cmsshop.models.meta import MAX_ID
 from cmsshop.models.subscriptions import RENEWING_STATUSES
 from cmsshop.services.payments import base as pb
@@ -83,19 +90,15 @@ def _card(
 
 
 def customer_subscriptions(session: Session, user_id: int) -> list[SubscriptionCard]:
-    """The customer's subscriptions, live ones first, newest first. Not one that ended
-    never paid for nor delivered (an order held for review, refunded: refund_cancel
-    made its row to cancel it): the customer never had it."""
-    never_had = and_(
-        Subscription.status == "ended",
-        Subscription.paid_through.is_(None),
-        Subscription.license_id.is_(None),
-    )
+    """The customer's subscriptions, live ones first, newest first. Not one whose order
+    was never delivered (held for review, then refunded: refund_cancel made its row to
+    cancel it at the provider): the customer never had it."""
+    delivered = exists().where(Fulfilment.order_id == Subscription.order_id)
     rows = session.execute(
         select(Subscription, Product.name, License.key)
         .join(License, License.id == Subscription.license_id, isouter=True)
         .join(Product, Product.id == License.product_id, isouter=True)
-        .where(Subscription.user_id == user_id, not_(never_had))
+        .where(Subscription.user_id == user_id, delivered)
         .order_by((Subscription.status == "ended"), Subscription.id.desc())
     ).all()
     latest = _latest_periods(session, [row[0].id for row in rows])
