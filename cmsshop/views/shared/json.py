@@ -25,7 +25,7 @@ from cmsshop.services.licensing.features import (
     normalise_features,
     parse_feature_text,
 )
-from cmsshop.services.paging import Page, PageRequest
+from cmsshop.services.paging import DEFAULT_PER_PAGE, MAX_PER_PAGE, Page, PageRequest
 
 # --- strict colander types ---------------------------------------------------------------
 # colander's own String/Int/Bool coerce (123 -> "123", 1.9 -> 1, "yes" -> True). A JSON API
@@ -168,7 +168,7 @@ def parse_path_id(raw: str) -> int | None:
 class PagingSchema(colander.MappingSchema):
     page = colander.SchemaNode(colander.Int(), missing=1, validator=colander.Range(min=1))
     perPage = colander.SchemaNode(  # noqa: N815 - JSON name
-        colander.Int(), missing=20, validator=colander.Range(min=1, max=100)
+        colander.Int(), missing=DEFAULT_PER_PAGE, validator=colander.Range(min=1, max=MAX_PER_PAGE)
     )
 
 
@@ -204,6 +204,9 @@ def read_query(request, schema: colander.SchemaNode) -> tuple[dict, dict]:
     return validate(schema, typed), typed
 
 
+_PLAIN = re.compile(r"[1-9][0-9]{0,8}\Z")  # 1 to 999,999,999, no sign, space or zero first
+
+
 def read_page_request(request) -> PageRequest:
     """``page`` (from 1) and ``perPage`` (1-100, default 20) from the query string; 422
     for a bad, empty or repeated value."""
@@ -217,14 +220,11 @@ def read_page_request(request) -> PageRequest:
     # Plain digits in range (what links and forms send) need no schema: colander's
     # validation was a tenth of a computed list page. Anything else goes through it, for
     # its answer.
-    page, per_page = raw.get("page", "1"), raw.get("perPage", "20")
-    if _PLAIN.match(page) and _PLAIN.match(per_page) and 1 <= int(per_page) <= 100:
+    page, per_page = raw.get("page", "1"), raw.get("perPage", str(DEFAULT_PER_PAGE))
+    if _PLAIN.match(page) and _PLAIN.match(per_page) and int(per_page) <= MAX_PER_PAGE:
         return PageRequest(int(page), int(per_page))
     data = validate(PagingSchema(), raw)
     return PageRequest(data["page"], data["perPage"])
-
-
-_PLAIN = re.compile(r"[1-9][0-9]{0,8}\Z")  # 1 to 999,999,999, no sign, space or zero first
 
 
 def page_json(page: Page, serialise: Callable[[Any], dict]) -> dict:
