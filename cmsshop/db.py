@@ -90,15 +90,20 @@ try:
             except psycopg.errors._WaitTimeout:
                 if timeout is not None:
                     raise  # psycopg's own bounded wait (a cancellation): its own answer
-                if self.silence is not None:
-                    self.silence.began()
-                # The exchange is cut in the middle: the connection cannot be used again.
-                # Closing the socket leaves it ``broken``, so the pool invalidates it.
-                self.pgconn.finish()
-                raise AnswerTimeout(f"the database sent no answer within {bound:g} s") from None
+                raise self.give_up(bound) from None
             if self.silence is not None and self.silence.since:
                 self.silence.since = 0.0  # it answers again
             return answer
+
+        def give_up(self, bound: float) -> AnswerTimeout:
+            """No answer came within ``bound`` seconds (here, or in a thread's reads:
+            cmsshop.pgexchange): the error to raise, the connection closed."""
+            if self.silence is not None:
+                self.silence.began()
+            # The exchange is cut in the middle: the connection cannot be used again.
+            # Closing the socket leaves it ``broken``, so the pool invalidates it.
+            self.pgconn.finish()
+            return AnswerTimeout(f"the database sent no answer within {bound:g} s")
 
 except ImportError:  # pragma: no cover - SQLite-only installs
     RAW_OPERATIONAL_ERRORS = (sqlite3.OperationalError,)

@@ -25,7 +25,7 @@ import orjson
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 
-from cmsshop import sqlitestep
+from cmsshop import pgexchange, sqlitestep
 
 # The dialects every hot statement is written for (the SQL of a shape, per dialect).
 DIALECTS = ("sqlite", "postgresql")
@@ -210,7 +210,8 @@ class HotBatch:
         results = []
         reads = isinstance(conn, RawReads)
         if name == "postgresql" and (reads or dbapi.autocommit):
-            return self._parsed(self._pg_autocommit(dbapi, params, reads))
+            exchange = conn.exchange if reads else None
+            return self._parsed(self._pg_autocommit(dbapi, params, reads, exchange))
         if name == "postgresql":
             import psycopg  # noqa: PLC0415 - PostgreSQL installs only
 
@@ -294,7 +295,7 @@ class HotBatch:
             for statement, value in zip(self.statements, values, strict=True)
         ]
 
-    def _pg_autocommit(self, dbapi, params: dict[str, Any], reads: bool) -> list:
+    def _pg_autocommit(self, dbapi, params: dict[str, Any], reads: bool, exchange=None) -> list:
         """The batch outside any transaction of psycopg's -- on a :class:`RawReads`
         connection, or one in autocommit (:func:`raw_autocommit`: its batches carry
         their own BEGIN and COMMIT) -- through libpq itself: the parameters written as
@@ -307,11 +308,12 @@ class HotBatch:
         A multi-statement message stops at its first error; a PREPARE before it stays
         (PostgreSQL's prepared statements are not transactional). ``reads``: on a
         thread's read connection, the only ones whose ``plan_cache_mode`` a batch sets
-        (a pooled connection keeps PostgreSQL's choice for the ORM's statements)."""
+        (a pooled connection keeps PostgreSQL's choice for the ORM's statements).
+        ``exchange``: a thread's read connection's (cmsshop.pgexchange) sends the message
+        and reads the answers, letting go of the GIL only while it waits for them."""
         import psycopg  # noqa: PLC0415 - PostgreSQL installs only
         from psycopg import generators  # noqa: PLC0415
 
-        pgconn = dbapi.pgconn
         tools = _libpq_tools(dbapi)
         prepared = _PREPARED.get(dbapi)
         if prepared is None:
@@ -326,39 +328,31 @@ class HotBatch:
         if set_mode:  # answered first: one more result to skip
             query = b"SET plan_cache_mode = " + mode + b"; " + query
             _PLAN_MODE.pop(dbapi, None)  # known again once the message succeeded
-        # psycopg's own pieces, as its cursor uses them (psycopg >= 3.0): libpq's send,
-        # the connection's wait (with cmsshop.db's answer bound) on the generator that
-        # flushes the message and collects every result.
         with dbapi.lock:
-            pgconn.send_query(query)
-            answers = dbapi.wait(generators.execute(pgconn))
-        ok, rows_ok = psycopg.pq.ExecStatus.COMMAND_OK, psycopg.pq.ExecStatus.TUPLES_OK
-        if set_mode:
-            answers = answers[1:]
-        for (name, _), answer in zip(missing, answers, strict=False):
-            if answer.status == ok:
+            if exchange is not None:
+                answers = exchange.run(query, tools.transformer)
+            else:
+                # psycopg's own pieces, as its cursor uses them (psycopg >= 3.0): libpq's
+                # send, the connection's wait (with cmsshop.db's answer bound) on the
+                # generator that flushes the message and collects every result.
+                dbapi.pgconn.send_query(query)
+                answers = _answers(dbapi.wait(generators.execute(dbapi.pgconn)), tools)
+        skip = 1 if set_mode else 0  # the SET's answer
+        for (name, _), (status, _) in zip(missing, answers[skip:], strict=False):
+            if status == pgexchange.COMMAND_OK:
                 prepared.add(name)
-        answers = answers[len(missing) :]
-        for answer in answers:
-            if answer.status not in (ok, rows_ok):
-                exc = psycopg.errors.error_from_result(answer, encoding=tools.encoding)
+        for status, exc in answers:  # the first error ends the message
+            if status not in (pgexchange.COMMAND_OK, pgexchange.TUPLES_OK):
                 if isinstance(exc, psycopg.errors.InvalidSqlStatementName):
                     _PREPARED.pop(dbapi, None)  # see run()
                     exc.cmsshop_connection_lost = True
                 raise exc
-        if len(answers) < len(self.statements):  # an error result ends the message
+        answers = answers[skip + len(missing) :]
+        if len(answers) < len(self.statements):
             raise psycopg.OperationalError("the server answered fewer statements than sent")
         if set_mode:
             _PLAN_MODE[dbapi] = mode
-        transformer = tools.transformer
-        results = []
-        for answer in answers:
-            if answer.status != rows_ok:
-                results.append(None)
-                continue
-            transformer.set_pgresult(answer)
-            results.append(transformer.load_rows(0, answer.ntuples, tuple))
-        return results
+        return [rows for _, rows in answers]
 
     def _parsed(self, results: list) -> list:
         for i, statement in enumerate(self.statements):
@@ -366,6 +360,25 @@ class HotBatch:
                 rows = results[i]
                 results[i] = orjson.loads(rows[0][0]) if rows and rows[0][0] else []
         return results
+
+
+def _answers(results: list, tools: _LibpqTools) -> list[tuple[int, Any]]:
+    """psycopg's results as pgexchange.Exchange.run gives its answers: ``(status, rows)``
+    (None: no rows), ``(status, exception)`` for a statement that failed."""
+    import psycopg  # noqa: PLC0415 - PostgreSQL installs only
+
+    transformer, answers = tools.transformer, []
+    for result in results:
+        status = result.status
+        if status == pgexchange.TUPLES_OK:
+            transformer.set_pgresult(result)
+            answers.append((status, transformer.load_rows(0, result.ntuples, tuple)))
+        elif status == pgexchange.COMMAND_OK:
+            answers.append((status, None))
+        else:
+            error = psycopg.errors.error_from_result(result, encoding=tools.encoding)
+            answers.append((status, error))
+    return answers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -428,10 +441,11 @@ class RawTransaction:
 class RawReads(RawTransaction):
     """The thread's own DBAPI connection in autocommit, for reads (see :func:`raw_reads`);
     on SQLite ``steps`` runs its statements (cmsshop.sqlitestep; None: the sqlite3
-    module does)."""
+    module does), on PostgreSQL ``exchange`` (cmsshop.pgexchange; None: psycopg does)."""
 
     engine: Any = None
     steps: Any = None
+    exchange: Any = None
 
 
 class _Announced:
@@ -507,11 +521,12 @@ class _Held:
     """One thread's connection of a :class:`ThreadConnections`, closed when the thread
     ends (the thread's locals let go of it) or when the engine's pool is disposed."""
 
-    __slots__ = ("dbapi", "generation", "pid", "steps", "__weakref__")
+    __slots__ = ("dbapi", "exchange", "generation", "pid", "steps", "__weakref__")
 
-    def __init__(self, dbapi, generation: int, steps=None):
+    def __init__(self, dbapi, generation: int, steps=None, exchange=None):
         self.dbapi, self.generation, self.pid = dbapi, generation, os.getpid()
         self.steps = steps  # SQLite: its hot reads' statements (cmsshop.sqlitestep)
+        self.exchange = exchange  # PostgreSQL: its hot reads' messages (cmsshop.pgexchange)
 
     def close(self) -> None:
         if self.pid != os.getpid():
@@ -576,13 +591,14 @@ class ThreadConnections:
         pooled = self.engine().raw_connection()
         dbapi = pooled.driver_connection
         pooled.detach()
-        steps = None
+        steps = exchange = None
         if self.postgresql:
             dbapi.rollback()
             dbapi.autocommit = True
+            exchange = pgexchange.for_connection(dbapi)
         else:
             steps = sqlitestep.for_connection(dbapi)
-        held = self.local.held = _Held(dbapi, generation, steps)
+        held = self.local.held = _Held(dbapi, generation, steps, exchange)
         with self.lock:
             self.opened.add(held)
         return held
@@ -642,7 +658,7 @@ def raw_reads(engine: Engine):
     connections = thread_connections(engine)
     try:
         held = connections.held()
-        yield RawReads(engine.dialect.name, held.dbapi, engine, held.steps)
+        yield RawReads(engine.dialect.name, held.dbapi, engine, held.steps, held.exchange)
     except BaseException as exc:
         connections.failed(exc)
         raise
