@@ -161,8 +161,8 @@ class HotBatch:
     connection's last batch wanted the other). PostgreSQL otherwise plans a statement
     with a ``LIMIT :limit`` afresh on every call: priced for a tenth of the table's rows,
     the generic plan never looks cheaper than a custom one, and planning the list page
-    cost PostgreSQL more than half of running it (0.29 of 0.47 ms). Not for a search,
-    whose pattern the planner reads to pick its index (a generic count took twice as long).
+    cost PostgreSQL more than half of running it (0.29 of 0.47 ms). A search's pattern
+    must then be one the plan does not depend on (services.store.listing.search_sql).
     """
 
     def __init__(self, *statements: HotStatement | str, generic_plans: bool = False):

@@ -687,7 +687,8 @@ def _slug_batch(currency: bool) -> dict[str, HotBatch]:
             HotStatement(
                 f"SELECT {json_text(d, _body_sql(d, currency))} FROM ({_BY_SLUG}) p",  # noqa: S608 - constant SQL
                 scalar=True,
-            )
+            ),
+            generic_plans=True,  # as every read of a thread's connection (HotListing)
         )
         for d in DIALECTS
     }
@@ -701,7 +702,7 @@ _HOT = {
         for bodies in (False, True)
     },
     "slug": {currency: _slug_batch(currency) for currency in (False, True)},
-    "currency": HotBatch(_ENABLED_CURRENCY),
+    "currency": HotBatch(_ENABLED_CURRENCY, generic_plans=True),
 }
 
 
