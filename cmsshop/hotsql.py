@@ -595,6 +595,14 @@ class ThreadConnections:
         if self.postgresql:
             dbapi.rollback()
             dbapi.autocommit = True
+            # Neither parallel workers nor JIT compilation for a request's reads: the
+            # generic plans (HotBatch) are priced for a tenth of the rows a LIMIT :limit
+            # could take, so at 100,000 products a page's plan looked costly enough for
+            # both -- a parallel sort of the whole catalogue, and about 20 ms of JIT
+            # compiling on every call -- where walking ix_products_listing takes 1 ms
+            # (bench/uncached.py). Either costs more than a page's read.
+            dbapi.execute("SET max_parallel_workers_per_gather = 0")
+            dbapi.execute("SET jit = off")
             exchange = pgexchange.for_connection(dbapi)
         else:
             steps = sqlitestep.for_connection(dbapi)

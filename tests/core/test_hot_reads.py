@@ -450,3 +450,27 @@ def test_the_plan_mode_is_set_again_after_a_failed_message_and_never_on_the_pool
     with raw_autocommit(engine) as conn:
         generic.run(conn, {"limit": 1})
         assert show_plan_mode(conn.dbapi) == "auto"
+
+
+def test_a_threads_reads_plan_without_parallel_workers_or_jit_and_the_pool_keeps_its_own(engine):
+    """A generic plan priced for a tenth of the rows a LIMIT could take chose a parallel
+    sort of the whole catalogue and JIT compiling at 100,000 products (bench/uncached.py):
+    the thread's read connection plans without either; the pool's connections keep the
+    server's settings."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's parallel query and JIT")
+    names = ["max_parallel_workers_per_gather", "jit"]
+
+    def settings(dbapi) -> list:
+        return [dbapi.execute(f"SHOW {name}").fetchone()[0] for name in names]
+
+    with raw_reads(engine) as conn:
+        assert settings(conn.dbapi) == ["0", "off"]
+    with raw_autocommit(engine) as conn:
+        server = [
+            conn.dbapi.execute(
+                "SELECT reset_val FROM pg_settings WHERE name = %s", [name]
+            ).fetchone()[0]
+            for name in names
+        ]
+        assert settings(conn.dbapi) == server
