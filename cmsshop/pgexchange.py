@@ -161,6 +161,7 @@ class Exchange:
             if not api.consume_input(pointer):
                 raise _operational(self._message(pointer))
         answers: list[tuple[int, Any]] = []
+        failed: Exception | None = None
         while True:
             while api.is_busy(pointer):
                 self._wait(pointer, deadline, select.POLLIN)
@@ -170,9 +171,14 @@ class Exchange:
             if not result:
                 break
             try:
-                answers.append(self._answer(result, transformer))
+                if failed is None:
+                    answers.append(self._answer(result, transformer))
+            except Exception as exc:  # noqa: BLE001 - raised once the answers are all read
+                failed = exc  # a value no loader could read: the connection stays usable
             finally:
                 api.clear(result)
+        if failed is not None:
+            raise failed
         silence = getattr(self.dbapi, "silence", None)
         if silence is not None and silence.since:
             silence.since = 0.0  # it answers again (as BoundedConnection.wait notes)

@@ -192,3 +192,25 @@ def test_a_connection_not_reachable_through_libpq_stays_on_psycopg(pg, monkeypat
         assert pgexchange.for_connection(dbapi) is None
     finally:
         dbapi.pgconn.nonblocking = 1
+
+
+def test_a_value_no_loader_reads_fails_the_read_and_leaves_the_connection_usable(pg):
+    """Every answer of the message is read (and freed) before the error is raised, so the
+    connection is not left in the middle of an exchange."""
+    two = HotBatch("SELECT CAST(:text AS TEXT)", "SELECT CAST(:number AS BIGINT)")
+    with raw_reads(pg) as conn:
+        assert two.run(conn, {"text": "a", "number": 1}) == [[("a",)], [(1,)]]
+        exchange = conn.exchange
+
+        def refuse(data):
+            raise ValueError(f"cannot read {bytes(data)!r}")
+
+        text_oid = 25
+        kept = exchange.loaders[text_oid]
+        exchange.loaders[text_oid] = refuse
+        try:
+            with pytest.raises(ValueError, match="cannot read b'a'"):
+                two.run(conn, {"text": "a", "number": 1})
+        finally:
+            exchange.loaders[text_oid] = kept
+        assert two.run(conn, {"text": "b", "number": 2}) == [[("b",)], [(2,)]]
