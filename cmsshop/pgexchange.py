@@ -73,7 +73,6 @@ class _Api:
 
 
 _api: _Api | None = None
-_api_path: str | None = None
 _api_lock = threading.Lock()
 
 
@@ -92,7 +91,7 @@ def _libpq_paths() -> set[str]:
 
 def _the_api() -> _Api | None:
     """The libpq psycopg uses (the only one loaded), or None."""
-    global _api, _api_path
+    global _api
     if _api is None:
         with _api_lock:
             if _api is None:
@@ -104,7 +103,6 @@ def _the_api() -> _Api | None:
                     _api = _Api(path)
                 except (OSError, AttributeError):
                     return None
-                _api_path = path
     return _api
 
 
