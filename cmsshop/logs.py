@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 
 REDACTED = "[redacted]"
 # Path segments that are bearer secrets.
@@ -68,8 +69,20 @@ def redact(text: str) -> str:
     return SECRET_PARAMS.sub(lambda m: m.group(1) + REDACTED, text)
 
 
+# Every pattern above needs one of these to match (a superset: case-insensitive, any
+# "="): a text without one is left as it is, in one scan instead of six. Nearly every log
+# line (the request log's "<id> GET /path 200 0.4ms") takes this way; the six scans were
+# a fifth of what a request line cost.
+_MAY_CHANGE = re.compile(
+    r"/api/downloads/|cms_|authorization|=|[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]",
+    re.IGNORECASE,
+)
+
+
 def safe_text(text: str) -> str:
     """What may be written to a log or an error record: redacted, then escaped."""
+    if _MAY_CHANGE.search(text) is None and not any(v in text for v in _SECRET_VALUES):
+        return text
     return escape_control(redact(text))
 
 
@@ -81,13 +94,27 @@ class SafeLogRecord(logging.LogRecord):
 
 
 class SafeFormatter(logging.Formatter):
-    """For the inis' handlers: makes records from any factory safe too."""
+    """For the inis' handlers: makes records from any factory safe too. The time of day
+    is written once a second (``formatTime`` without a ``datefmt``: time.strftime each
+    line cost a tenth of the request log's line)."""
+
+    _second: tuple[int, str] = (-1, "")
 
     def format(self, record: logging.LogRecord) -> str:
         if not isinstance(record, SafeLogRecord):
             record = logging.makeLogRecord(record.__dict__)
             record.msg, record.args = safe_text(logging.LogRecord.getMessage(record)), None
         return super().format(record)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        if datefmt:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        if self._second[0] != second:
+            # The same text logging.Formatter writes: default_time_format, local time.
+            self._second = (second, time.strftime(self.default_time_format, self.converter(second)))
+        text = self._second[1]
+        return self.default_msec_format % (text, record.msecs) if self.default_msec_format else text
 
 
 def install() -> None:

@@ -72,3 +72,41 @@ def test_the_formatter_escapes_records_from_any_factory():
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "a %s", ("b\nc",), None)
     formatted = SafeFormatter("%(message)s").format(record)
     assert formatted == "a b\\x0ac"
+
+
+def test_the_quick_way_past_clean_text_changes_nothing_the_full_rules_would():
+    """safe_text leaves a text alone after one scan when no rule could match it: for
+    texts built from every rule's pieces (any case, any order), it answers as redacting
+    and escaping would."""
+    import random
+
+    from cmsshop import logs
+
+    pieces = [
+        "/api/downloads/", "/API/Downloads/", "cms_", "CMS_", "cms_" + "A" * 43,
+        "Authorization: Bearer abc", "HTTP_AUTHORIZATION", "authorization", "token=",
+        "TOKEN=", "?", "&", "=", "x", "/api/store/products/widget", " ", "GET", "200",
+        "0.4ms", "\n", "\x1b", "\x85", "\u2028", "\ud800", "é", "hunter22",
+    ]  # fmt: skip
+    rng = random.Random(11)
+    logs.register_secret("hunter22")
+    try:
+        for _ in range(5000):
+            text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 8)))
+            assert safe_text(text) == logs.escape_control(redact(text)), text
+    finally:
+        logs._SECRET_VALUES.discard("hunter22")
+    line = "8d881ff527509c73 GET /api/store/products/widget 200 0.4ms"
+    assert safe_text(line) is line  # the request log's line: nothing to do
+
+
+@pytest.mark.parametrize("datefmt", [None, "%H:%M:%S"])
+def test_the_formatter_writes_the_time_as_logging_does(datefmt):
+    """asctime (worked out once a second) reads as logging.Formatter writes it, across
+    seconds and milliseconds."""
+    ours = SafeFormatter("%(asctime)s %(message)s", datefmt=datefmt)
+    theirs = logging.Formatter("%(asctime)s %(message)s", datefmt=datefmt)
+    for created in (1_700_000_000.0, 1_700_000_000.999, 1_700_000_001.5, 1_700_000_000.25):
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        assert ours.format(record) == theirs.format(record)
