@@ -134,13 +134,14 @@ class Exchange:
         self.api, self.dbapi = api, dbapi
         self.loaders: dict[int, Any] = {}  # type OID: psycopg's text loader
 
-    def run(self, query: bytes, transformer) -> list[tuple[int, Any]]:
+    def run(self, query: bytes, transformer, raw=()) -> list[tuple[int, Any]]:
         """Send ``query`` (one or more statements, the simple protocol) and read every
         answer: ``(status, rows)`` for a statement that succeeded (rows: a list of tuples
         for one that returns rows, else None), ``(status, exception)`` for one that failed
         (psycopg's class for its SQLSTATE). ``transformer``: the connection's psycopg
-        Transformer, whose loaders read the values. A connection that failed (or no
-        answer within the bound) raises here."""
+        Transformer, whose loaders read the values; the answers numbered in ``raw`` (from
+        0) keep every value as the bytes received (the text format's). A connection that
+        failed (or no answer within the bound) raises here."""
         api, pointer = self.api, self.dbapi.pgconn.pgconn_ptr
         if not pointer:
             raise _operational("the connection is closed")
@@ -170,7 +171,7 @@ class Exchange:
                 break
             try:
                 if failed is None:
-                    answers.append(self._answer(result, transformer))
+                    answers.append(self._answer(result, transformer, len(answers) in raw))
             except Exception as exc:  # noqa: BLE001 - raised once the answers are all read
                 failed = exc  # a value no loader could read: the connection stays usable
             finally:
@@ -182,7 +183,7 @@ class Exchange:
             silence.since = 0.0  # it answers again (as BoundedConnection.wait notes)
         return answers
 
-    def _answer(self, result: int, transformer) -> tuple[int, Any]:
+    def _answer(self, result: int, transformer, raw: bool = False) -> tuple[int, Any]:
         api = self.api
         status = api.result_status(result)
         if status == COMMAND_OK:
@@ -190,7 +191,12 @@ class Exchange:
         if status != TUPLES_OK:
             return status, self._error(result)
         width = api.nfields(result)
-        loaders = [self._loader(api.ftype(result, column), transformer) for column in range(width)]
+        if raw:
+            loaders = [bytes] * width  # the bytes as they are (string_at's)
+        else:
+            loaders = [
+                self._loader(api.ftype(result, column), transformer) for column in range(width)
+            ]
         get_value, get_length, string_at = api.get_value, api.get_length, ctypes.string_at
         rows = []
         for row in range(api.ntuples(result)):

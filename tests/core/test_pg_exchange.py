@@ -70,6 +70,30 @@ def test_rows_are_what_psycopg_gives(pg, text):
     assert nothing == []
 
 
+@pytest.mark.parametrize("text", ["plain", "€49.00 it's é 中文 \U0001f600", ""])
+def test_a_utf8_statement_gives_the_bytes_received(pg, text):
+    """A ``utf8`` statement's text comes as UTF-8 bytes, read as received through the
+    exchange (no decoding), encoded on psycopg's path: the same bytes either way, as do
+    a ``json_text`` statement's parsed list and the other statements' values around
+    them."""
+    from cmsshop.hotsql import HotStatement
+
+    batch = HotBatch(
+        "SELECT CAST(:text AS TEXT)",
+        HotStatement("SELECT CAST(:text AS TEXT) || '|' || CAST(:number AS TEXT)", utf8=True),
+        HotStatement("SELECT CAST(json_build_array(CAST(:text AS TEXT)) AS TEXT)", json_text=True),
+        HotStatement("SELECT CAST(NULL AS TEXT)", utf8=True),
+    )
+    params = {"text": text, "number": 7}
+    through_exchange, through_psycopg = both_ways(pg, batch, params)
+    assert through_exchange == through_psycopg
+    plain, raw, parsed, nothing = through_exchange
+    assert plain == [(text,)]
+    assert raw == [(f"{text}|7".encode(),)] and isinstance(raw[0][0], bytes)
+    assert parsed == [text]
+    assert nothing == [(None,)]
+
+
 def test_a_message_larger_than_the_socket_takes_at_once_is_sent_whole(pg):
     """A query of a few megabytes: libpq's flush leaves some of it for later, and the
     exchange waits for the socket to take it."""

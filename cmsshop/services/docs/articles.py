@@ -205,7 +205,7 @@ def _hot_listing(searched: bool, by_category: bool) -> HotListing:
                         d, _body_sql(d), _NEWEST_FIRST, f"FROM ({page[d]}) a", page=True
                     ),
                 ),
-                scalar=True,  # one JSON text
+                utf8=True,  # one JSON text, sent as it is
             )
             for d in DIALECTS
         },
@@ -236,4 +236,4 @@ def public_article_bodies(
         listing = _HOT_LISTINGS[bool(q), category is not None]
         page = fetch_hot_listing(conn, listing, request, params)
     text = page.items[0][0] if page.items else None
-    return dataclasses.replace(page, items=[]), (text or "[]").encode()
+    return dataclasses.replace(page, items=[]), text or b"[]"

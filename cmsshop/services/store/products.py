@@ -668,7 +668,8 @@ def _listing(searched: bool, currency: bool, bodies: bool) -> HotListing:
                     currency,
                 ),
                 json_text=not bodies,
-                scalar=True,  # one JSON text (bodies: as text)
+                utf8=bodies,  # the API's bodies, sent as they are
+                scalar=True,  # one JSON text (bodies: as UTF-8 bytes)
             )
             for d in DIALECTS
         },
@@ -682,11 +683,12 @@ _BY_SLUG = f"SELECT {_PUBLIC_COLUMNS} FROM products p WHERE p.slug = :slug AND {
 def _slug_batch(currency: bool) -> dict[str, HotBatch]:
     """The API body (JSON text) of the public product ``:slug``: one statement."""
     return {
-        # scalar: at most one row (the slug is unique), read with one step on SQLite
+        # One row at most (the slug is unique; a utf8 statement is scalar), read with one
+        # step on SQLite
         d: HotBatch(
             HotStatement(
                 f"SELECT {json_text(d, _body_sql(d, currency))} FROM ({_BY_SLUG}) p",  # noqa: S608 - constant SQL
-                scalar=True,
+                utf8=True,  # the API's body, sent as it is
             ),
             generic_plans=True,  # as every read of a thread's connection (HotListing)
         )
@@ -753,7 +755,7 @@ def public_product_bodies(
     items' bodies, one JSON array the database built (views.store.api.product_body's)."""
     page, _ = _public_page(engine, request, q, currency, bodies=True)
     text = page.items[0][0] if page.items else None
-    return dataclasses.replace(page, items=[]), (text or "[]").encode()
+    return dataclasses.replace(page, items=[]), text or b"[]"
 
 
 def _public_page(engine, request: PageRequest, q, currency, *, bodies: bool) -> tuple[Page, bool]:
@@ -780,4 +782,4 @@ def public_product_body(engine, slug: str, *, currency: str | None = None) -> by
             (found,) = batch.run(conn, {"slug": slug, "currency": currency})
     if not found:
         raise NotFound(f"There is no product {slug!r}.", code="product_not_found")
-    return found[0][0].encode()
+    return found[0][0]
