@@ -148,6 +148,7 @@ _PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary(
 # rolled the SET back with the rest).
 _PLAN_MODE: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
 _GENERIC, _AUTO = b"force_generic_plan", b"auto"
+_FIRST = (0,)  # the first column
 
 
 class HotBatch:
@@ -269,7 +270,10 @@ class HotBatch:
                 results.append(statement.sqlite_rows(dbapi, params, steps))
                 continue
             if steps is not None:  # reads: SELECTs, whose rows are a list (maybe empty)
-                results.append(steps.rows(*statement.sqlite.call(params), one=statement.scalar))
+                raw = _FIRST if statement.utf8 or statement.json_text else ()
+                results.append(
+                    steps.rows(*statement.sqlite.call(params), one=statement.scalar, raw=raw)
+                )
                 continue
             cursor = dbapi.cursor()
             cursor.execute(*statement.sqlite.call(params))
@@ -301,8 +305,8 @@ class HotBatch:
         """Each statement's rows from the one statement's row, as they would come alone
         (a scalar statement with no row gives NULL there: ``[(None,)]``, which every
         caller reads as no row)."""
-        if steps is not None:
-            (values,) = steps.rows(*one.call(params), one=True)
+        if steps is not None:  # the statements' texts wanted as bytes, by column
+            (values,) = steps.rows(*one.call(params), one=True, raw=self._as_bytes)
         else:
             cursor = dbapi.execute(*one.call(params))
             values = cursor.fetchone()

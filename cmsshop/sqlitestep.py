@@ -160,9 +160,10 @@ class Statements:
         self.lock = threading.Lock()
         self.closed = False
 
-    def rows(self, sql: str, args: tuple, one: bool = False) -> list[tuple]:
+    def rows(self, sql: str, args: tuple, one: bool = False, raw=()) -> list[tuple]:
         """The rows of ``sql`` with ``args`` bound by position (``?1``...); ``one``: at
-        most the first row is read (a statement that gives at most one)."""
+        most the first row is read (a statement that gives at most one); the columns
+        numbered in ``raw`` (from 0) give their text as the UTF-8 bytes SQLite holds."""
         api = self.api
         with self.lock:
             if self.closed:
@@ -186,6 +187,8 @@ class Statements:
                     row = []
                     for column in range(width):
                         kind = column_type(statement, column)
+                        if kind == _TEXT and column in raw:
+                            kind = _BLOB  # read as bytes (sqlite3_column_blob: the text's)
                         row.append(self._value(statement, column, kind))
                     found.append(tuple(row))
                     if one:

@@ -154,6 +154,45 @@ def test_only_a_file_database_of_the_sqlite3_module_gets_statements(tmp_path):
     assert sqlitestep.for_connection(object()) is None
 
 
+def test_raw_columns_give_the_texts_utf8_bytes(conn):
+    """A column numbered in ``raw`` reads its text as the UTF-8 bytes SQLite holds (the
+    others, and the other types in it, as before)."""
+    dbapi, steps = conn
+    sql = "SELECT s, s, i, b FROM t ORDER BY rowid"
+    expected = module_rows(dbapi, sql)
+    found = steps.rows(sql, (), raw=(1, 2, 3))
+    assert [(a, c, d) for a, _, c, d in found] == [(a, c, d) for a, _, c, d in expected]
+    assert [row[1] for row in found] == [row[1].encode() for row in expected]
+
+
+def test_a_batchs_utf8_and_json_text_statements_on_the_threads_reads(engine):
+    """Through the thread's statements (one statement, and a batch run as one SELECT):
+    a ``utf8`` statement gives bytes, a ``json_text`` one the parsed list, the rest as
+    they were -- the same as on a connection of the pool."""
+    from cmsshop.hotsql import raw_autocommit
+
+    if engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's reads (PostgreSQL's: test_pg_exchange)")
+    text = "€49.00 é 中文 \U0001f600"
+    alone = HotBatch(HotStatement("SELECT CAST(:t AS TEXT) || '!'", utf8=True))
+    together = HotBatch(
+        HotStatement("SELECT CAST(:t AS TEXT)", scalar=True),
+        HotStatement("SELECT CAST(:t AS TEXT) || '!'", utf8=True),
+        HotStatement("SELECT json_array(CAST(:t AS TEXT))", json_text=True),
+    )
+    for _ in range(2):  # the second run: the batch as one statement, prepared
+        with raw_reads(engine) as reads:
+            assert reads.steps is not None
+            assert alone.run(reads, {"t": text}) == [[(f"{text}!".encode(),)]]
+            assert together.run(reads, {"t": text}) == [[(text,)], [(f"{text}!".encode(),)], [text]]
+        with raw_autocommit(engine) as pooled:
+            assert together.run(pooled, {"t": text}) == [
+                [(text,)],
+                [(f"{text}!".encode(),)],
+                [text],
+            ]
+
+
 def test_the_threads_reads_use_it_and_disposing_frees_it(engine):
     if engine.dialect.name != "sqlite":
         pytest.skip("SQLite's reads")
