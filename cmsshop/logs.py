@@ -110,10 +110,12 @@ class SafeFormatter(logging.Formatter):
         if datefmt:
             return super().formatTime(record, datefmt)
         second = int(record.created)
-        if self._second[0] != second:
+        kept = self._second  # read once: another thread may replace it meanwhile
+        if kept[0] != second:
             # The same text logging.Formatter writes: default_time_format, local time.
-            self._second = (second, time.strftime(self.default_time_format, self.converter(second)))
-        text = self._second[1]
+            kept = (second, time.strftime(self.default_time_format, self.converter(second)))
+            self._second = kept
+        text = kept[1]
         return self.default_msec_format % (text, record.msecs) if self.default_msec_format else text
 
 
