@@ -87,6 +87,9 @@ class HotStatement:
         # Decoding a page of 20 products (20 KB with a euro sign in it) and encoding it
         # again cost 27 µs, a tenth of the request.
         self.utf8 = utf8
+        # Its text is read as bytes where the reader can (json_text too: orjson reads
+        # bytes as well).
+        self.as_bytes = utf8 or json_text
         # At most one row of one column (a count, a version, a JSON text): on SQLite a
         # batch of such statements runs as one (HotBatch).
         self.scalar = scalar or json_text or utf8
@@ -208,11 +211,8 @@ class HotBatch:
         # only % in it: the statements themselves are in the PREPAREs).
         self._pg_names = [(n, n.encode()) for n in dict.fromkeys(_PLACEHOLDER.findall(self.pg_sql))]
         self._pg_bytes = self.pg_sql.encode()
-        # The statements whose text is wanted as bytes (json_text ones too: orjson reads
-        # bytes as well), by position.
-        self._as_bytes = frozenset(
-            i for i, s in enumerate(self.statements) if s.utf8 or s.json_text
-        )
+        # The statements whose text is wanted as bytes, by position.
+        self._as_bytes = frozenset(i for i, s in enumerate(self.statements) if s.as_bytes)
 
     def run(self, conn: Connection | RawTransaction, params: dict[str, Any]) -> list:
         try:
@@ -270,7 +270,7 @@ class HotBatch:
                 results.append(statement.sqlite_rows(dbapi, params, steps))
                 continue
             if steps is not None:  # reads: SELECTs, whose rows are a list (maybe empty)
-                raw = _FIRST if statement.utf8 or statement.json_text else ()
+                raw = _FIRST if statement.as_bytes else ()
                 results.append(
                     steps.rows(*statement.sqlite.call(params), one=statement.scalar, raw=raw)
                 )
@@ -351,9 +351,12 @@ class HotBatch:
             _PLAN_MODE.pop(dbapi, None)  # known again once the message succeeded
         with dbapi.lock:
             if exchange is not None:
-                # The answers to read as bytes: libpq's own, when they are UTF-8.
+                # The answers to read as bytes: libpq's own, when they are UTF-8 (after
+                # the SET's and the PREPAREs' answers, if the message has any).
+                raw = self._as_bytes if tools.utf8 else ()
                 first = (1 if set_mode else 0) + len(missing)
-                raw = {first + i for i in self._as_bytes} if tools.utf8 else ()
+                if raw and first:
+                    raw = {first + i for i in raw}
                 answers = exchange.run(query, tools.transformer, raw)
             else:
                 # psycopg's own pieces, as its cursor uses them (psycopg >= 3.0): libpq's

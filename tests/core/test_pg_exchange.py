@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from cmsshop import pgexchange
+from cmsshop import hotsql, pgexchange
 from cmsshop.db import AnswerTimeout, is_database_unavailable
 from cmsshop.hotsql import HotBatch, raw_autocommit, raw_reads, thread_connections
 
@@ -92,6 +92,24 @@ def test_a_utf8_statement_gives_the_bytes_received(pg, text):
     assert raw == [(f"{text}|7".encode(),)] and isinstance(raw[0][0], bytes)
     assert parsed == [text]
     assert nothing == [(None,)]
+
+
+def test_raw_answers_are_the_bytes_libpq_received(pg):
+    """Exchange.run reads the answers numbered in ``raw`` without any loader (every value
+    as the text format's bytes); the others through psycopg's."""
+    with raw_reads(pg) as conn:
+        dbapi = conn.dbapi
+        transformer = hotsql._libpq_tools(dbapi).transformer
+        with dbapi.lock:
+            answers = conn.exchange.run(
+                "SELECT CAST('€1' AS TEXT), 7; SELECT CAST('€1' AS TEXT), 7".encode(),
+                transformer,
+                {1},
+            )
+    assert answers == [
+        (pgexchange.TUPLES_OK, [("€1", 7)]),
+        (pgexchange.TUPLES_OK, [("€1".encode(), b"7")]),
+    ]
 
 
 def test_a_message_larger_than_the_socket_takes_at_once_is_sent_whole(pg):

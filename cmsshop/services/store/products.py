@@ -667,9 +667,9 @@ def _listing(searched: bool, currency: bool, bodies: bool) -> HotListing:
                     f"ORDER BY {_PUBLIC_ORDER} LIMIT :limit OFFSET :offset",
                     currency,
                 ),
+                # One JSON text: the cards' parsed, or the API's bodies sent as they are.
                 json_text=not bodies,
-                utf8=bodies,  # the API's bodies, sent as they are
-                scalar=True,  # one JSON text (bodies: as UTF-8 bytes)
+                utf8=bodies,
             )
             for d in DIALECTS
         },
